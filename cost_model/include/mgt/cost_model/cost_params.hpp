@@ -1,0 +1,56 @@
+// Named, documented constants of the cost model. Each is a physical quantity with a default taken
+// from public measurements; docs/cost_model.md gives the derivation. `mgt-plan validate` (issue 3)
+// calibrates them against ../shared/validation.
+#pragma once
+
+#include <cstdint>
+
+namespace mgt::cost {
+
+struct CostParams {
+  // --- compute (docs/cost_model.md §2) ---
+  /// Best achieved / peak for a large bf16 GEMM (cuBLAS on H100 reaches ~0.75-0.8 of dense peak at
+  /// 8k x 8k x 8k; NVIDIA "H100 Tensor Core GPU Architecture" and public cuBLAS benchmarks).
+  double gemm_max_efficiency = 0.78;
+  /// Dimension at which a GEMM reaches half of its best efficiency along that dimension (tile
+  /// quantisation and wave effects; 128 is one CUTLASS tile edge).
+  double gemm_half_efficiency_dim = 96.0;
+  /// Flash-attention forward efficiency relative to dense peak (FlashAttention-2 paper §4: 50-73 % of
+  /// A100 peak fwd; FA3 on H100 ~ 0.6-0.75). Backward runs at `attention_bwd_efficiency`.
+  double attention_fwd_efficiency = 0.55;
+  double attention_bwd_efficiency = 0.45;
+  /// Fraction of HBM bandwidth that elementwise / norm / softmax kernels reach.
+  double hbm_efficiency = 0.80;
+  /// Launch + tail floor of one kernel (CUDA launch ~3-5 us plus tail; Megatron profiles).
+  double kernel_floor_s = 4.0e-6;
+
+  // --- communication (docs/cost_model.md §3) ---
+  /// NCCL busbw / raw link bandwidth inside an NVLink domain (nccl-tests all_reduce on DGX H100:
+  /// ~360-380 GB/s of 450 GB/s per direction).
+  double nvlink_efficiency = 0.80;
+  /// NCCL busbw / raw NIC bandwidth across nodes (InfiniBand NDR with GPUDirect RDMA: ~0.85-0.9).
+  double network_efficiency = 0.85;
+  /// NCCL busbw / raw bandwidth over PCIe (no NVLink), through host bridges.
+  double pcie_efficiency = 0.70;
+  /// Slow-down of compute kernels while a communication kernel shares the SMs (NCCL uses 8-32 SMs
+  /// of 132 on H100; measured 5-15 % in overlap studies, e.g. Megatron "Reducing activation
+  /// recomputation" §5, torchtitan FSDP2 notes).
+  double overlap_compute_slowdown = 0.08;
+
+  // --- memory (docs/cost_model.md §4) ---
+  /// CUDA context + cuBLAS/cuDNN workspaces per GPU (~0.5-1 GiB on H100 with PyTorch).
+  int64_t cuda_context_bytes = 768ll << 20;
+  /// NCCL internal buffers per communicator (NCCL_BUFFSIZE 4 MiB x channels x peers, ~200 MiB for the
+  /// few communicators a 4-D mesh creates).
+  int64_t nccl_buffer_bytes = 256ll << 20;
+  /// PyTorch caching-allocator fragmentation: reserved / allocated at peak (5-10 % typical).
+  double allocator_fragmentation = 0.07;
+
+  // --- fixed costs (docs/cost_model.md §5) ---
+  /// Host-side overhead per micro-batch (Python dispatch, data loader hand-off).
+  double per_microbatch_overhead_s = 2.0e-3;
+  /// Per optimizer step (zero_grad, scheduler, logging, synchronisation).
+  double per_step_overhead_s = 10.0e-3;
+};
+
+}  // namespace mgt::cost

@@ -1,0 +1,66 @@
+// The cluster as a Boost.Graph of GPUs, NVLink switches, PCIe, NICs and network switches, and the
+// question the estimator asks of it: what bandwidth and latency does a collective over this group of
+// mesh axes see, given where the mesh places its ranks.
+#pragma once
+
+#include "mgt/cost_model/cost_params.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace mgt::cost {
+
+/// One mesh axis as laid on ranks: member i of a group along this axis is at rank offset i * stride.
+/// With mesh order (dp_replicate, dp_shard, cp, tp), tp has stride 1, cp stride tp, and so on.
+struct AxisPlacement {
+  int64_t size = 1;
+  int64_t stride = 1;
+  bool operator==(const AxisPlacement&) const = default;
+};
+
+/// A communication group over one or more mesh axes (FSDP shards over dp_shard x cp).
+struct GroupPlacement {
+  std::vector<AxisPlacement> axes;
+  int64_t size() const;
+  bool operator==(const GroupPlacement&) const = default;
+};
+
+/// What a ring collective over a group sees.
+struct LinkEstimate {
+  double bus_bytes_per_s = 0;     ///< achievable busbw per member (nccl-tests definition)
+  double latency_s = 0;           ///< per ring step (the slowest hop's latency)
+  int64_t domains_spanned = 1;    ///< NVLink domains (or nodes, without NVLink) the group spans
+  int64_t members_per_domain = 1; ///< group members inside one domain
+  bool crosses_network() const { return domains_spanned > 1; }
+};
+
+/// Builds the graph for `num_gpus` GPUs of `cluster` (ceil(num_gpus / gpus_per_node) nodes).
+/// Ranks are numbered node-major: rank r sits on node r / gpus_per_node.
+class Topology {
+ public:
+  Topology(const ir::ClusterSpec& cluster, int64_t num_gpus, const CostParams& params = {});
+  ~Topology();
+  Topology(Topology&&) noexcept;
+  Topology& operator=(Topology&&) noexcept;
+
+  /// Bandwidth and latency for a ring collective over `group` (the group containing rank 0; every
+  /// other group along the same axes is a translate of it). The bottleneck is found on the graph:
+  /// the widest path between consecutive ring members, with NIC capacity shared among the groups
+  /// that run concurrently on the same node.
+  LinkEstimate link_for_group(const GroupPlacement& group) const;
+
+  /// Point-to-point bandwidth and latency between two ranks (widest path on the graph).
+  LinkEstimate link_between(int64_t rank_a, int64_t rank_b) const;
+
+  const ir::ClusterSpec& cluster() const;
+  int64_t num_gpus() const;
+  int64_t num_vertices() const;  ///< for tests: GPUs + switches + NICs in the graph
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mgt::cost

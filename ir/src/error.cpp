@@ -1,0 +1,142 @@
+// Error helpers shared by every reader in mgt_ir.
+#include "mgt/ir/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace mgt::ir {
+
+namespace {
+std::string compose(const std::string& source, const std::string& field, const std::string& problem,
+                    const std::string& hint) {
+  std::string out = source;
+  if (!field.empty()) out += ": field '" + field + "'";
+  out += ": " + problem;
+  if (!hint.empty()) out += " (hint: " + hint + ")";
+  return out;
+}
+
+std::string type_name(const nlohmann::json& v) { return v.type_name(); }
+}  // namespace
+
+InputError::InputError(std::string source, std::string field, std::string problem, std::string hint)
+    : std::runtime_error(compose(source, field, problem, hint)), source_(std::move(source)),
+      field_(std::move(field)) {}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", "cannot open file", "check the path");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_json_text(buffer.str(), path);
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based offset of the failure; give line and column, which editors understand.
+    int64_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
+    }
+    throw InputError(source, "", "malformed JSON at line " + std::to_string(line) + ", column " +
+                                     std::to_string(column),
+                     "fix the JSON syntax; the parser said: " + std::string(e.what()));
+  }
+}
+
+static const nlohmann::json& require_field(const nlohmann::json& obj, const std::string& field,
+                                           const std::string& source) {
+  if (!obj.is_object()) throw InputError(source, field, "expected a JSON object around this field");
+  auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) throw InputError(source, field, "missing", "add the field");
+  return *it;
+}
+
+static int64_t as_int(const nlohmann::json& v, const std::string& field, const std::string& source) {
+  if (v.is_number_integer() || v.is_number_unsigned()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      throw InputError(source, field, "value does not fit in a signed 64-bit integer");
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (d == double(int64_t(d)) && std::abs(d) < 9.0e18) return int64_t(d);
+  }
+  throw InputError(source, field, "expected an integer, got " + type_name(v) + " " + v.dump());
+}
+
+int64_t require_positive_int(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  int64_t v = as_int(require_field(obj, field, source), field, source);
+  if (v <= 0) throw InputError(source, field, "must be positive, got " + std::to_string(v));
+  return v;
+}
+
+int64_t optional_positive_int(const nlohmann::json& obj, const std::string& field, int64_t fallback,
+                              const std::string& source) {
+  if (!obj.contains(field) || obj.at(field).is_null()) return fallback;
+  return require_positive_int(obj, field, source);
+}
+
+int64_t optional_nonnegative_int(const nlohmann::json& obj, const std::string& field, int64_t fallback,
+                                 const std::string& source) {
+  if (!obj.contains(field) || obj.at(field).is_null()) return fallback;
+  int64_t v = as_int(obj.at(field), field, source);
+  if (v < 0) throw InputError(source, field, "must not be negative, got " + std::to_string(v));
+  return v;
+}
+
+double require_positive_number(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const auto& v = require_field(obj, field, source);
+  if (!v.is_number()) throw InputError(source, field, "expected a number, got " + type_name(v));
+  double d = v.get<double>();
+  if (!(d > 0.0) || !std::isfinite(d))
+    throw InputError(source, field, "must be a positive finite number, got " + v.dump());
+  return d;
+}
+
+double optional_number(const nlohmann::json& obj, const std::string& field, double fallback,
+                       const std::string& source) {
+  if (!obj.contains(field) || obj.at(field).is_null()) return fallback;
+  const auto& v = obj.at(field);
+  if (!v.is_number()) throw InputError(source, field, "expected a number, got " + type_name(v));
+  return v.get<double>();
+}
+
+std::string require_string(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const auto& v = require_field(obj, field, source);
+  if (!v.is_string()) throw InputError(source, field, "expected a string, got " + type_name(v));
+  return v.get<std::string>();
+}
+
+bool optional_bool(const nlohmann::json& obj, const std::string& field, bool fallback, const std::string& source) {
+  if (!obj.contains(field) || obj.at(field).is_null()) return fallback;
+  const auto& v = obj.at(field);
+  if (!v.is_boolean()) throw InputError(source, field, "expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+void require_format(const nlohmann::json& doc, const std::string& expected, const std::string& source) {
+  if (!doc.is_object()) throw InputError(source, "", "expected a JSON object at the top level");
+  auto it = doc.find("format");
+  if (it == doc.end() || !it->is_string())
+    throw InputError(source, "format", "missing", "add \"format\": \"" + expected + "\"");
+  if (it->get<std::string>() != expected)
+    throw InputError(source, "format", "unknown format \"" + it->get<std::string>() + "\"",
+                     "this reader accepts \"" + expected + "\"");
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const std::string& source, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw InputError(source, what, "size overflows a 64-bit integer (" + std::to_string(a) + " x " +
+                                       std::to_string(b) + ")",
+                     "check the sizes");
+  return out;
+}
+
+}  // namespace mgt::ir
