@@ -1,1 +1,98 @@
-// placeholder: being written
+// Alpha-beta collective model with nccl-tests' bus-bandwidth factors (docs/cluster.md §5).
+#include "mgt/cost_model/collective.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace mgt::cost {
+
+std::string to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_to_all: return "all_to_all";
+    case CollectiveKind::send_recv: return "send_recv";
+  }
+  return "unknown";
+}
+
+// nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, where the factor is the share of the buffer
+// each rank must move over its slowest link in the optimal (ring) algorithm.
+double bus_factor(CollectiveKind kind, int64_t group_size) {
+  if (group_size <= 1) return 0.0;
+  const double n = double(group_size);
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return (n - 1) / n;
+    case CollectiveKind::send_recv: return 1.0;
+  }
+  return 0.0;
+}
+
+// Ring all-reduce = reduce-scatter (n-1 steps) then all-gather (n-1 steps); the others one pass.
+int64_t latency_steps(CollectiveKind kind, int64_t group_size) {
+  if (group_size <= 1) return 0;
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2 * (group_size - 1);
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return group_size - 1;
+    case CollectiveKind::send_recv: return 1;
+  }
+  return 0;
+}
+
+double collective_time_s(CollectiveKind kind, int64_t group_size, int64_t bytes, const LinkEstimate& link) {
+  if (group_size <= 1 || bytes <= 0) return 0.0;
+  double bandwidth_s = link.bus_bytes_per_s > 0 ? double(bytes) * bus_factor(kind, group_size) / link.bus_bytes_per_s
+                                                : std::numeric_limits<double>::infinity();
+  return double(latency_steps(kind, group_size)) * link.latency_s + bandwidth_s;
+}
+
+// Lookup in the measured table:
+//   1. keep rows of this op;
+//   2. pick the (group_size, nodes_spanned) configuration nearest in |log ratio| of both (exact match
+//      first; ties go to the smaller configuration, the more conservative measurement);
+//   3. among its rows, interpolate busbw linearly in log(message bytes), clamped at the ends.
+double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size,
+                                int64_t domains_spanned, int64_t bytes) {
+  const std::string op = to_string(kind);
+  auto log_distance = [](int64_t a, int64_t b) {
+    return std::abs(std::log(double(std::max<int64_t>(a, 1))) - std::log(double(std::max<int64_t>(b, 1))));
+  };
+  const ir::CollectiveMeasurement* best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (const auto& row : cluster.collective_table) {
+    if (row.op != op) continue;
+    double d = log_distance(row.group_size, group_size) + log_distance(row.nodes_spanned, domains_spanned);
+    bool better = d < best_distance - 1e-12 ||
+                  (std::abs(d - best_distance) <= 1e-12 &&
+                   (row.group_size < best->group_size ||
+                    (row.group_size == best->group_size && row.nodes_spanned < best->nodes_spanned)));
+    if (better) {
+      best = &row;
+      best_distance = d;
+    }
+  }
+  if (!best) return 0.0;
+
+  // Nearest rows below and above `bytes` for the chosen configuration.
+  const ir::CollectiveMeasurement* below = nullptr;
+  const ir::CollectiveMeasurement* above = nullptr;
+  for (const auto& row : cluster.collective_table) {
+    if (row.op != op || row.group_size != best->group_size || row.nodes_spanned != best->nodes_spanned) continue;
+    if (row.message_bytes <= bytes && (!below || row.message_bytes > below->message_bytes)) below = &row;
+    if (row.message_bytes >= bytes && (!above || row.message_bytes < above->message_bytes)) above = &row;
+  }
+  if (!below) return above->bus_bytes_per_s;
+  if (!above) return below->bus_bytes_per_s;
+  if (below->message_bytes == above->message_bytes) return below->bus_bytes_per_s;
+  double t = (std::log(double(std::max<int64_t>(bytes, 1))) - std::log(double(below->message_bytes))) /
+             (std::log(double(above->message_bytes)) - std::log(double(below->message_bytes)));
+  return below->bus_bytes_per_s + t * (above->bus_bytes_per_s - below->bus_bytes_per_s);
+}
+
+}  // namespace mgt::cost

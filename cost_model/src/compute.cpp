@@ -1,1 +1,47 @@
-// placeholder: being written
+// Kernel time model (docs/cost_model.md §2).
+#include "mgt/cost_model/compute.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace mgt::cost {
+
+double gemm_efficiency(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& cluster, ir::DType dtype,
+                       const CostParams& params) {
+  if (!cluster.gemm_table.empty()) {
+    // Measured rates win: nearest row of the same dtype in log(work).
+    const double work = std::log(double(m) * double(n) * double(k));
+    double best_distance = std::numeric_limits<double>::infinity();
+    double best = 0;
+    for (const auto& row : cluster.gemm_table) {
+      if (row.dtype != dtype) continue;
+      double distance = std::abs(std::log(double(row.m) * double(row.n) * double(row.k)) - work);
+      if (distance < best_distance) { best_distance = distance; best = row.efficiency; }
+    }
+    if (best > 0) return best;
+  }
+  const double half = params.gemm_half_efficiency_dim;
+  auto along = [half](int64_t x) { return double(x) / (double(x) + half); };
+  return params.gemm_max_efficiency * along(m) * along(n) * along(k);
+}
+
+double gemm_time_s(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& cluster, ir::DType dtype,
+                   const CostParams& params) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  const double rate = ir::peak_flops_per_s(cluster.gpu, dtype) * gemm_efficiency(m, n, k, cluster, dtype, params);
+  return flops / rate + params.kernel_floor_s;
+}
+
+double memory_bound_time_s(int64_t bytes, const ir::ClusterSpec& cluster, const CostParams& params) {
+  if (bytes <= 0) return 0.0;
+  return double(bytes) / (cluster.gpu.hbm_bytes_per_s * params.hbm_efficiency) + params.kernel_floor_s;
+}
+
+double attention_time_s(double flops, double efficiency, const ir::ClusterSpec& cluster, ir::DType dtype,
+                        const CostParams& params) {
+  if (flops <= 0) return 0.0;
+  return flops / (ir::peak_flops_per_s(cluster.gpu, dtype) * efficiency) + params.kernel_floor_s;
+}
+
+}  // namespace mgt::cost

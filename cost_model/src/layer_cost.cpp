@@ -1,1 +1,357 @@
-// placeholder: being written
+// Per-block costs from the ops' einsum specs and kinds (docs/cost_model.md §2 time, §4 memory).
+//
+// Activation memory follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+// Transformer Models", §4.1-4.2): every op keeps the inputs its backward needs; tensors outside
+// tensor-parallel regions are split along s over tp under sequence parallelism; here additionally s
+// splits over cp, GQA shrinks k/v through their own dims, and flash attention keeps q, k, v, the
+// output and the log-sum-exp instead of the s^2 softmax (no dropout, as in current LLM training).
+#include "mgt/cost_model/layer_cost.hpp"
+
+#include "mgt/cost_model/compute.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+namespace mgt::cost {
+
+bool is_tp_dim(char name) { return name == 'a' || name == 'k' || name == 'f' || name == 'v'; }
+
+namespace {
+
+bool has_tp_dim(const ir::TensorDecl& tensor) {
+  return std::any_of(tensor.dims.begin(), tensor.dims.end(), [](const ir::Dim& d) { return is_tp_dim(d.name); });
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Everything block_cost needs while walking the ops of one block.
+struct Walk {
+  const ir::Block& block;
+  const ShardContext& ctx;
+  const ir::ClusterSpec& cluster;
+  const CostParams& params;
+  BlockCost cost;
+  std::set<std::string> saved;            // tensors kept for backward
+  std::set<std::string> recomputed;       // outputs selective recompute drops
+  std::set<std::string> gathered_inputs;  // SP all-gathers already issued (q, k, v share one)
+  std::set<std::string> produced;
+  int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
+
+  const ir::TensorDecl& tensor(const std::string& name) const {
+    // ir::verify guarantees names resolve; the graph is verified on load.
+    return *ir::find_tensor(block, name);
+  }
+  int64_t act_bytes(const ir::TensorDecl& t) const { return local_elements(t, ctx) * ir::dtype_bytes(ctx.dtype); }
+  int64_t tp_region_bytes(const ir::TensorDecl& t) const {
+    int64_t n = 1;
+    for (const auto& d : t.dims) n *= local_dim_size(d, ctx, /*in_tp_region=*/true);
+    return n * ir::dtype_bytes(ctx.dtype);
+  }
+  void tp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
+    if (ctx.tp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::tp, kind, bytes});
+  }
+  void cp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
+    if (ctx.cp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::cp, kind, bytes});
+  }
+  double memory_time(int64_t bytes) const { return memory_bound_time_s(bytes, cluster, params); }
+};
+
+struct EinsumSpec {
+  std::string lhs, rhs, out;
+};
+
+EinsumSpec parse_einsum(const std::string& spec) {
+  EinsumSpec s;
+  auto comma = spec.find(',');
+  auto arrow = spec.find("->");
+  s.lhs = spec.substr(0, comma);
+  s.rhs = spec.substr(comma + 1, arrow - comma - 1);
+  s.out = spec.substr(arrow + 2);
+  return s;
+}
+
+const ir::Dim* find_dim(const ir::TensorDecl& t, char name) {
+  for (const auto& d : t.dims)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+// A contraction runs as one (batched) GEMM: batch dims appear in both operands and the output,
+// M in the output and the activation only, N in the output and the second operand only, K nowhere
+// in the output. GEMV-like shapes (a dim under 16) run memory-bound (roofline), not on tensor cores.
+void cost_contraction(Walk& w, const ir::Op& op) {
+  const auto& a = w.tensor(op.inputs[0]);
+  const auto& b = w.tensor(op.inputs[1]);
+  const auto& o = w.tensor(op.output);
+  const EinsumSpec spec = parse_einsum(op.einsum);
+  const auto all_letters = spec.lhs + spec.rhs;
+  const bool in_tp = w.ctx.tp > 1 && std::any_of(all_letters.begin(), all_letters.end(), is_tp_dim);
+
+  auto local = [&](char letter) {
+    const ir::Dim* d = find_dim(o, letter);
+    if (!d) d = find_dim(a, letter);
+    if (!d) d = find_dim(b, letter);
+    return local_dim_size(*d, w.ctx, in_tp);
+  };
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  std::set<char> seen;
+  for (char c : all_letters + spec.out) {
+    if (!seen.insert(c).second) continue;
+    const bool in_l = spec.lhs.find(c) != std::string::npos;
+    const bool in_r = spec.rhs.find(c) != std::string::npos;
+    const bool in_o = spec.out.find(c) != std::string::npos;
+    const int64_t size = local(c);
+    if (!in_o) k *= size;
+    else if (in_l && in_r) batch *= size;
+    else if (in_l) m *= size;
+    else n *= size;
+  }
+  const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
+  auto kernel_time = [&](int64_t mm, int64_t nn, int64_t kk) {
+    const double peak = ir::peak_flops_per_s(w.cluster.gpu, w.ctx.dtype);
+    if (std::min({mm, nn, kk}) < 16) {
+      const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
+      return std::max(flops / (peak * w.params.gemm_max_efficiency), w.memory_time(bytes) - w.params.kernel_floor_s) +
+             w.params.kernel_floor_s;
+    }
+    const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, w.ctx.dtype, w.params);
+    return flops / (peak * eff) + w.params.kernel_floor_s;
+  };
+  w.cost.fwd_compute_s += kernel_time(m, n, k);
+  w.cost.bwd_compute_s += kernel_time(m, k, n) + kernel_time(k, n, m);  // dA = dO.B^T, dB = A^T.dO
+
+  // Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights, 3 x forward for
+  // activation-activation contractions.
+  {
+    double global = 2.0;
+    seen.clear();
+    for (char c : all_letters + spec.out) {
+      if (!seen.insert(c).second) continue;
+      const ir::Dim* d = find_dim(o, c);
+      if (!d) d = find_dim(a, c);
+      if (!d) d = find_dim(b, c);
+      global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : d->size);
+    }
+    w.cost.model_flops += 3.0 * global;
+  }
+
+  // Tensor-parallel communication (Megatron-LM, Shoeybi et al. 2019 §3; with SP, Korthikanti et al.
+  // 2022 §4.2.2: all-reduce becomes reduce-scatter + all-gather).
+  if (in_tp) {
+    bool partial = false;
+    for (char c : spec.lhs + spec.rhs)
+      if (spec.out.find(c) == std::string::npos && is_tp_dim(c)) partial = true;
+    const bool column = has_tp_dim(o) && !has_tp_dim(a);
+    const int64_t out_bytes = w.tp_region_bytes(o);
+    if (partial) {
+      w.tp_collective(w.cost.fwd_collectives,
+                      w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, out_bytes);
+      if (w.ctx.sequence_parallel) w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, out_bytes);
+    }
+    if (column && w.gathered_inputs.insert(a.name).second) {
+      const int64_t in_bytes = w.tp_region_bytes(a);
+      if (w.ctx.sequence_parallel) {
+        w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, in_bytes);
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, in_bytes);  // re-gather saved shard
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, in_bytes);
+      } else {
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_reduce, in_bytes);
+      }
+    }
+  }
+  if (!a.is_parameter) w.saved.insert(a.name);
+  if (!b.is_parameter) w.saved.insert(b.name);
+}
+
+void cost_attention(Walk& w, const ir::Op& op) {
+  const auto& q = w.tensor(op.inputs[0]);
+  const auto& k = w.tensor(op.inputs[1]);
+  const auto& v = w.tensor(op.inputs[2]);
+  const auto& o = w.tensor(op.output);
+  // Positional layout [b, s, heads, head_dim] on every operand (docs/graph_format.md).
+  auto size_at = [&](const ir::TensorDecl& t, size_t i, bool local) {
+    return local ? local_dim_size(t.dims[i], w.ctx, true)
+                 : (ir::is_symbolic_dim(t.dims[i].name) ? (t.dims[i].name == 'b' ? w.ctx.micro_batch : w.ctx.seq_len)
+                                                        : t.dims[i].size);
+  };
+  auto fwd_flops = [&](bool local) {
+    const double batch = double(size_at(q, 0, local));
+    const double s_q = double(size_at(q, 1, local));
+    double s_kv = double(w.ctx.seq_len);  // keys are gathered over cp: every query block sees all keys
+    double mask_fraction = op.causal ? 0.5 : 1.0;
+    if (op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len) {
+      s_kv = double(op.sliding_window);
+      mask_fraction = 1.0;
+    }
+    const double heads = double(size_at(q, 2, local));
+    const double d_qk = double(q.dims[3].size);
+    const double d_v = double(v.dims[3].size);
+    return 2.0 * batch * s_q * s_kv * heads * (d_qk + d_v) * mask_fraction;
+  };
+  const double local_flops = fwd_flops(true);
+  // FlashAttention-2 (Dao 2023, §3.1): backward does 5 GEMM-like products to forward's 2.
+  const double fwd_s = attention_time_s(local_flops, w.params.attention_fwd_efficiency, w.cluster, w.ctx.dtype, w.params);
+  const double bwd_s = attention_time_s(2.5 * local_flops, w.params.attention_bwd_efficiency, w.cluster, w.ctx.dtype, w.params);
+  w.cost.fwd_compute_s += fwd_s;
+  w.cost.bwd_compute_s += bwd_s;
+  w.cost.attention_fwd_s += fwd_s;
+  w.cost.attention_bwd_s += bwd_s;
+  w.cost.model_flops += 3.0 * fwd_flops(false);  // MFU convention: fwd + 2x fwd for backward
+
+  // Context parallel: keys and values are all-gathered over cp in forward and again in backward,
+  // their gradients reduce-scattered (torchtitan / Megatron CP, load-balanced causal split).
+  const int64_t kv_gathered = (w.tp_region_bytes(k) + w.tp_region_bytes(v)) * w.ctx.cp;
+  w.cp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, kv_gathered);
+  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, kv_gathered);
+  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, kv_gathered);
+
+  for (const auto* t : {&q, &k, &v, &o}) w.saved.insert(t->name);
+  // log-sum-exp per (b, head, query), fp32.
+  w.extra_saved_bytes += int64_t(size_at(q, 0, true) * size_at(q, 1, true) * size_at(q, 2, true)) * 4;
+}
+
+void cost_elementwise(Walk& w, const ir::Op& op) {
+  const auto& x = w.tensor(op.inputs[0]);
+  const int64_t bytes = w.act_bytes(x);
+  switch (op.kind) {
+    case ir::OpKind::norm: {
+      const double fwd = w.memory_time(2 * bytes);
+      w.cost.fwd_compute_s += fwd;
+      w.cost.bwd_compute_s += w.memory_time(3 * bytes);
+      w.cost.selective_recompute_s += fwd;
+      w.saved.insert(x.name);
+      w.recomputed.insert(op.output);
+      break;
+    }
+    case ir::OpKind::rope:
+      w.cost.fwd_compute_s += w.memory_time(2 * bytes);
+      w.cost.bwd_compute_s += w.memory_time(2 * bytes);
+      break;
+    case ir::OpKind::activation: {
+      const int64_t n_in = int64_t(op.inputs.size());
+      const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
+      const double fwd = w.memory_time(n_in * bytes + out_bytes);
+      w.cost.fwd_compute_s += fwd;
+      w.cost.bwd_compute_s += w.memory_time(2 * n_in * bytes + out_bytes);
+      w.cost.selective_recompute_s += fwd;
+      for (const auto& in : op.inputs) w.saved.insert(in);
+      w.recomputed.insert(op.output);
+      break;
+    }
+    case ir::OpKind::residual:
+      w.cost.fwd_compute_s += w.memory_time(3 * bytes);
+      w.cost.bwd_compute_s += w.memory_time(2 * bytes);
+      break;
+    case ir::OpKind::router:
+      // Softmax / sigmoid scores and top-k over the router logits, in fp32.
+      w.cost.fwd_compute_s += w.memory_time(4 * bytes);
+      w.cost.bwd_compute_s += w.memory_time(4 * bytes);
+      w.saved.insert(x.name);
+      break;
+    default:
+      break;
+  }
+}
+
+void cost_embedding(Walk& w, const ir::Op& op) {
+  const auto& weight = w.tensor(op.inputs[0]);
+  const auto& out = w.tensor(op.output);
+  const int64_t out_bytes = w.act_bytes(out);
+  w.cost.fwd_compute_s += w.memory_time(2 * out_bytes);
+  w.cost.bwd_compute_s += w.memory_time(out_bytes + 2 * out_bytes);  // scatter-add into an fp32 grad
+  // Vocab-parallel embedding: each rank looks up its vocab slice, partial sums are reduced.
+  if (w.ctx.tp > 1 && has_tp_dim(weight)) {
+    const int64_t full = w.tp_region_bytes(out);
+    w.tp_collective(w.cost.fwd_collectives,
+                    w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, full);
+    if (w.ctx.sequence_parallel) w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, full);
+  }
+}
+
+// Unfused cross-entropy as PyTorch runs it: bf16 logits, an fp32 upcast for log-softmax, an fp32
+// gradient: 10 bytes per local logit at the loss (docs/cost_model.md §4.3).
+void cost_loss(Walk& w, const ir::Op& op) {
+  const auto& logits = w.tensor(op.inputs[0]);
+  const int64_t elements = local_elements(logits, w.ctx);
+  w.cost.fwd_compute_s += w.memory_time(elements * (2 + 4 + 4));
+  w.cost.bwd_compute_s += w.memory_time(elements * (4 + 4 + 2));
+  w.cost.logits_bytes = std::max(w.cost.logits_bytes, elements * 10);
+  // Vocab-parallel cross-entropy: max, sum-exp and target logit all-reduced over tp, fp32 per token.
+  if (w.ctx.tp > 1 && has_tp_dim(logits)) {
+    const int64_t per_token = w.ctx.micro_batch * ceil_div(w.ctx.seq_len, w.ctx.cp) * 4;
+    for (int i = 0; i < 3; ++i) w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_reduce, per_token);
+  }
+}
+
+}  // namespace
+
+int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region) {
+  switch (dim.name) {
+    case 'b': return ctx.micro_batch;
+    case 's': {
+      const int64_t split = ctx.cp * ((ctx.sequence_parallel && !in_tp_region) ? ctx.tp : 1);
+      return ceil_div(ctx.seq_len, split);
+    }
+    default:
+      return is_tp_dim(dim.name) ? ceil_div(dim.size, ctx.tp) : dim.size;
+  }
+}
+
+int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx) {
+  const bool in_tp = ctx.tp > 1 && has_tp_dim(tensor);
+  int64_t n = 1;
+  for (const auto& d : tensor.dims) n *= local_dim_size(d, ctx, in_tp);
+  return n;
+}
+
+BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
+                     const CostParams& params) {
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, 0};
+  for (const auto& op : block.ops) {
+    switch (op.kind) {
+      case ir::OpKind::contraction: cost_contraction(w, op); break;
+      case ir::OpKind::attention_core: cost_attention(w, op); break;
+      case ir::OpKind::embedding: cost_embedding(w, op); break;
+      case ir::OpKind::softmax_cross_entropy: cost_loss(w, op); break;
+      default: cost_elementwise(w, op); break;
+    }
+    if (!op.output.empty()) w.produced.insert(op.output);
+  }
+
+  for (const auto& name : w.saved) {
+    const auto& t = w.tensor(name);
+    const int64_t bytes = w.act_bytes(t);
+    w.cost.saved_bytes_none += bytes;
+    if (!w.recomputed.count(name)) w.cost.saved_bytes_selective += bytes;
+  }
+  w.cost.saved_bytes_none += w.extra_saved_bytes;
+  w.cost.saved_bytes_selective += w.extra_saved_bytes;
+  // Full recompute keeps only what enters the block (Chen et al. 2016 checkpointing; Megatron
+  // "full" granularity keeps each layer's input).
+  std::set<std::string> inputs;
+  for (const auto& op : block.ops)
+    for (const auto& in : op.inputs) {
+      const auto& t = w.tensor(in);
+      if (!t.is_parameter && !w.produced.count(in)) inputs.insert(in);
+    }
+  for (const auto& name : inputs) w.cost.saved_bytes_full += w.act_bytes(w.tensor(name));
+
+  for (const auto& t : block.tensors) {
+    if (t.is_parameter) {
+      int64_t local = 1, total = 1;
+      for (const auto& d : t.dims) {
+        local *= is_tp_dim(d.name) ? ceil_div(d.size, ctx.tp) : d.size;
+        total *= d.size;
+      }
+      w.cost.param_elements_local += local;
+      w.cost.param_elements_total += total;
+    } else {
+      w.cost.largest_tensor_bytes = std::max(w.cost.largest_tensor_bytes, w.act_bytes(t));
+    }
+  }
+  return w.cost;
+}
+
+}  // namespace mgt::cost

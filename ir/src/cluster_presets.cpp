@@ -1,1 +1,219 @@
-// placeholder: being written
+// Embedded cluster presets (`--cluster NAME`). Every number is a vendor datasheet value, cited next
+// to it and in ClusterSpec::source; docs/cluster.md tabulates them. Link rates are per GPU and per
+// direction (NVIDIA quotes NVLink bidirectional: 900 GB/s on H100 = 450 GB/s each way).
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/error.hpp"
+
+namespace mgt::ir {
+
+namespace {
+
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr int64_t kGiB = int64_t(1) << 30;
+
+// Link constants shared by several presets.
+// PCIe per direction, after 128b/130b encoding: 16 lanes x 16 GT/s x 128/130 / 8 = 31.5 GB/s (Gen4),
+// x 32 GT/s = 63.0 GB/s (Gen5) (PCI-SIG base specifications 4.0 / 5.0).
+constexpr double kPcieGen4BytesPerS = 31.5 * kGiga;
+constexpr double kPcieGen5BytesPerS = 63.0 * kGiga;
+// Per-step latencies. NCCL's own tuning table (src/graph/tuning.cc, hwLat, Ring algorithm) prices one
+// ring step at ~0.5 (LL) / 1.9 (LL128) / 3.4 (Simple) us over NVLink, ~1-5.7 us over PCIe and
+// ~2.7-14 us over the network. We take one mid value per link class, as the alpha of the
+// alpha-beta model; a probe-measured collective_table overrides the whole model when present.
+constexpr double kNvlinkLatencyS = 2.0e-6;
+constexpr double kPcieLatencyS = 5.0e-6;
+constexpr double kNetworkLatencyS = 6.0e-6;
+
+/// DGX H100 (default). H100 SXM5 80GB datasheet: 989.4 TFLOPS BF16/FP16 dense (1978.9 sparse),
+/// 1978.9 TFLOPS FP8 dense, 67 TFLOPS FP32, 80 GB HBM3 at 3.35 TB/s, NVLink4 900 GB/s bidirectional
+/// (= 450 GB/s per direction) through 4 NVSwitch; host PCIe Gen5 x16. DGX H100 user guide: 8x
+/// ConnectX-7 400 Gb/s InfiniBand NDR (= 50 GB/s per NIC per direction), one per GPU.
+ClusterSpec make_h100_sxm() {
+  ClusterSpec c;
+  c.name = "h100-sxm";
+  c.source =
+      "NVIDIA H100 SXM5 80GB datasheet (989.4 TFLOPS bf16 dense, 1978.9 fp8 dense, 67 fp32, 80 GB HBM3 "
+      "3.35 TB/s, NVLink4 900 GB/s bidir = 450 GB/s per direction, PCIe Gen5 x16 63 GB/s); DGX H100 "
+      "(8 GPUs, 8x ConnectX-7 400 Gb/s NDR = 50 GB/s each); latencies from NCCL tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "H100-SXM5-80GB",
+           .peak_bf16_flops_per_s = 989.4 * kTera,
+           .peak_fp16_flops_per_s = 989.4 * kTera,
+           .peak_fp8_flops_per_s = 1978.9 * kTera,
+           .peak_fp32_flops_per_s = 66.9 * kTera,
+           .hbm_bytes = 80 * kGiB,
+           .hbm_bytes_per_s = 3.35 * kTera};
+  c.gpus_per_node = 8;
+  c.nvlink_domain_gpus = 8;
+  c.nvlink_bytes_per_s = 450 * kGiga;
+  c.nvlink_latency_s = kNvlinkLatencyS;
+  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 8;
+  c.nic_bytes_per_s = 50 * kGiga;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+/// DGX A100 80GB. A100 SXM4 80GB datasheet: 312 TFLOPS BF16/FP16 dense, no FP8, 19.5 TFLOPS FP32
+/// (156 TF32 tensor), 80 GB HBM2e at 2.039 TB/s, NVLink3 600 GB/s bidirectional (300 per direction)
+/// through 6 NVSwitch; host PCIe Gen4 x16. DGX A100: 8x ConnectX-6 HDR 200 Gb/s (25 GB/s each) for
+/// compute traffic (Narayanan et al. 2021, Selene).
+ClusterSpec make_a100_80g_sxm() {
+  ClusterSpec c;
+  c.name = "a100-80g-sxm";
+  c.source =
+      "NVIDIA A100 SXM4 80GB datasheet (312 TFLOPS bf16 dense, no fp8, 19.5 fp32, 80 GB HBM2e 2.039 TB/s, "
+      "NVLink3 600 GB/s bidir = 300 GB/s per direction, PCIe Gen4 x16 31.5 GB/s); DGX A100 (8 GPUs, "
+      "8x ConnectX-6 HDR 200 Gb/s = 25 GB/s each); latencies from NCCL tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "A100-SXM4-80GB",
+           .peak_bf16_flops_per_s = 312 * kTera,
+           .peak_fp16_flops_per_s = 312 * kTera,
+           .peak_fp8_flops_per_s = 0,
+           .peak_fp32_flops_per_s = 19.5 * kTera,
+           .hbm_bytes = 80 * kGiB,
+           .hbm_bytes_per_s = 2.039 * kTera};
+  c.gpus_per_node = 8;
+  c.nvlink_domain_gpus = 8;
+  c.nvlink_bytes_per_s = 300 * kGiga;
+  c.nvlink_latency_s = kNvlinkLatencyS;
+  c.pcie_bytes_per_s = kPcieGen4BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 8;
+  c.nic_bytes_per_s = 25 * kGiga;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+/// HGX/DGX H200. H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; compute, NVLink4 and node layout as
+/// H100 SXM (989.4 TFLOPS BF16 dense, 1978.9 FP8 dense, 900 GB/s bidirectional NVLink).
+ClusterSpec make_h200_sxm() {
+  ClusterSpec c = make_h100_sxm();
+  c.name = "h200-sxm";
+  c.source =
+      "NVIDIA H200 SXM datasheet (141 GB HBM3e 4.8 TB/s; 989.4 TFLOPS bf16 dense, 1978.9 fp8 dense, "
+      "NVLink4 900 GB/s bidir = 450 GB/s per direction, as H100); HGX H200 8 GPUs, 8x ConnectX-7 "
+      "400 Gb/s = 50 GB/s each; latencies from NCCL tuning.cc hwLat (assumed)";
+  c.gpu.name = "H200-SXM-141GB";
+  c.gpu.hbm_bytes = 141 * kGiB;
+  c.gpu.hbm_bytes_per_s = 4.8 * kTera;
+  return c;
+}
+
+/// HGX/DGX B200. HGX B200 datasheet divided by 8 GPUs, dense = sparse / 2: 2.25 PFLOPS BF16/FP16,
+/// 4.5 PFLOPS FP8, 75 TFLOPS FP32 (600 per 8 GPUs); DGX B200 lists 1,440 GB HBM3e (= 180 GB usable
+/// per GPU) at 8 TB/s; NVLink5 1.8 TB/s bidirectional (900 GB/s per direction); host PCIe Gen5;
+/// 8x ConnectX-7 400 Gb/s (50 GB/s each).
+ClusterSpec make_b200() {
+  ClusterSpec c;
+  c.name = "b200";
+  c.source =
+      "NVIDIA HGX/DGX B200 datasheet, per GPU = system / 8, dense = sparse / 2 (2250 TFLOPS bf16, 4500 fp8, "
+      "75 fp32, 180 GB usable HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction); 8x "
+      "ConnectX-7 400 Gb/s = 50 GB/s each, PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "B200",
+           .peak_bf16_flops_per_s = 2250 * kTera,
+           .peak_fp16_flops_per_s = 2250 * kTera,
+           .peak_fp8_flops_per_s = 4500 * kTera,
+           .peak_fp32_flops_per_s = 75 * kTera,
+           .hbm_bytes = 180 * kGiB,
+           .hbm_bytes_per_s = 8 * kTera};
+  c.gpus_per_node = 8;
+  c.nvlink_domain_gpus = 8;
+  c.nvlink_bytes_per_s = 900 * kGiga;
+  c.nvlink_latency_s = kNvlinkLatencyS;
+  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 8;
+  c.nic_bytes_per_s = 50 * kGiga;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+/// GB200 NVL72 rack. GB200 NVL72 datasheet, rack totals / 72, dense = sparse / 2: 2.5 PFLOPS
+/// BF16/FP16, 5 PFLOPS FP8, 80 TFLOPS FP32 (5,760 per rack), 13.4 TB HBM3e (186 GB per GPU) at
+/// 8 TB/s, NVLink5 1.8 TB/s bidirectional per GPU with all 72 GPUs in one NVLink Switch domain. A
+/// compute tray (our "node") holds 4 GPUs + 2 Grace CPUs and, per DGX GB200 (72 single-port
+/// ConnectX-7 400 Gb/s per rack), 4 NICs of 50 GB/s; NICs attach over PCIe Gen5.
+ClusterSpec make_gb200_nvl72() {
+  ClusterSpec c;
+  c.name = "gb200-nvl72";
+  c.source =
+      "NVIDIA GB200 NVL72 datasheet, per GPU = rack / 72, dense = sparse / 2 (2500 TFLOPS bf16, 5000 fp8, "
+      "80 fp32, 186 GB HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction, 72-GPU NVLink "
+      "domain); compute tray = 4 GPUs with 4x ConnectX-7 400 Gb/s = 50 GB/s each (DGX GB200: 72 per rack), "
+      "PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "GB200",
+           .peak_bf16_flops_per_s = 2500 * kTera,
+           .peak_fp16_flops_per_s = 2500 * kTera,
+           .peak_fp8_flops_per_s = 5000 * kTera,
+           .peak_fp32_flops_per_s = 80 * kTera,
+           .hbm_bytes = 186 * kGiB,
+           .hbm_bytes_per_s = 8 * kTera};
+  c.gpus_per_node = 4;
+  c.nvlink_domain_gpus = 72;
+  c.nvlink_bytes_per_s = 900 * kGiga;
+  c.nvlink_latency_s = kNvlinkLatencyS;
+  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 4;
+  c.nic_bytes_per_s = 50 * kGiga;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+/// 8x GeForce RTX 4090 on PCIe (no NVLink). NVIDIA Ada Lovelace architecture whitepaper, Appendix
+/// table for RTX 4090: 165.2 TFLOPS FP16/BF16 tensor dense with FP32 accumulate (330.3 with FP16
+/// accumulate; GeForce halves the FP32-accumulate rate, and training accumulates in FP32), 330.3
+/// TFLOPS FP8 dense with FP32 accumulate, 82.6 TFLOPS FP32, 24 GB GDDR6X at 1008 GB/s; PCIe Gen4
+/// x16. Network: one 100 Gb/s NIC per node (12.5 GB/s) is our assumption for a typical 8-GPU
+/// workstation/cloud server; edit the file for your machine.
+ClusterSpec make_rtx4090_pcie() {
+  ClusterSpec c;
+  c.name = "rtx4090-pcie";
+  c.source =
+      "NVIDIA Ada Lovelace whitepaper, RTX 4090 (165.2 TFLOPS bf16/fp16 dense with fp32 accumulate, 330.3 fp8 "
+      "dense with fp32 accumulate, 82.6 fp32, 24 GB GDDR6X 1008 GB/s, PCIe Gen4 x16 31.5 GB/s per direction, "
+      "no NVLink); 8 GPUs per node and one 100 Gb/s NIC (12.5 GB/s) per node assumed; latencies from NCCL "
+      "tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "RTX-4090-24GB",
+           .peak_bf16_flops_per_s = 165.2 * kTera,
+           .peak_fp16_flops_per_s = 165.2 * kTera,
+           .peak_fp8_flops_per_s = 330.3 * kTera,
+           .peak_fp32_flops_per_s = 82.6 * kTera,
+           .hbm_bytes = 24 * kGiB,
+           .hbm_bytes_per_s = 1008 * kGiga};
+  c.gpus_per_node = 8;
+  c.nvlink_domain_gpus = 1;
+  c.nvlink_bytes_per_s = 0;
+  c.nvlink_latency_s = 0;
+  c.pcie_bytes_per_s = kPcieGen4BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 1;
+  c.nic_bytes_per_s = 12.5 * kGiga;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+}  // namespace
+
+const std::vector<std::string>& cluster_preset_names() {
+  static const std::vector<std::string> names = {"h100-sxm", "a100-80g-sxm", "h200-sxm",
+                                                 "b200",     "gb200-nvl72",  "rtx4090-pcie"};
+  return names;
+}
+
+ClusterSpec cluster_preset(const std::string& name) {
+  if (name == "h100-sxm") return make_h100_sxm();
+  if (name == "a100-80g-sxm") return make_a100_80g_sxm();
+  if (name == "h200-sxm") return make_h200_sxm();
+  if (name == "b200") return make_b200();
+  if (name == "gb200-nvl72") return make_gb200_nvl72();
+  if (name == "rtx4090-pcie") return make_rtx4090_pcie();
+  std::string list;
+  for (const auto& n : cluster_preset_names()) list += (list.empty() ? "" : ", ") + n;
+  throw InputError("--cluster", "cluster", "unknown cluster preset \"" + name + "\"",
+                   "use one of " + list + ", or a path to a mgt.cluster/1 file");
+}
+
+}  // namespace mgt::ir

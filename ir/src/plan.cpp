@@ -1,1 +1,118 @@
-// placeholder: being written
+// mgt.plan/1: reading, writing and printing plans. Keys and defaults: docs/formats.md.
+#include "mgt/ir/plan.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+
+namespace mgt::ir {
+
+std::string to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "none";
+}
+
+int64_t world_size(const Plan& plan) {
+  return plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp * plan.pp;
+}
+
+bool sequence_parallel(const Plan& plan) { return plan.sequence_parallel.value_or(plan.tp > 1); }
+
+int64_t zero_stage(const Plan& plan) { return plan.zero_stage.value_or(plan.dp_shard > 1 ? 3 : 0); }
+
+namespace {
+// The integer keys of mgt.plan/1, with the member each one sets.
+struct IntKey {
+  const char* name;
+  int64_t Plan::*member;
+};
+constexpr std::array<IntKey, 8> kIntKeys{{{"dp_replicate", &Plan::dp_replicate},
+                                          {"dp_shard", &Plan::dp_shard},
+                                          {"tp", &Plan::tp},
+                                          {"cp", &Plan::cp},
+                                          {"pp", &Plan::pp},
+                                          {"vpp", &Plan::vpp},
+                                          {"ep", &Plan::ep},
+                                          {"micro_batch", &Plan::micro_batch}}};
+const char* kAllKeys =
+    "dp_replicate, dp_shard, tp, cp, pp, vpp, ep, micro_batch, grad_accum, recompute, "
+    "sequence_parallel, zero_stage";
+}  // namespace
+
+Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
+  if (!doc.is_object()) throw InputError(source, "", "a plan must be a JSON object", "e.g. {\"dp_shard\":4,\"tp\":2}");
+  if (doc.contains("format") && doc.at("format") != "mgt.plan/1")
+    throw InputError(source, "format", "unknown format " + doc.at("format").dump(), "this reader accepts \"mgt.plan/1\"");
+  Plan plan;
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "format") continue;
+    bool known = key == "grad_accum" || key == "recompute" || key == "sequence_parallel" || key == "zero_stage";
+    for (const auto& k : kIntKeys) known = known || key == k.name;
+    if (!known) throw InputError(source, key, "unknown plan key", std::string("known keys: ") + kAllKeys);
+  }
+  for (const auto& k : kIntKeys) plan.*k.member = optional_positive_int(doc, k.name, 1, source);
+  if (doc.contains("grad_accum") && !doc.at("grad_accum").is_null())
+    plan.grad_accum = require_positive_int(doc, "grad_accum", source);
+  if (doc.contains("recompute") && !doc.at("recompute").is_null()) {
+    std::string r = require_string(doc, "recompute", source);
+    if (r == "none") plan.recompute = Recompute::none;
+    else if (r == "selective") plan.recompute = Recompute::selective;
+    else if (r == "full") plan.recompute = Recompute::full;
+    else throw InputError(source, "recompute", "unknown value \"" + r + "\"", "use none, selective or full");
+  }
+  if (doc.contains("sequence_parallel") && !doc.at("sequence_parallel").is_null())
+    plan.sequence_parallel = optional_bool(doc, "sequence_parallel", false, source);
+  if (doc.contains("zero_stage") && !doc.at("zero_stage").is_null()) {
+    int64_t z = optional_nonnegative_int(doc, "zero_stage", 0, source);
+    if (z > 3) throw InputError(source, "zero_stage", "must be 0, 1, 2 or 3, got " + std::to_string(z));
+    plan.zero_stage = z;
+  }
+  if (plan.sequence_parallel.value_or(false) && plan.tp == 1)
+    throw InputError(source, "sequence_parallel", "sequence parallelism needs tp > 1",
+                     "drop the key or set tp");
+  if (plan.zero_stage.value_or(0) > 0 && plan.dp_shard == 1)
+    throw InputError(source, "zero_stage", "zero_stage " + std::to_string(*plan.zero_stage) +
+                                               " shards over dp_shard, but dp_shard is 1",
+                     "set dp_shard > 1 or zero_stage 0");
+  return plan;
+}
+
+Plan parse_plan_argument(const std::string& text_or_path) {
+  size_t first = text_or_path.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text_or_path[first] == '{')
+    return plan_from_json(parse_json_text(text_or_path, "--plan"), "--plan");
+  return plan_from_json(read_json_file(text_or_path), text_or_path);
+}
+
+nlohmann::json to_json(const Plan& plan) {
+  nlohmann::json out = nlohmann::json::object();
+  out["format"] = "mgt.plan/1";
+  for (const auto& k : kIntKeys) out[k.name] = plan.*k.member;
+  if (plan.grad_accum) out["grad_accum"] = *plan.grad_accum;
+  out["recompute"] = to_string(plan.recompute);
+  out["sequence_parallel"] = sequence_parallel(plan);
+  out["zero_stage"] = zero_stage(plan);
+  return out;
+}
+
+std::string to_string(const Plan& plan) {
+  std::string out = "dp_replicate=" + std::to_string(plan.dp_replicate) +
+                    " dp_shard=" + std::to_string(plan.dp_shard) + " tp=" + std::to_string(plan.tp) +
+                    (sequence_parallel(plan) ? "(sp)" : "") + " cp=" + std::to_string(plan.cp);
+  if (plan.pp > 1) out += " pp=" + std::to_string(plan.pp);
+  if (plan.vpp > 1) out += " vpp=" + std::to_string(plan.vpp);
+  if (plan.ep > 1) out += " ep=" + std::to_string(plan.ep);
+  out += " mbs=" + std::to_string(plan.micro_batch);
+  if (plan.grad_accum) out += " ga=" + std::to_string(*plan.grad_accum);
+  out += " recompute=" + to_string(plan.recompute);
+  return out;
+}
+
+}  // namespace mgt::ir

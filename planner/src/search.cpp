@@ -1,1 +1,113 @@
-// placeholder: being written
+// The search (docs/planner.md §1): enumerate, reject by rule, estimate, reject by memory, rank.
+#include "mgt/planner/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+
+namespace mgt::plan {
+
+namespace {
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      out.push_back(d);
+      if (d != n / d) out.push_back(n / d);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", double(bytes) / double(1ll << 30));
+  return buf;
+}
+
+int recompute_rank(ir::Recompute r) { return r == ir::Recompute::none ? 0 : (r == ir::Recompute::selective ? 1 : 2); }
+}  // namespace
+
+std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options) {
+  std::vector<ir::Plan> out;
+  const auto divs = divisors(num_gpus);
+  for (int64_t tp : divs)
+    for (int64_t cp : divs) {
+      if ((num_gpus / tp) % cp != 0) continue;
+      const int64_t dp = num_gpus / tp / cp;
+      for (int64_t dp_shard : divisors(dp)) {
+        const int64_t dp_replicate = dp / dp_shard;
+        for (int64_t mbs : options.micro_batches)
+          for (ir::Recompute r : options.recompute_modes) {
+            ir::Plan p;
+            p.dp_replicate = dp_replicate;
+            p.dp_shard = dp_shard;
+            p.cp = cp;
+            p.tp = tp;
+            p.micro_batch = mbs;
+            p.recompute = r;
+            out.push_back(p);
+          }
+      }
+    }
+  return out;
+}
+
+bool ranks_before(const cost::Estimate& a, const cost::Estimate& b) {
+  if (a.tokens_per_s_per_gpu != b.tokens_per_s_per_gpu) return a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu;
+  if (a.memory.peak_bytes != b.memory.peak_bytes) return a.memory.peak_bytes < b.memory.peak_bytes;
+  const auto& p = a.plan;
+  const auto& q = b.plan;
+  return std::make_tuple(p.tp, p.cp, p.dp_replicate, -p.micro_batch, recompute_rank(p.recompute)) <
+         std::make_tuple(q.tp, q.cp, q.dp_replicate, -q.micro_batch, recompute_rank(q.recompute));
+}
+
+SearchResult search(const cost::Estimator& estimator, const SearchOptions& options) {
+  SearchResult result;
+  const ModelFacts facts = model_facts(estimator.graph());
+  const int64_t hbm = estimator.cluster().gpu.hbm_bytes;
+  int64_t max_rejected_peak = 0;
+  std::vector<cost::Estimate> kept;
+  for (const ir::Plan& plan : enumerate_candidates(options.rules.num_gpus, options)) {
+    ++result.evaluated;
+    if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
+      ++result.rejected[*broken];
+      continue;
+    }
+    cost::Estimate e = estimator.estimate(plan);
+    if (e.memory.peak_bytes > hbm) {
+      const int64_t peak = e.memory.peak_bytes;
+      result.min_rejected_peak_bytes =
+          result.min_rejected_peak_bytes == 0 ? peak : std::min(result.min_rejected_peak_bytes, peak);
+      max_rejected_peak = std::max(max_rejected_peak, peak);
+      continue;
+    }
+    ++result.feasible;
+    // Keep the best `top` with a bounded insertion, so the search stays O(candidates * top).
+    auto at = std::lower_bound(kept.begin(), kept.end(), e, ranks_before);
+    if (int64_t(at - kept.begin()) < options.top) {
+      kept.insert(at, std::move(e));
+      if (int64_t(kept.size()) > options.top) kept.pop_back();
+    }
+  }
+  if (result.min_rejected_peak_bytes > 0) {
+    const int64_t count = result.evaluated - result.feasible -
+                          [&] { int64_t n = 0; for (const auto& [_, c] : result.rejected) n += c; return n; }();
+    const std::string range = result.min_rejected_peak_bytes == max_rejected_peak
+                                  ? gib(max_rejected_peak)
+                                  : gib(result.min_rejected_peak_bytes) + "-" + gib(max_rejected_peak);
+    result.rejected["needs " + range + " GiB > " + gib(hbm) + " GiB of HBM per GPU"] = count;
+  }
+  result.plans = std::move(kept);
+  return result;
+}
+
+int64_t min_gpus_for_states(const cost::Estimator& estimator) {
+  const auto counts = ir::count_parameters(estimator.graph());
+  const auto& p = estimator.params();
+  const double usable = double(estimator.cluster().gpu.hbm_bytes - p.cuda_context_bytes - p.nccl_buffer_bytes);
+  return int64_t(std::ceil(16.0 * double(counts.total) / usable));
+}
+
+}  // namespace mgt::plan

@@ -9,16 +9,18 @@ namespace mgt::cost {
 
 struct CostParams {
   // --- compute (docs/cost_model.md §2) ---
-  /// Best achieved / peak for a large bf16 GEMM (cuBLAS on H100 reaches ~0.75-0.8 of dense peak at
-  /// 8k x 8k x 8k; NVIDIA "H100 Tensor Core GPU Architecture" and public cuBLAS benchmarks).
-  double gemm_max_efficiency = 0.78;
+  /// Best achieved / peak for a large bf16 GEMM inside a training step. cuBLAS alone reaches ~0.75 of
+  /// dense peak at 8k x 8k x 8k on H100 (public cuBLAS benchmarks); 0.70 leaves the launch gaps and
+  /// clock throttling of a real step (MosaicML llm-foundry MPT-7B at seq 2048 on 8 H100: MFU 0.46).
+  double gemm_max_efficiency = 0.70;
   /// Dimension at which a GEMM reaches half of its best efficiency along that dimension (tile
   /// quantisation and wave effects; 128 is one CUTLASS tile edge).
   double gemm_half_efficiency_dim = 96.0;
   /// Flash-attention forward efficiency relative to dense peak (FlashAttention-2 paper §4: 50-73 % of
-  /// A100 peak fwd; FA3 on H100 ~ 0.6-0.75). Backward runs at `attention_bwd_efficiency`.
-  double attention_fwd_efficiency = 0.55;
-  double attention_bwd_efficiency = 0.45;
+  /// A100 peak fwd, ~35-45 % of H100 peak; FA3 reaches 0.6-0.75 on H100). Backward runs at
+  /// `attention_bwd_efficiency` (FA2 backward is ~20 % slower per FLOP than forward).
+  double attention_fwd_efficiency = 0.45;
+  double attention_bwd_efficiency = 0.35;
   /// Fraction of HBM bandwidth that elementwise / norm / softmax kernels reach.
   double hbm_efficiency = 0.80;
   /// Launch + tail floor of one kernel (CUDA launch ~3-5 us plus tail; Megatron profiles).

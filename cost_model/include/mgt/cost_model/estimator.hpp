@@ -1,0 +1,100 @@
+// The analytic estimator: memory per GPU and time per step for one plan, computed per distinct block
+// (never per layer copy). Every term is documented in docs/cost_model.md with its source.
+#pragma once
+
+#include "mgt/cost_model/cost_params.hpp"
+#include "mgt/cost_model/layer_cost.hpp"
+#include "mgt/cost_model/topology.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/graph.hpp"
+#include "mgt/ir/plan.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mgt::cost {
+
+/// What the user trains: sequence length, global batch, precision (bf16 compute, fp32 master
+/// weights and AdamW states, as torchtitan, Accelerate FSDP2 and Megatron-LM do by default).
+struct TrainingSettings {
+  int64_t seq_len = 8192;
+  int64_t global_batch_tokens = 4ll << 20;
+  ir::DType compute_dtype = ir::DType::bf16;
+  int64_t global_batch_seqs() const { return global_batch_tokens / seq_len; }
+};
+
+struct MemoryBreakdown {
+  int64_t parameters_bytes = 0;    ///< fp32 master (sharded under ZeRO/FSDP) + bf16 working copy where kept
+  int64_t gradients_bytes = 0;     ///< fp32 gradients (sharded under ZeRO-2/3)
+  int64_t optimizer_bytes = 0;     ///< AdamW exp_avg and exp_avg_sq, fp32
+  int64_t fsdp_buffers_bytes = 0;  ///< unsharded bf16 params of the current + prefetched block, its grads
+  int64_t activations_bytes = 0;   ///< saved for backward, one micro-batch in flight
+  int64_t transient_bytes = 0;     ///< max(loss working set, backward transients)
+  int64_t overhead_bytes = 0;      ///< CUDA context, NCCL buffers, allocator fragmentation
+  int64_t peak_bytes = 0;          ///< the sum: what the GPU must hold at the worst moment
+  bool operator==(const MemoryBreakdown&) const = default;
+};
+
+struct TimeBreakdown {
+  double compute_s = 0;       ///< forward + backward kernels, all micro-batches
+  double recompute_s = 0;
+  double exposed_tp_s = 0;    ///< tensor / sequence parallel collectives (not overlapped)
+  double exposed_cp_s = 0;    ///< context parallel K/V exchange not hidden under attention
+  double exposed_fsdp_s = 0;  ///< FSDP/ZeRO all-gather and reduce-scatter not hidden under compute
+  double exposed_dp_s = 0;    ///< data-parallel gradient all-reduce not hidden under backward
+  double optimizer_s = 0;
+  double overhead_s = 0;      ///< fixed per micro-batch and per step costs
+  bool operator==(const TimeBreakdown&) const = default;
+};
+
+struct Estimate {
+  ir::Plan plan;  ///< resolved: grad_accum, sequence_parallel and zero_stage set
+  MemoryBreakdown memory;
+  TimeBreakdown time;
+  double step_time_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double mfu = 0;                ///< model FLOPs / (step time * GPUs * dense peak)
+  double model_flops_per_step = 0;
+  std::string bottleneck;        ///< "compute", or "exposed <tp|cp|fsdp|dp> communication"
+};
+
+/// Estimates plans for one model, cluster and setting. Not thread-safe (it memoises per-shape block
+/// costs); use one Estimator per thread.
+class Estimator {
+ public:
+  Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus, TrainingSettings settings,
+            CostParams params = {});
+  ~Estimator();
+  Estimator(Estimator&&) noexcept;
+
+  /// Estimates `plan`. Preconditions (checked by planner rules, asserted here with InputError):
+  /// world_size(plan) == num_gpus, pp == 1, ep == 1, the batch divides as the rules require.
+  Estimate estimate(const ir::Plan& plan) const;
+
+  const ir::Graph& graph() const { return graph_; }
+  const ir::ClusterSpec& cluster() const { return cluster_; }
+  const TrainingSettings& settings() const { return settings_; }
+  const CostParams& params() const { return params_; }
+  int64_t num_gpus() const { return num_gpus_; }
+
+ private:
+  struct ShapeSummary;  // per (tp, cp, micro_batch, sp): block costs with communication priced
+  const ShapeSummary& summary_for(const ir::Plan& plan) const;
+
+  ir::Graph graph_;
+  ir::ClusterSpec cluster_;
+  int64_t num_gpus_;
+  TrainingSettings settings_;
+  CostParams params_;
+  Topology topology_;
+  int64_t tied_param_elements_ = 0;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<ShapeSummary>> summaries_;
+};
+
+/// Human name of the binding constraint from a time breakdown (see Estimate::bottleneck).
+std::string bottleneck_of(const TimeBreakdown& time, double step_time_s);
+
+}  // namespace mgt::cost

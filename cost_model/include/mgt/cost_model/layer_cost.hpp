@@ -1,0 +1,70 @@
+// Cost of one copy of a Block for one micro-batch on one GPU under a tensor / sequence / context
+// sharding: compute time per phase, the TP and CP collectives it issues, the activation bytes it
+// saves for backward under each recompute mode, and its parameter counts. Derived from the ops' einsum
+// specs and kinds, never from the model's family: see docs/cost_model.md §2 and §4.
+#pragma once
+
+#include "mgt/cost_model/collective.hpp"
+#include "mgt/cost_model/cost_params.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/graph.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace mgt::cost {
+
+/// How one micro-batch is laid out on a GPU. Dims a, k, f, v split over tp (v rounded up, as
+/// Megatron pads the vocabulary); s splits over cp, and over cp * tp for tensors outside tensor-
+/// parallel regions when sequence_parallel (Korthikanti et al. 2022, §4.2.2).
+struct ShardContext {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 1;
+  int64_t tp = 1;
+  int64_t cp = 1;
+  bool sequence_parallel = false;
+  ir::DType dtype = ir::DType::bf16;  ///< activations and compute
+};
+
+/// Returns true for dims that tensor parallelism splits (a, k, f, v).
+bool is_tp_dim(char name);
+
+/// Local size of `dim` in a tensor that is (`in_tp_region`) or is not inside a tensor-parallel region.
+int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region);
+
+/// Local element count of `tensor` under `ctx` (its own region decides how s is split).
+int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx);
+
+/// One collective a block issues, over the tp or the cp axis.
+struct BlockCollective {
+  enum class Axis { tp, cp } axis = Axis::tp;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  int64_t bytes = 0;  ///< as nccl-tests counts them (collective.hpp)
+  bool operator==(const BlockCollective&) const = default;
+};
+
+struct BlockCost {
+  double fwd_compute_s = 0;           ///< all kernels of the forward pass
+  double bwd_compute_s = 0;           ///< data and weight gradients
+  double selective_recompute_s = 0;   ///< forward time of the ops selective recompute redoes
+  double attention_fwd_s = 0;         ///< part of fwd_compute_s spent in attention cores (CP overlap)
+  double attention_bwd_s = 0;
+  std::vector<BlockCollective> fwd_collectives;
+  std::vector<BlockCollective> bwd_collectives;
+  int64_t saved_bytes_none = 0;       ///< activations kept for backward, recompute none
+  int64_t saved_bytes_selective = 0;  ///< ... recompute selective (norm and activation outputs dropped)
+  int64_t saved_bytes_full = 0;       ///< ... recompute full (the block's input only)
+  int64_t largest_tensor_bytes = 0;   ///< the biggest activation tensor (backward transients)
+  int64_t logits_bytes = 0;           ///< loss working set: logits bf16 + fp32 upcast + fp32 grad
+  int64_t param_elements_local = 0;   ///< after tp split, before any data-parallel sharding
+  int64_t param_elements_total = 0;   ///< unsharded
+  double model_flops = 0;             ///< fwd + bwd FLOPs of this copy, whole micro-batch, all GPUs:
+                                      ///< 6 * active matmul params * tokens + causal attention
+  bool operator==(const BlockCost&) const = default;
+};
+
+/// Costs `block` under `ctx`. Comm bytes are per GPU; times exclude communication.
+BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
+                     const CostParams& params);
+
+}  // namespace mgt::cost

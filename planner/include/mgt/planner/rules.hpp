@@ -1,0 +1,36 @@
+// Rejection rules a plan must pass before it is estimated: the rules users meet in Accelerate,
+// torchtitan and Megatron-LM, each with a message that quotes the numbers (docs/planner.md).
+#pragma once
+
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/graph.hpp"
+#include "mgt/ir/plan.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mgt::plan {
+
+struct RuleOptions {
+  int64_t num_gpus = 1;
+  bool allow_cross_node_tp = false;
+};
+
+/// Facts the rules need from the model, computed once: every distinct size of a tensor-parallel dim
+/// (a, k, f; v is padded) with the config field it comes from, and whether the model has attention.
+struct ModelFacts {
+  std::vector<std::pair<std::string, int64_t>> tp_divisible;  ///< {"num_key_value_heads", 8}, ...
+  bool has_attention = false;
+};
+ModelFacts model_facts(const ir::Graph& graph);
+
+/// The first rule `plan` breaks, as a message ("tp=16 must divide num_key_value_heads=8"), or
+/// nullopt. Memory is not checked here (the estimator decides it).
+std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFacts& facts,
+                                             const ir::ClusterSpec& cluster, const cost::TrainingSettings& settings,
+                                             const RuleOptions& options);
+
+}  // namespace mgt::plan

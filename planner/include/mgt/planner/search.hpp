@@ -1,0 +1,46 @@
+// The planner's search: enumerate every factorisation of the GPU count into
+// dp_replicate x dp_shard x cp x tp, with micro-batch sizes and recompute modes; reject by rule and
+// by memory with counted reasons; rank the rest by throughput (docs/planner.md).
+#pragma once
+
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/planner/rules.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgt::plan {
+
+struct SearchOptions {
+  RuleOptions rules;
+  std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16};
+  std::vector<ir::Recompute> recompute_modes = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
+  int64_t top = 5;  ///< plans kept in the result
+};
+
+struct SearchResult {
+  std::vector<cost::Estimate> plans;          ///< best first, at most `top`
+  int64_t evaluated = 0;                      ///< candidates considered
+  int64_t feasible = 0;                       ///< candidates that passed every rule and fit
+  std::map<std::string, int64_t> rejected;    ///< reason -> count
+  int64_t min_rejected_peak_bytes = 0;        ///< smallest peak among memory rejections (0 if none)
+};
+
+/// All candidate plans for `num_gpus`, in a fixed order (deterministic output).
+std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options);
+
+/// Runs the search. Ranking: highest tokens/s per GPU first; ties broken by lower peak memory, then
+/// smaller tp, cp, dp_replicate, larger micro-batch, lighter recompute (so output is byte-identical
+/// across runs).
+SearchResult search(const cost::Estimator& estimator, const SearchOptions& options);
+
+/// True when `a` ranks before `b` under the rule above.
+bool ranks_before(const cost::Estimate& a, const cost::Estimate& b);
+
+/// A lower bound on GPUs for the model's fp32 weights, grads and AdamW states (16 bytes per
+/// parameter, fully sharded) to fit beside the fixed overheads.
+int64_t min_gpus_for_states(const cost::Estimator& estimator);
+
+}  // namespace mgt::plan

@@ -1,0 +1,79 @@
+// Tests for the alpha-beta collective model (nccl-tests bus factors) and the measured-table lookup.
+#include "mgt/cost_model/collective.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mgt::cost {
+namespace {
+
+TEST(bus_factor, nccl_tests_definitions) {
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_reduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::reduce_scatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_to_all, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::send_recv, 2), 1.0);
+  for (auto kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::send_recv})
+    EXPECT_DOUBLE_EQ(bus_factor(kind, 1), 0.0);
+}
+
+TEST(latency_steps, ring_steps) {
+  EXPECT_EQ(latency_steps(CollectiveKind::all_reduce, 8), 14);
+  EXPECT_EQ(latency_steps(CollectiveKind::all_gather, 8), 7);
+  EXPECT_EQ(latency_steps(CollectiveKind::reduce_scatter, 8), 7);
+  EXPECT_EQ(latency_steps(CollectiveKind::all_to_all, 8), 7);
+  EXPECT_EQ(latency_steps(CollectiveKind::send_recv, 2), 1);
+  EXPECT_EQ(latency_steps(CollectiveKind::all_reduce, 1), 0);
+}
+
+TEST(collective_time_s, all_reduce_1gib_on_h100_tp8) {
+  LinkEstimate link{.bus_bytes_per_s = 360e9, .latency_s = 2e-6};
+  const int64_t bytes = int64_t(1) << 30;
+  // 14 steps x 2 us + 1 GiB x 1.75 / 360 GB/s = 28 us + 5.2196 ms.
+  double correct = 14 * 2e-6 + 1073741824.0 * 1.75 / 360e9;
+  double result = collective_time_s(CollectiveKind::all_reduce, 8, bytes, link);
+  EXPECT_NEAR(result, correct, 1e-15);
+  EXPECT_NEAR(result, 5.2475783e-3, 1e-9);
+}
+
+TEST(collective_time_s, all_gather_and_send_recv) {
+  LinkEstimate link{.bus_bytes_per_s = 42.5e9, .latency_s = 6e-6};
+  EXPECT_DOUBLE_EQ(collective_time_s(CollectiveKind::all_gather, 4, 4000000000, link),
+                   3 * 6e-6 + 4e9 * 0.75 / 42.5e9);
+  EXPECT_DOUBLE_EQ(collective_time_s(CollectiveKind::send_recv, 2, 85000000, link), 6e-6 + 2e-3);
+}
+
+TEST(collective_time_s, nothing_to_do_is_free) {
+  LinkEstimate link{.bus_bytes_per_s = 360e9, .latency_s = 2e-6};
+  EXPECT_EQ(collective_time_s(CollectiveKind::all_reduce, 1, 1 << 20, link), 0.0);
+  EXPECT_EQ(collective_time_s(CollectiveKind::all_reduce, 8, 0, link), 0.0);
+}
+
+TEST(to_string, collective_kind) {
+  EXPECT_EQ(to_string(CollectiveKind::all_reduce), "all_reduce");
+  EXPECT_EQ(to_string(CollectiveKind::all_gather), "all_gather");
+  EXPECT_EQ(to_string(CollectiveKind::reduce_scatter), "reduce_scatter");
+  EXPECT_EQ(to_string(CollectiveKind::all_to_all), "all_to_all");
+  EXPECT_EQ(to_string(CollectiveKind::send_recv), "send_recv");
+}
+
+TEST(measured_bus_bytes_per_s, nearest_configuration_log_interpolated) {
+  ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
+  cluster.collective_table = {
+      {.op = "all_reduce", .group_size = 8, .nodes_spanned = 1, .message_bytes = 1 << 20, .bus_bytes_per_s = 100e9},
+      {.op = "all_reduce", .group_size = 8, .nodes_spanned = 1, .message_bytes = 1 << 30, .bus_bytes_per_s = 300e9},
+      {.op = "all_reduce", .group_size = 16, .nodes_spanned = 2, .message_bytes = 1 << 30, .bus_bytes_per_s = 170e9},
+  };
+  auto ar = CollectiveKind::all_reduce;
+  // 32 MiB is halfway between 1 MiB and 1 GiB in log size.
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 8, 1, 1 << 25), 200e9);
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 8, 1, 1 << 20), 100e9);
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 8, 1, int64_t(4) << 30), 300e9);  // clamped
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 8, 1, 1024), 100e9);             // clamped
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 16, 2, 1 << 30), 170e9);
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 32, 4, 1 << 30), 170e9);  // nearest: (16, 2)
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, CollectiveKind::all_gather, 8, 1, 1 << 20), 0.0);
+  EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(ir::cluster_preset("b200"), ar, 8, 1, 1 << 20), 0.0);
+}
+
+}  // namespace
+}  // namespace mgt::cost

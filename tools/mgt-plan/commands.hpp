@@ -1,0 +1,29 @@
+// The subcommands of mgt-plan, each a function from parsed options to an exit status:
+// 0 done, 1 no valid plan, 2 bad input (docs/cli.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mgt::cli {
+
+/// Options shared by the search (default command) and `estimate`.
+struct PlanOptions {
+  std::string model_path;
+  int64_t gpus = 0;
+  std::string cluster = "h100-sxm";
+  std::string seq_len;              ///< "" = default (min(8192, max_position_embeddings))
+  std::string global_batch_tokens;  ///< "" = default 4M; accepts K/M/G suffixes (powers of 2)
+  bool json = false;
+  bool allow_cross_node_tp = false;
+};
+
+int run_search(const PlanOptions& options, int64_t top, const std::string& emit);
+int run_estimate(const PlanOptions& options, const std::string& plan_text);
+int run_inspect(const std::string& model_path, const std::string& seq_len, bool json);
+
+/// "4M" -> 4194304, "8k" -> 8192, "1G" -> 1073741824, "100" -> 100 (binary suffixes, as
+/// Megatron-style "4M tokens" batches are 512 x 8192). Throws ir::InputError naming `flag`.
+int64_t parse_size(const std::string& text, const std::string& flag);
+
+}  // namespace mgt::cli

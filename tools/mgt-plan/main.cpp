@@ -1,0 +1,86 @@
+// mgt-plan: the command line. Thin: parse flags (CLI11), call the libraries, print.
+#include "commands.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+namespace {
+constexpr const char* kFooter = R"(
+MFU counts model FLOPs = 6 x (parameters that take part in matmuls, active experts only) x tokens
+plus causal attention (fwd + bwd = 3 x 2 x b x s x s/2 x heads x (d_qk + d_v) per layer), divided by
+step time x GPUs x dense bf16 peak. Recompute FLOPs are not model FLOPs.
+Exit status: 0 done, 1 no valid plan, 2 bad input. Docs: docs/cli.md, docs/cost_model.md.)";
+
+void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o) {
+  app.add_option("model", o.model_path, "model: Hugging Face config.json or mgt.graph/1 JSON")->required();
+  app.add_option("--gpus", o.gpus, "number of GPUs (may span many nodes)")->required();
+  app.add_option("--cluster", o.cluster, "cluster preset name or mgt.cluster/1 file (default h100-sxm; presets: "
+                                         "h100-sxm a100-80g-sxm h200-sxm b200 gb200-nvl72 rtx4090-pcie)");
+  app.add_option("--seq-len", o.seq_len, "training sequence length (default min(8192, max_position_embeddings))");
+  app.add_option("--global-batch-tokens", o.global_batch_tokens,
+                 "tokens per optimizer step, K/M/G suffixes are powers of 2 (default 4M = 4194304)");
+  app.add_flag("--json", o.json, "print JSON (mgt.plans/1, or one plan entry for estimate)");
+  app.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "allow tensor parallel groups to span nodes");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mgt-plan: how to train this model on these GPUs. Ranks data parallel (replicate / FSDP shard),\n"
+               "tensor parallel (+ sequence parallel) and context parallel plans by predicted throughput.",
+               "mgt-plan"};
+  app.footer(kFooter);
+  app.require_subcommand(0, 1);
+  app.fallthrough(false);
+
+  mgt::cli::PlanOptions search;
+  int64_t top = 5;
+  std::string emit;
+  add_plan_options(app, search);
+  app.add_option("--top", top, "plans to show (default 5)");
+  app.add_option("--emit", emit, "print the top plan as a framework config instead of the table: "
+                                 "accelerate, axolotl, torchtitan, megatron, deepspeed");
+
+  auto* inspect = app.add_subcommand("inspect", "parameters, FLOPs per token and a per-block breakdown");
+  std::string inspect_model, inspect_seq;
+  bool inspect_json = false;
+  inspect->add_option("model", inspect_model, "model file")->required();
+  inspect->add_option("--seq-len", inspect_seq, "sequence length for attention FLOPs (default as the search)");
+  inspect->add_flag("--json", inspect_json, "print JSON");
+
+  auto* estimate = app.add_subcommand("estimate", "estimate one given plan, no search");
+  mgt::cli::PlanOptions estimate_options;
+  std::string plan_text;
+  add_plan_options(*estimate, estimate_options);
+  estimate->add_option("--plan", plan_text, "plan as inline JSON ('{\"dp_shard\":4,\"tp\":2}') or a mgt.plan/1 file")
+      ->required();
+
+  // Subcommands carry their own required options: the top-level ones apply only without one.
+  for (const char* name : {"model", "--gpus"}) app.get_option(name)->required(false);
+  try {
+    app.parse(argc, argv);
+    if (*inspect) return mgt::cli::run_inspect(inspect_model, inspect_seq, inspect_json);
+    if (*estimate) return mgt::cli::run_estimate(estimate_options, plan_text);
+    if (search.model_path.empty()) throw CLI::RequiredError("model");
+    if (app.get_option("--gpus")->count() == 0) throw CLI::RequiredError("--gpus");
+    return mgt::cli::run_search(search, top, emit);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "mgt-plan: " << e.what() << " (hint: mgt-plan --help)\n";
+    return 2;
+  } catch (const mgt::ir::InputError& e) {
+    std::cerr << "mgt-plan: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "mgt-plan: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

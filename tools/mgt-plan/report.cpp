@@ -1,0 +1,175 @@
+// Text and JSON output of mgt-plan.
+#include "report.hpp"
+
+#include "mgt/ir/plan.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace mgt::cli {
+
+namespace {
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+// 4194304 -> "4,194,304"
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string billions(int64_t n) { return fmt("%.2fB", double(n) / 1e9); }
+}  // namespace
+
+std::string format_gib(int64_t bytes) { return fmt("%.1f", double(bytes) / double(1ll << 30)); }
+
+std::string format_header(const RunContext& run) {
+  const auto& info = run.graph->info;
+  const auto counts = ir::count_parameters(*run.graph);
+  const int64_t nodes = (run.num_gpus + run.cluster->gpus_per_node - 1) / run.cluster->gpus_per_node;
+  std::string out = "model:    " + info.name + " (" + info.architecture + ", " + billions(counts.total) + " params";
+  if (info.num_experts > 0)
+    out += ", " + billions(counts.active) + " active; MoE planned with expert parallel ep=1 for now";
+  out += ")\n";
+  out += "cluster:  " + std::to_string(run.num_gpus) + " x " + run.cluster->gpu.name + ", " + format_gib(run.cluster->gpu.hbm_bytes) +
+         " GiB HBM each (" + run.cluster_arg + (run.cluster_arg == "h100-sxm" ? ", the default" : "") + "; " +
+         std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") + " of " + std::to_string(run.cluster->gpus_per_node) + ")\n";
+  out += "settings: seq_len " + std::to_string(run.settings.seq_len) + (run.seq_len_defaulted ? " (default)" : "") +
+         ", global batch " + with_commas(run.settings.global_batch_tokens) + " tokens = " +
+         with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") + "\n";
+  out += "          bf16 compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
+         "          mesh order dp_replicate, dp_shard, cp, tp (tp innermost); pp = 1, ep = 1\n";
+  return out;
+}
+
+std::string format_table(const std::vector<cost::Estimate>& plans, int64_t hbm_bytes) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%4s %6s %8s %6s %3s %4s %4s %-9s %18s %8s %10s %5s  %s\n", "rank", "dp_rep",
+                "dp_shard", "tp", "cp", "mbs", "ga", "recompute", "mem GiB (headroom)", "step s", "tok/s/GPU", "MFU",
+                "bottleneck");
+  out += line;
+  int rank = 1;
+  for (const auto& e : plans) {
+    const auto& p = e.plan;
+    const std::string tp = std::to_string(p.tp) + (ir::sequence_parallel(p) ? "+sp" : "");
+    const std::string mem = format_gib(e.memory.peak_bytes) + " (" + format_gib(hbm_bytes - e.memory.peak_bytes) + ")";
+    std::snprintf(line, sizeof line, "%4d %6lld %8lld %6s %3lld %4lld %4lld %-9s %18s %8.2f %10.0f %5.3f  %s\n", rank++,
+                  (long long)p.dp_replicate, (long long)p.dp_shard, tp.c_str(), (long long)p.cp,
+                  (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), ir::to_string(p.recompute).c_str(),
+                  mem.c_str(), e.step_time_s, e.tokens_per_s_per_gpu, e.mfu, e.bottleneck.c_str());
+    out += line;
+  }
+  return out;
+}
+
+std::string format_rejections(const plan::SearchResult& result) {
+  int64_t rejected = 0;
+  for (const auto& [_, n] : result.rejected) rejected += n;
+  std::string out = "evaluated " + with_commas(result.evaluated) + " candidates: " + with_commas(result.feasible) +
+                    " valid, " + with_commas(rejected) + " rejected\n";
+  // Most frequent reason first; ties by text, so output is stable.
+  std::vector<std::pair<std::string, int64_t>> reasons(result.rejected.begin(), result.rejected.end());
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [reason, n] : reasons) {
+    char line[64];
+    std::snprintf(line, sizeof line, "  %8lld  ", (long long)n);
+    out += line + reason + "\n";
+  }
+  return out;
+}
+
+std::string format_recommendation(const cost::Estimate& best, int64_t hbm_bytes) {
+  return "recommended: " + ir::to_string(best.plan) + " -- " + format_gib(best.memory.peak_bytes) + " of " +
+         format_gib(hbm_bytes) + " GiB per GPU, " + fmt("%.2f", best.step_time_s) + " s/step, " +
+         fmt("%.0f", best.tokens_per_s_per_gpu) + " tokens/s/GPU, MFU " + fmt("%.3f", best.mfu) + "\n";
+}
+
+std::string format_breakdown(const cost::Estimate& e, int64_t hbm_bytes) {
+  const auto& m = e.memory;
+  const auto& t = e.time;
+  std::string out = "plan: " + ir::to_string(e.plan) + "\n";
+  out += "memory per GPU: " + format_gib(m.peak_bytes) + " GiB of " + format_gib(hbm_bytes) + " GiB (headroom " +
+         format_gib(hbm_bytes - m.peak_bytes) + ")\n";
+  const std::pair<const char*, int64_t> mem[] = {
+      {"parameters", m.parameters_bytes}, {"gradients", m.gradients_bytes},   {"optimizer", m.optimizer_bytes},
+      {"fsdp buffers", m.fsdp_buffers_bytes}, {"activations", m.activations_bytes}, {"transient", m.transient_bytes},
+      {"overhead", m.overhead_bytes}};
+  for (const auto& [name, bytes] : mem) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  %-14s%s GiB\n", name, format_gib(bytes).c_str());
+    out += line;
+  }
+  out += "step time: " + fmt("%.3f", e.step_time_s) + " s, " + fmt("%.0f", e.tokens_per_s_per_gpu) + " tokens/s/GPU, MFU " +
+         fmt("%.3f", e.mfu) + ", bottleneck: " + e.bottleneck + "\n";
+  const std::pair<const char*, double> time[] = {
+      {"compute", t.compute_s},        {"recompute", t.recompute_s},   {"exposed tp", t.exposed_tp_s},
+      {"exposed cp", t.exposed_cp_s},  {"exposed fsdp", t.exposed_fsdp_s}, {"exposed dp", t.exposed_dp_s},
+      {"optimizer", t.optimizer_s},    {"overhead", t.overhead_s}};
+  for (const auto& [name, s] : time) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  %-14s%.3f s\n", name, s);
+    out += line;
+  }
+  return out;
+}
+
+nlohmann::json estimate_to_json(const cost::Estimate& e, int64_t rank, int64_t hbm_bytes) {
+  const auto& m = e.memory;
+  const auto& t = e.time;
+  nlohmann::json j;
+  j["rank"] = rank;
+  j["plan"] = ir::to_json(e.plan);
+  j["memory"] = {{"peak_bytes", m.peak_bytes},
+                 {"hbm_bytes", hbm_bytes},
+                 {"headroom_bytes", hbm_bytes - m.peak_bytes},
+                 {"parameters_bytes", m.parameters_bytes},
+                 {"gradients_bytes", m.gradients_bytes},
+                 {"optimizer_bytes", m.optimizer_bytes},
+                 {"fsdp_buffers_bytes", m.fsdp_buffers_bytes},
+                 {"activations_bytes", m.activations_bytes},
+                 {"transient_bytes", m.transient_bytes},
+                 {"overhead_bytes", m.overhead_bytes}};
+  j["step_time_s"] = e.step_time_s;
+  j["time"] = {{"compute_s", t.compute_s},           {"recompute_s", t.recompute_s},
+               {"exposed_tp_s", t.exposed_tp_s},     {"exposed_cp_s", t.exposed_cp_s},
+               {"exposed_fsdp_s", t.exposed_fsdp_s}, {"exposed_dp_s", t.exposed_dp_s},
+               {"optimizer_s", t.optimizer_s},       {"overhead_s", t.overhead_s}};
+  j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
+  j["mfu"] = e.mfu;
+  j["model_flops_per_step"] = e.model_flops_per_step;
+  j["bottleneck"] = e.bottleneck;
+  return j;
+}
+
+nlohmann::json run_to_json(const RunContext& run) {
+  const auto counts = ir::count_parameters(*run.graph);
+  nlohmann::json model = {{"name", run.graph->info.name},
+                          {"path", run.model_path},
+                          {"architecture", run.graph->info.architecture},
+                          {"params_total", counts.total}};
+  if (run.graph->info.num_experts > 0) model["params_active"] = counts.active;
+  nlohmann::json cluster = {{"name", run.cluster->name},
+                            {"gpu", run.cluster->gpu.name},
+                            {"num_gpus", run.num_gpus},
+                            {"gpus_per_node", run.cluster->gpus_per_node},
+                            {"hbm_bytes", run.cluster->gpu.hbm_bytes}};
+  nlohmann::json settings = {{"seq_len", run.settings.seq_len},
+                             {"global_batch_tokens", run.settings.global_batch_tokens},
+                             {"global_batch_seqs", run.settings.global_batch_seqs()},
+                             {"compute_dtype", "bf16"},
+                             {"master_weights_dtype", "fp32"},
+                             {"gradients_dtype", "fp32"},
+                             {"optimizer", "AdamW, fp32 states"},
+                             {"mesh_order", {"dp_replicate", "dp_shard", "cp", "tp"}}};
+  return {{"model", model}, {"cluster", cluster}, {"settings", settings}};
+}
+
+}  // namespace mgt::cli
