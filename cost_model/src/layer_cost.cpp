@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 namespace mgt::cost {
@@ -62,12 +63,16 @@ struct EinsumSpec {
   std::string lhs, rhs, out;
 };
 
+// "bsh,hf->bsf" or, with a bias operand, "bsh,hf,f->bsf" (the bias only adds along output dims, so
+// it does not change the contraction's shape).
 EinsumSpec parse_einsum(const std::string& spec) {
   EinsumSpec s;
-  auto comma = spec.find(',');
-  auto arrow = spec.find("->");
+  const auto arrow = spec.find("->");
+  const auto comma = spec.find(',');
+  const auto bias_comma = spec.find(',', comma + 1);
+  const auto rhs_end = bias_comma < arrow ? bias_comma : arrow;
   s.lhs = spec.substr(0, comma);
-  s.rhs = spec.substr(comma + 1, arrow - comma - 1);
+  s.rhs = spec.substr(comma + 1, rhs_end - comma - 1);
   s.out = spec.substr(arrow + 2);
   return s;
 }
@@ -89,12 +94,15 @@ void cost_contraction(Walk& w, const ir::Op& op) {
   const auto all_letters = spec.lhs + spec.rhs;
   const bool in_tp = w.ctx.tp > 1 && std::any_of(all_letters.begin(), all_letters.end(), is_tp_dim);
 
-  auto local = [&](char letter) {
+  // ir::verify guarantees every einsum letter is a dim of its operand; look it up output first.
+  auto dim_of = [&](char letter) -> const ir::Dim& {
     const ir::Dim* d = find_dim(o, letter);
     if (!d) d = find_dim(a, letter);
     if (!d) d = find_dim(b, letter);
-    return local_dim_size(*d, w.ctx, in_tp);
+    if (!d) throw std::logic_error("op '" + op.name + "': einsum letter '" + std::string(1, letter) + "' names no operand dim");
+    return *d;
   };
+  auto local = [&](char letter) { return local_dim_size(dim_of(letter), w.ctx, in_tp); };
   int64_t batch = 1, m = 1, n = 1, k = 1;
   std::set<char> seen;
   for (char c : all_letters + spec.out) {
@@ -129,10 +137,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     seen.clear();
     for (char c : all_letters + spec.out) {
       if (!seen.insert(c).second) continue;
-      const ir::Dim* d = find_dim(o, c);
-      if (!d) d = find_dim(a, c);
-      if (!d) d = find_dim(b, c);
-      global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : d->size);
+      global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : dim_of(c).size);
     }
     w.cost.model_flops += 3.0 * global;
   }

@@ -6,6 +6,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <boost/graph/filtered_graph.hpp>
 
 #include <algorithm>
 #include <array>
@@ -199,30 +200,43 @@ void Topology::Impl::build() {
   }
 }
 
-// Widest (maximum-bottleneck) path with Boost's Dijkstra: distances combine with min and compare with
-// greater, the source starts at +inf and unreached vertices at 0 (the "bottleneck shortest path"
-// semiring). The latency is summed along the chosen path.
+/// Keeps the edges at least as wide as a path's bottleneck (for the second pass of widest_path).
+struct WideEdges {
+  const Graph* graph = nullptr;
+  double min_bytes_per_s = 0;
+  bool operator()(boost::graph_traits<Graph>::edge_descriptor e) const {
+    return (*graph)[e].bytes_per_s >= min_bytes_per_s;
+  }
+};
+
+// Widest path in two passes:
+//   1. the bottleneck bandwidth W with Boost's Dijkstra in the (max, min) semiring: distances combine
+//      with min and compare with greater, the source starts at +inf and unreached vertices at 0;
+//   2. among paths of width W, the one with the least summed latency: plain Dijkstra on latency over
+//      the subgraph of edges >= W (one lexicographic pass would be wrong: a wide prefix with more
+//      latency can shadow a narrower, faster one that ties once the bottleneck is reached).
 PathResult Topology::Impl::widest_path(Vertex u, Vertex v) const {
   uint64_t key = (uint64_t(u) << 32) | uint64_t(v);
   if (auto it = path_cache.find(key); it != path_cache.end()) return it->second;
   const size_t n = boost::num_vertices(graph);
-  std::vector<double> width(n, 0.0);
-  std::vector<Vertex> pred(n);
   auto index = boost::get(boost::vertex_index, graph);
+  std::vector<double> width(n, 0.0);
   boost::dijkstra_shortest_paths(
       graph, u,
       boost::weight_map(boost::get(&EdgeProps::bytes_per_s, graph))
           .distance_map(boost::make_iterator_property_map(width.begin(), index))
-          .predecessor_map(boost::make_iterator_property_map(pred.begin(), index))
           .distance_compare(std::greater<double>())
           .distance_combine([](double a, double b) { return std::min(a, b); })
           .distance_inf(0.0)
           .distance_zero(std::numeric_limits<double>::infinity()));
-  PathResult result{width[v], 0.0};
-  for (Vertex w = v; w != u; w = pred[w]) {
-    if (pred[w] == w) throw std::logic_error("topology graph is disconnected");
-    result.latency_s += graph[boost::edge(pred[w], w, graph).first].latency_s;
-  }
+  if (!(width[v] > 0)) throw std::logic_error("topology graph is disconnected");
+
+  boost::filtered_graph<Graph, WideEdges> wide(graph, WideEdges{&graph, width[v]});
+  std::vector<double> latency(n, 0.0);
+  boost::dijkstra_shortest_paths(wide, u,
+                                 boost::weight_map(boost::get(&EdgeProps::latency_s, graph))
+                                     .distance_map(boost::make_iterator_property_map(latency.begin(), index)));
+  PathResult result{width[v], latency[v]};
   path_cache.emplace(key, result);
   return result;
 }

@@ -8,15 +8,14 @@ namespace mgt::ir {
 
 namespace {
 
-constexpr double kTera = 1e12;
-constexpr double kGiga = 1e9;
+// Rates are written as literals (989.4e12, not 989.4 * 1e12) so that they print exactly in JSON.
 constexpr int64_t kGiB = int64_t(1) << 30;
 
 // Link constants shared by several presets.
 // PCIe per direction, after 128b/130b encoding: 16 lanes x 16 GT/s x 128/130 / 8 = 31.5 GB/s (Gen4),
 // x 32 GT/s = 63.0 GB/s (Gen5) (PCI-SIG base specifications 4.0 / 5.0).
-constexpr double kPcieGen4BytesPerS = 31.5 * kGiga;
-constexpr double kPcieGen5BytesPerS = 63.0 * kGiga;
+constexpr double kPcieGen4BytesPerS = 31.5e9;
+constexpr double kPcieGen5BytesPerS = 63.0e9;
 // Per-step latencies. NCCL's own tuning table (src/graph/tuning.cc, hwLat, Ring algorithm) prices one
 // ring step at ~0.5 (LL) / 1.9 (LL128) / 3.4 (Simple) us over NVLink, ~1-5.7 us over PCIe and
 // ~2.7-14 us over the network. We take one mid value per link class, as the alpha of the
@@ -37,20 +36,20 @@ ClusterSpec make_h100_sxm() {
       "3.35 TB/s, NVLink4 900 GB/s bidir = 450 GB/s per direction, PCIe Gen5 x16 63 GB/s); DGX H100 "
       "(8 GPUs, 8x ConnectX-7 400 Gb/s NDR = 50 GB/s each); latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "H100-SXM5-80GB",
-           .peak_bf16_flops_per_s = 989.4 * kTera,
-           .peak_fp16_flops_per_s = 989.4 * kTera,
-           .peak_fp8_flops_per_s = 1978.9 * kTera,
-           .peak_fp32_flops_per_s = 66.9 * kTera,
+           .peak_bf16_flops_per_s = 989.4e12,
+           .peak_fp16_flops_per_s = 989.4e12,
+           .peak_fp8_flops_per_s = 1978.9e12,
+           .peak_fp32_flops_per_s = 66.9e12,
            .hbm_bytes = 80 * kGiB,
-           .hbm_bytes_per_s = 3.35 * kTera};
+           .hbm_bytes_per_s = 3.35e12};
   c.gpus_per_node = 8;
   c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 450 * kGiga;
+  c.nvlink_bytes_per_s = 450e9;
   c.nvlink_latency_s = kNvlinkLatencyS;
   c.pcie_bytes_per_s = kPcieGen5BytesPerS;
   c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 8;
-  c.nic_bytes_per_s = 50 * kGiga;
+  c.nic_bytes_per_s = 50e9;
   c.network_latency_s = kNetworkLatencyS;
   return c;
 }
@@ -67,20 +66,20 @@ ClusterSpec make_a100_80g_sxm() {
       "NVLink3 600 GB/s bidir = 300 GB/s per direction, PCIe Gen4 x16 31.5 GB/s); DGX A100 (8 GPUs, "
       "8x ConnectX-6 HDR 200 Gb/s = 25 GB/s each); latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "A100-SXM4-80GB",
-           .peak_bf16_flops_per_s = 312 * kTera,
-           .peak_fp16_flops_per_s = 312 * kTera,
+           .peak_bf16_flops_per_s = 312e12,
+           .peak_fp16_flops_per_s = 312e12,
            .peak_fp8_flops_per_s = 0,
-           .peak_fp32_flops_per_s = 19.5 * kTera,
+           .peak_fp32_flops_per_s = 19.5e12,
            .hbm_bytes = 80 * kGiB,
-           .hbm_bytes_per_s = 2.039 * kTera};
+           .hbm_bytes_per_s = 2.039e12};
   c.gpus_per_node = 8;
   c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 300 * kGiga;
+  c.nvlink_bytes_per_s = 300e9;
   c.nvlink_latency_s = kNvlinkLatencyS;
   c.pcie_bytes_per_s = kPcieGen4BytesPerS;
   c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 8;
-  c.nic_bytes_per_s = 25 * kGiga;
+  c.nic_bytes_per_s = 25e9;
   c.network_latency_s = kNetworkLatencyS;
   return c;
 }
@@ -96,7 +95,7 @@ ClusterSpec make_h200_sxm() {
       "400 Gb/s = 50 GB/s each; latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu.name = "H200-SXM-141GB";
   c.gpu.hbm_bytes = 141 * kGiB;
-  c.gpu.hbm_bytes_per_s = 4.8 * kTera;
+  c.gpu.hbm_bytes_per_s = 4.8e12;
   return c;
 }
 
@@ -112,20 +111,20 @@ ClusterSpec make_b200() {
       "75 fp32, 180 GB usable HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction); 8x "
       "ConnectX-7 400 Gb/s = 50 GB/s each, PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "B200",
-           .peak_bf16_flops_per_s = 2250 * kTera,
-           .peak_fp16_flops_per_s = 2250 * kTera,
-           .peak_fp8_flops_per_s = 4500 * kTera,
-           .peak_fp32_flops_per_s = 75 * kTera,
+           .peak_bf16_flops_per_s = 2250e12,
+           .peak_fp16_flops_per_s = 2250e12,
+           .peak_fp8_flops_per_s = 4500e12,
+           .peak_fp32_flops_per_s = 75e12,
            .hbm_bytes = 180 * kGiB,
-           .hbm_bytes_per_s = 8 * kTera};
+           .hbm_bytes_per_s = 8e12};
   c.gpus_per_node = 8;
   c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 900 * kGiga;
+  c.nvlink_bytes_per_s = 900e9;
   c.nvlink_latency_s = kNvlinkLatencyS;
   c.pcie_bytes_per_s = kPcieGen5BytesPerS;
   c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 8;
-  c.nic_bytes_per_s = 50 * kGiga;
+  c.nic_bytes_per_s = 50e9;
   c.network_latency_s = kNetworkLatencyS;
   return c;
 }
@@ -144,20 +143,20 @@ ClusterSpec make_gb200_nvl72() {
       "domain); compute tray = 4 GPUs with 4x ConnectX-7 400 Gb/s = 50 GB/s each (DGX GB200: 72 per rack), "
       "PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "GB200",
-           .peak_bf16_flops_per_s = 2500 * kTera,
-           .peak_fp16_flops_per_s = 2500 * kTera,
-           .peak_fp8_flops_per_s = 5000 * kTera,
-           .peak_fp32_flops_per_s = 80 * kTera,
+           .peak_bf16_flops_per_s = 2500e12,
+           .peak_fp16_flops_per_s = 2500e12,
+           .peak_fp8_flops_per_s = 5000e12,
+           .peak_fp32_flops_per_s = 80e12,
            .hbm_bytes = 186 * kGiB,
-           .hbm_bytes_per_s = 8 * kTera};
+           .hbm_bytes_per_s = 8e12};
   c.gpus_per_node = 4;
   c.nvlink_domain_gpus = 72;
-  c.nvlink_bytes_per_s = 900 * kGiga;
+  c.nvlink_bytes_per_s = 900e9;
   c.nvlink_latency_s = kNvlinkLatencyS;
   c.pcie_bytes_per_s = kPcieGen5BytesPerS;
   c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 4;
-  c.nic_bytes_per_s = 50 * kGiga;
+  c.nic_bytes_per_s = 50e9;
   c.network_latency_s = kNetworkLatencyS;
   return c;
 }
@@ -177,12 +176,12 @@ ClusterSpec make_rtx4090_pcie() {
       "no NVLink); 8 GPUs per node and one 100 Gb/s NIC (12.5 GB/s) per node assumed; latencies from NCCL "
       "tuning.cc hwLat (assumed)";
   c.gpu = {.name = "RTX-4090-24GB",
-           .peak_bf16_flops_per_s = 165.2 * kTera,
-           .peak_fp16_flops_per_s = 165.2 * kTera,
-           .peak_fp8_flops_per_s = 330.3 * kTera,
-           .peak_fp32_flops_per_s = 82.6 * kTera,
+           .peak_bf16_flops_per_s = 165.2e12,
+           .peak_fp16_flops_per_s = 165.2e12,
+           .peak_fp8_flops_per_s = 330.3e12,
+           .peak_fp32_flops_per_s = 82.6e12,
            .hbm_bytes = 24 * kGiB,
-           .hbm_bytes_per_s = 1008 * kGiga};
+           .hbm_bytes_per_s = 1008e9};
   c.gpus_per_node = 8;
   c.nvlink_domain_gpus = 1;
   c.nvlink_bytes_per_s = 0;
@@ -190,7 +189,7 @@ ClusterSpec make_rtx4090_pcie() {
   c.pcie_bytes_per_s = kPcieGen4BytesPerS;
   c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 1;
-  c.nic_bytes_per_s = 12.5 * kGiga;
+  c.nic_bytes_per_s = 12.5e9;
   c.network_latency_s = kNetworkLatencyS;
   return c;
 }

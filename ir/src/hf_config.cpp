@@ -89,12 +89,9 @@ class BlockBuilder {
     return out;
   }
 
-  /// An op whose output has the dims of its first input (rope, residual, activation, router-free ops).
-  std::string same_dims_op(Op op, const DimSizes& out_overrides = {}) {
-    const TensorDecl* in = find_tensor(block_, op.inputs.front());
-    std::string dims;
-    for (const auto& d : in->dims) dims += d.name;
-    declare(op.output, dims, /*parameter=*/false, out_overrides);
+  /// An op whose output has exactly the dims of its first input (rope, residual, activation).
+  std::string same_dims_op(Op op) {
+    copy_dims(op.inputs.front(), op.output);
     std::string out = op.output;
     block_.ops.push_back(std::move(op));
     return out;

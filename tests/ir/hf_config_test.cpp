@@ -81,7 +81,7 @@ TEST(graph_from_hf_config, tiny_llama_hand_computed) {
   const int64_t norms = 2 * 64;
   const int64_t head = 64 /*final norm*/ + 64 * 100 /*lm_head*/;
   const int64_t correct = embed + 2 * (attention + mlp + norms) + head;
-  EXPECT_EQ(correct, 78848);
+  EXPECT_EQ(correct, 86848);
   EXPECT_EQ(count_parameters(g).total, correct);
   EXPECT_EQ(count_parameters(g).active, correct);
 
@@ -104,7 +104,7 @@ TEST(graph_from_hf_config, tied_embeddings_counted_once) {
   c["tie_word_embeddings"] = true;
   const Graph g = graph_from_hf_config(c, "tiny.json");
   verify(g, "tiny.json");
-  EXPECT_EQ(count_parameters(g).total, 78848 - 64 * 100);
+  EXPECT_EQ(count_parameters(g).total, 86848 - 64 * 100);
   ASSERT_EQ(g.tied_parameters.size(), 1u);
 }
 
@@ -197,9 +197,9 @@ TEST(graph_from_hf_config, rejects_bad_configs) {
 
   c = tiny_llama();
   c["num_attention_heads"] = 5;  // 64 % 5 != 0 and no head_dim
+  c["num_key_value_heads"] = 5;
   expect_input_error(c, "num_attention_heads", "head_dim");
   c["head_dim"] = 16;  // explicit head_dim makes it valid (Gemma-2 style)
-  c["num_key_value_heads"] = 5;
   EXPECT_NO_THROW(verify(graph_from_hf_config(c, "ok.json"), "ok.json"));
 
   c = tiny_llama();

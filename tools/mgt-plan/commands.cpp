@@ -46,6 +46,14 @@ int64_t default_seq_len(const ir::Graph& graph) {
   return graph.info.max_seq_len > 0 ? std::min(kDefault, graph.info.max_seq_len) : kDefault;
 }
 
+// About 4M tokens per step (Llama 3 pre-training's early batch; 512 x 8192): the largest power-of-two
+// number of sequences within 4,194,304 tokens, so that the batch splits over power-of-two meshes.
+int64_t default_global_batch_tokens(int64_t seq_len) {
+  int64_t seqs = 1;
+  while (seqs * 2 * seq_len <= (4ll << 20)) seqs *= 2;
+  return seqs * seq_len;
+}
+
 // Loads the model and cluster and resolves the settings, validating every flag.
 struct Loaded {
   ir::Graph graph;
@@ -63,8 +71,8 @@ Loaded load(const PlanOptions& o) {
     throw ir::InputError("--seq-len", "", std::to_string(settings.seq_len) + " exceeds the model's max_position_embeddings " +
                                               std::to_string(l.graph.info.max_seq_len),
                          "use --seq-len " + std::to_string(l.graph.info.max_seq_len) + " or less");
-  settings.global_batch_tokens =
-      o.global_batch_tokens.empty() ? (4ll << 20) : parse_size(o.global_batch_tokens, "--global-batch-tokens");
+  settings.global_batch_tokens = o.global_batch_tokens.empty() ? default_global_batch_tokens(settings.seq_len)
+                                                              : parse_size(o.global_batch_tokens, "--global-batch-tokens");
   if (settings.global_batch_tokens % settings.seq_len != 0)
     throw ir::InputError("--global-batch-tokens", "",
                          std::to_string(settings.global_batch_tokens) + " tokens is not a whole number of " +

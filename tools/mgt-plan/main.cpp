@@ -22,7 +22,7 @@ void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o) {
                                          "h100-sxm a100-80g-sxm h200-sxm b200 gb200-nvl72 rtx4090-pcie)");
   app.add_option("--seq-len", o.seq_len, "training sequence length (default min(8192, max_position_embeddings))");
   app.add_option("--global-batch-tokens", o.global_batch_tokens,
-                 "tokens per optimizer step, K/M/G suffixes are powers of 2 (default 4M = 4194304)");
+                 "tokens per optimizer step, K/M/G suffixes are powers of 2 (default: the largest power-of-two number of sequences within 4M = 4194304 tokens)");
   app.add_flag("--json", o.json, "print JSON (mgt.plans/1, or one plan entry for estimate)");
   app.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "allow tensor parallel groups to span nodes");
 }

@@ -78,6 +78,15 @@ std::string format_rejections(const plan::SearchResult& result) {
   // Most frequent reason first; ties by text, so output is stable.
   std::vector<std::pair<std::string, int64_t>> reasons(result.rejected.begin(), result.rejected.end());
   std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  // The text lists the most frequent reasons; --json carries all of them.
+  constexpr size_t kShown = 12;
+  if (reasons.size() > kShown) {
+    int64_t rest = 0;
+    for (size_t i = kShown; i < reasons.size(); ++i) rest += reasons[i].second;
+    const size_t hidden = reasons.size() - kShown;
+    reasons.resize(kShown);
+    reasons.emplace_back("... " + std::to_string(hidden) + " more reasons (see --json)", rest);
+  }
   for (const auto& [reason, n] : reasons) {
     char line[64];
     std::snprintf(line, sizeof line, "  %8lld  ", (long long)n);

@@ -1,0 +1,92 @@
+// Planner figures: analytic candidates per second per core, and full-search wall time
+// (Llama-3.1-405B on 16,384 GPUs; Llama-3.1-8B on 8). Run: ./build/bench/mgt_bench_search
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/ir/model_loader.hpp"
+#include "mgt/planner/search.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+namespace {
+
+struct Case {
+  mgt::ir::Graph graph;
+  mgt::ir::ClusterSpec cluster;
+  int64_t gpus;
+  mgt::cost::TrainingSettings settings;
+};
+
+Case load_case(const std::string& model, int64_t gpus, int64_t global_batch_tokens) {
+  Case c{mgt::ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/" + model),
+         mgt::ir::cluster_preset("h100-sxm"), gpus, {}};
+  c.settings.seq_len = 8192;
+  c.settings.global_batch_tokens = global_batch_tokens;
+  return c;
+}
+
+const Case& case_405b() {
+  static const Case c = load_case("Llama-3.1-405B.json", 16384, 16ll << 20);
+  return c;
+}
+
+// The estimator on every rule-valid candidate, block costs memoised as in a search: the rate the
+// search sustains per core.
+void BM_EstimateCandidates405B(benchmark::State& state) {
+  const Case& c = case_405b();
+  const mgt::cost::Estimator estimator(c.graph, c.cluster, c.gpus, c.settings);
+  mgt::plan::SearchOptions options;
+  options.rules.num_gpus = c.gpus;
+  const auto facts = mgt::plan::model_facts(c.graph);
+  std::vector<mgt::ir::Plan> valid;
+  for (const auto& p : mgt::plan::enumerate_candidates(c.gpus, options))
+    if (!mgt::plan::first_broken_rule(p, facts, c.cluster, c.settings, options.rules)) valid.push_back(p);
+  for (const auto& p : valid) benchmark::DoNotOptimize(estimator.estimate(p));  // warm the memo
+  double sink = 0;
+  for (auto _ : state) {
+    for (const auto& p : valid) sink += estimator.estimate(p).step_time_s;
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(state.iterations() * int64_t(valid.size()));
+  state.counters["candidates"] = double(valid.size());
+}
+BENCHMARK(BM_EstimateCandidates405B)->Unit(benchmark::kMillisecond);
+
+// Everything a user waits for after loading: topology, enumeration, rules, estimates, ranking.
+void BM_FullSearch405B_16384(benchmark::State& state) {
+  const Case& c = case_405b();
+  int64_t evaluated = 0;
+  for (auto _ : state) {
+    const mgt::cost::Estimator estimator(c.graph, c.cluster, c.gpus, c.settings);
+    mgt::plan::SearchOptions options;
+    options.rules.num_gpus = c.gpus;
+    const auto result = mgt::plan::search(estimator, options);
+    evaluated = result.evaluated;
+    benchmark::DoNotOptimize(result.plans.data());
+  }
+  state.SetItemsProcessed(state.iterations() * evaluated);
+  state.counters["evaluated"] = double(evaluated);
+}
+BENCHMARK(BM_FullSearch405B_16384)->Unit(benchmark::kMillisecond);
+
+void BM_FullSearchLlama8B_8(benchmark::State& state) {
+  static const Case c = load_case("Llama-3.1-8B.json", 8, 4ll << 20);
+  for (auto _ : state) {
+    const mgt::cost::Estimator estimator(c.graph, c.cluster, c.gpus, c.settings);
+    mgt::plan::SearchOptions options;
+    options.rules.num_gpus = c.gpus;
+    benchmark::DoNotOptimize(mgt::plan::search(estimator, options).plans.data());
+  }
+}
+BENCHMARK(BM_FullSearchLlama8B_8)->Unit(benchmark::kMillisecond);
+
+// Loading and verifying the largest HF config: part of every CLI call.
+void BM_LoadModel405B(benchmark::State& state) {
+  const std::string path = std::string(MGT_SOURCE_DIR) + "/examples/models/Llama-3.1-405B.json";
+  for (auto _ : state) benchmark::DoNotOptimize(mgt::ir::load_model(path).blocks.size());
+}
+BENCHMARK(BM_LoadModel405B)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
