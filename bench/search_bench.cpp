@@ -1,6 +1,7 @@
 // Planner figures: analytic candidates per second per core, and full-search wall time
 // (Llama-3.1-405B on 16,384 GPUs; Llama-3.1-8B on 8). Run: ./build/bench/mgt_bench_search
 #include "mgt/cost_model/estimator.hpp"
+#include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/search.hpp"
 
@@ -86,6 +87,27 @@ void BM_LoadModel405B(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(mgt::ir::load_model(path).blocks.size());
 }
 BENCHMARK(BM_LoadModel405B)->Unit(benchmark::kMicrosecond);
+
+// The topology query the estimator makes several times per candidate, memoised per placement.
+void BM_LinkForGroupCached(benchmark::State& state) {
+  const mgt::cost::Topology topology(mgt::ir::cluster_preset("h100-sxm"), 16384);
+  const mgt::cost::GroupPlacement group{{{8, 1}, {2, 8}, {64, 16}}};
+  double sink = topology.link_for_group(group).bus_bytes_per_s;
+  for (auto _ : state) sink += topology.link_for_group(group).bus_bytes_per_s;
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LinkForGroupCached);
+
+// Building the bounded topology graph for 131,072 GPUs.
+void BM_TopologyBuild131072(benchmark::State& state) {
+  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  for (auto _ : state) {
+    const mgt::cost::Topology topology(cluster, 131072);
+    benchmark::DoNotOptimize(topology.num_vertices());
+  }
+}
+BENCHMARK(BM_TopologyBuild131072)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

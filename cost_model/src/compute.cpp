@@ -1,4 +1,4 @@
-// Kernel time model (docs/cost_model.md §2).
+// Kernel time model (docs/cost-model.md §2).
 #include "mgt/cost_model/compute.hpp"
 
 #include <cmath>

@@ -1,5 +1,6 @@
-// The analytic estimator (docs/cost_model.md). Per plan it combines memoised per-shape block costs
-// with data-parallel terms; everything is O(number of distinct blocks) per candidate.
+// The analytic estimator (docs/cost-model.md). Per plan it combines memoised per-shape block costs
+// (ShapeSummary) with a memoised pipeline layout (StageLayout) and the data-parallel terms; a
+// candidate costs O(distinct stages x distinct blocks) arithmetic.
 #include "mgt/cost_model/estimator.hpp"
 
 #include "mgt/cost_model/collective.hpp"
@@ -8,47 +9,69 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 
 namespace mgt::cost {
 
 namespace {
-// Bytes per parameter of each state (docs/cost_model.md §4.1, mixed precision as in Micikevicius
-// et al. 2018 and ZeRO, Rajbhandari et al. 2020 §3: 2 + 2 + 12 for fp16 grads; here fp32 grads).
-constexpr int64_t kMasterBytes = 4;     // fp32 parameter (master copy)
-constexpr int64_t kWorkingBytes = 2;    // bf16 copy the kernels read
-constexpr int64_t kGradBytes = 4;       // fp32 gradient (reduce dtype fp32, torchtitan default)
-constexpr int64_t kAdamBytes = 8;       // exp_avg + exp_avg_sq, fp32
+// Bytes per parameter of each state (docs/cost-model.md §4.1; mixed precision as in Micikevicius
+// et al. 2018, ZeRO stages as in Rajbhandari et al. 2020 §5).
+constexpr int64_t kMasterBytes = 4;   // fp32 parameter (master copy)
+constexpr int64_t kWorkingBytes = 2;  // bf16 copy the kernels read
+constexpr int64_t kGradBytes = 4;     // fp32 gradient (reduce dtype fp32, torchtitan default)
+constexpr int64_t kAdamBytes = 8;     // exp_avg + exp_avg_sq, fp32
 // AdamW step traffic per local parameter: read+write master, m, v (24), read grad (4), write bf16 (2).
 constexpr int64_t kOptimizerTrafficBytes = 30;
-// DDP's default gradient bucket (torch.nn.parallel.DistributedDataParallel bucket_cap_mb=25): the
-// last bucket's all-reduce starts after backward ends and cannot overlap.
+// DDP's default gradient bucket (torch DistributedDataParallel bucket_cap_mb=25): the last
+// bucket's all-reduce starts after backward ends and cannot overlap.
 constexpr int64_t kLastBucketBytes = 25ll << 20;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 struct Estimator::ShapeSummary {
   struct Block {
-    int64_t repeat = 1;
     bool is_layer = true;
     BlockCost cost;
-    double tp_fwd_s = 0, tp_bwd_s = 0, cp_fwd_s = 0, cp_bwd_s = 0;
+    double tp_fwd_s = 0, tp_bwd_s = 0, cp_fwd_s = 0, cp_bwd_s = 0, ep_s = 0;
   };
   std::vector<Block> blocks;
-  int64_t param_elements_local = 0;  // whole model after tp, tied counted once
-  int64_t largest_block_params_local = 0;
+  std::vector<int64_t> tied_local;  // per tied parameter: elements on one rank
+};
+
+// Layers split evenly over pp * vpp virtual stages; physical stage k holds virtual stages
+// k, k + pp, ... (Megatron interleaved schedule, Narayanan et al. 2021 §2.2). Blocks before the
+// first layer go to virtual stage 0, blocks after the last layer to the last virtual stage.
+struct Estimator::StageLayout {
+  struct Stage {
+    std::vector<int64_t> copies;  // per graph block: copies held by this stage
+    int64_t index = 0;            // smallest physical stage index with this composition
+    int64_t layers = 0;
+  };
+  std::vector<Stage> stages;      // distinct compositions only
 };
 
 Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus,
                      TrainingSettings settings, CostParams params)
     : graph_(graph), cluster_(cluster), num_gpus_(num_gpus), settings_(settings), params_(params),
       topology_(cluster, num_gpus, params) {
-  // A tied parameter appears in two blocks; count its elements once.
+  for (const auto& block : graph_.blocks)
+    if (block.is_layer) num_layers_ += block.repeat;
+  // A tied parameter appears in two blocks ("embed.wte", "head.wte"); count it once where both sit.
+  auto block_index = [this](const std::string& qualified) -> std::optional<size_t> {
+    const std::string name = qualified.substr(0, qualified.find('.'));
+    for (size_t b = 0; b < graph_.blocks.size(); ++b)
+      if (graph_.blocks[b].name == name) return b;
+    return std::nullopt;
+  };
   for (const auto& [first, second] : graph_.tied_parameters) {
-    const auto dot = second.find('.');
-    for (const auto& block : graph_.blocks) {
-      if (block.name != second.substr(0, dot)) continue;
-      if (const auto* t = ir::find_tensor(block, second.substr(dot + 1))) tied_param_elements_ += ir::num_elements(*t);
-    }
-    (void)first;
+    const auto b1 = block_index(first), b2 = block_index(second);
+    if (!b1 || !b2) continue;  // ir::verify rejects such ties; nothing to correct
+    const auto& tensors = graph_.blocks[*b2].tensors;
+    const std::string tensor = second.substr(second.find('.') + 1);
+    for (size_t t = 0; t < tensors.size(); ++t)
+      if (tensors[t].name == tensor) tied_.push_back({*b1, *b2, t});
   }
 }
 
@@ -57,20 +80,26 @@ Estimator::Estimator(Estimator&&) noexcept = default;
 
 const Estimator::ShapeSummary& Estimator::summary_for(const ir::Plan& plan) const {
   const bool sp = ir::sequence_parallel(plan);
-  const uint64_t key = (uint64_t(plan.tp) << 44) ^ (uint64_t(plan.cp) << 24) ^ (uint64_t(plan.micro_batch) << 1) ^
-                       uint64_t(sp);
+  const uint64_t key = (uint64_t(plan.tp) << 48) ^ (uint64_t(plan.cp) << 32) ^ (uint64_t(plan.ep) << 16) ^
+                       (uint64_t(plan.micro_batch) << 1) ^ uint64_t(sp);
   auto it = summaries_.find(key);
   if (it != summaries_.end()) return *it->second;
 
-  ShardContext ctx{plan.micro_batch, settings_.seq_len, plan.tp, plan.cp, sp, settings_.compute_dtype};
+  ShardContext ctx{plan.micro_batch, settings_.seq_len, plan.tp,          plan.cp,
+                   sp,               settings_.compute_dtype, plan.ep, settings_.fp8_linears};
+  // Mesh order (pp, dp_replicate, dp_shard, cp, tp): tp innermost; ep borrows from dp_shard x cp.
   const LinkEstimate tp_link = topology_.link_for_group({{AxisPlacement{plan.tp, 1}}});
   const LinkEstimate cp_link = topology_.link_for_group({{AxisPlacement{plan.cp, plan.tp}}});
+  const LinkEstimate ep_link = topology_.link_for_group({{AxisPlacement{plan.ep, plan.tp}}});
   auto price = [&](const std::vector<BlockCollective>& collectives, BlockCollective::Axis axis) {
     double total = 0;
     for (const auto& c : collectives) {
       if (c.axis != axis) continue;
-      total += axis == BlockCollective::Axis::tp ? collective_time_s(c.kind, plan.tp, c.bytes, tp_link)
-                                                 : collective_time_s(c.kind, plan.cp, c.bytes, cp_link);
+      switch (axis) {
+        case BlockCollective::Axis::tp: total += collective_time_s(c.kind, plan.tp, c.bytes, tp_link); break;
+        case BlockCollective::Axis::cp: total += collective_time_s(c.kind, plan.cp, c.bytes, cp_link); break;
+        case BlockCollective::Axis::ep: total += collective_time_s(c.kind, plan.ep, c.bytes, ep_link); break;
+      }
     }
     return total;
   };
@@ -78,20 +107,123 @@ const Estimator::ShapeSummary& Estimator::summary_for(const ir::Plan& plan) cons
   auto summary = std::make_unique<ShapeSummary>();
   for (const auto& block : graph_.blocks) {
     ShapeSummary::Block b;
-    b.repeat = block.repeat;
     b.is_layer = block.is_layer;
     b.cost = block_cost(block, ctx, cluster_, params_);
     b.tp_fwd_s = price(b.cost.fwd_collectives, BlockCollective::Axis::tp);
     b.tp_bwd_s = price(b.cost.bwd_collectives, BlockCollective::Axis::tp);
     b.cp_fwd_s = price(b.cost.fwd_collectives, BlockCollective::Axis::cp);
     b.cp_bwd_s = price(b.cost.bwd_collectives, BlockCollective::Axis::cp);
-    summary->param_elements_local += b.repeat * b.cost.param_elements_local;
-    summary->largest_block_params_local = std::max(summary->largest_block_params_local, b.cost.param_elements_local);
+    b.ep_s = price(b.cost.fwd_collectives, BlockCollective::Axis::ep) +
+             price(b.cost.bwd_collectives, BlockCollective::Axis::ep);
     summary->blocks.push_back(std::move(b));
   }
-  // Tied weights are split over tp like the vocab dim they carry.
-  summary->param_elements_local -= (tied_param_elements_ + plan.tp - 1) / plan.tp;
+  // A tied weight on a rank holds its own local shape (the vocab dim padded per rank).
+  for (const auto& tie : tied_) {
+    int64_t local = 1;
+    for (const auto& d : graph_.blocks[tie.second_block].tensors[tie.second_tensor].dims)
+      local *= is_tp_dim(d.name) ? ceil_div(d.size, plan.tp) : d.size;
+    summary->tied_local.push_back(local);
+  }
   return *summaries_.emplace(key, std::move(summary)).first->second;
+}
+
+const Estimator::StageLayout& Estimator::layout_for(const ir::Plan& plan) const {
+  const uint64_t key = (uint64_t(plan.pp) << 32) ^ uint64_t(plan.vpp);
+  auto it = layouts_.find(key);
+  if (it != layouts_.end()) return *it->second;
+  // Chunk of each layer: equal chunks, or, when the layer count is 2 short of a multiple of pp*vpp,
+  // the first and last chunks one layer lighter to balance the embedding and the LM head (Megatron
+  // --decoder-first/last-pipeline-num-layers; Llama 3 405B: 126 layers on 16 stages).
+  const int64_t virtual_stages = plan.pp * plan.vpp;
+  const bool uneven = num_layers_ % virtual_stages != 0;
+  const int64_t per_chunk = uneven ? (num_layers_ + 2) / virtual_stages : num_layers_ / virtual_stages;
+  auto chunk_of = [&](int64_t layer) {
+    if (!uneven) return layer / per_chunk;
+    if (layer < per_chunk - 1) return int64_t{0};
+    return std::min(virtual_stages - 1, 1 + (layer - (per_chunk - 1)) / per_chunk);
+  };
+  const size_t n = graph_.blocks.size();
+  std::vector<std::vector<int64_t>> copies(size_t(plan.pp), std::vector<int64_t>(n, 0));
+  int64_t layer = 0;  // layers placed so far, in forward order
+  for (size_t b = 0; b < n; ++b) {
+    const auto& block = graph_.blocks[b];
+    if (!block.is_layer) {
+      // Before any layer: the first virtual stage; otherwise the virtual stage of the last layer.
+      const int64_t v = layer == 0 ? 0 : chunk_of(layer - 1);
+      copies[size_t(v % plan.pp)][b] += block.repeat;
+      continue;
+    }
+    for (int64_t r = 0; r < block.repeat; ++r, ++layer) copies[size_t(chunk_of(layer) % plan.pp)][b] += 1;
+  }
+  auto layout = std::make_unique<StageLayout>();
+  std::map<std::vector<int64_t>, size_t> seen;
+  for (int64_t k = 0; k < plan.pp; ++k) {
+    const auto& c = copies[size_t(k)];
+    if (seen.count(c)) continue;
+    seen[c] = layout->stages.size();
+    StageLayout::Stage stage{c, k, 0};
+    for (size_t b = 0; b < n; ++b)
+      if (graph_.blocks[b].is_layer) stage.layers += c[b];
+    layout->stages.push_back(std::move(stage));
+  }
+  return *layouts_.emplace(key, std::move(layout)).first->second;
+}
+
+namespace {
+
+// FSDP exposure along a chain of block copies in forward order (Zhao et al. 2023, PyTorch FSDP
+// §3.3-3.4): the all-gather of copy i is prefetched under the forward of copy i-1; in backward the
+// compute of copy i hides the prefetch all-gather of copy i-1 and the reduce-scatter of copy i+1.
+// The first forward all-gather and the last reduce-scatter have nothing to hide under.
+struct FsdpRun {
+  int64_t copies;
+  double ag, rs, fwd, bwd;
+};
+struct FsdpExposure {
+  double exposed = 0;
+  double hidden = 0;
+};
+FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs) {
+  FsdpExposure out;
+  auto overlap = [&out](double comm, double compute) {
+    const double hidden = std::min(comm, compute);
+    out.hidden += hidden;
+    out.exposed += comm - hidden;
+  };
+  const FsdpRun none{0, 0, 0, 0, 0};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const FsdpRun& r = runs[i];
+    const FsdpRun& prev = i > 0 ? runs[i - 1] : none;
+    const FsdpRun& next = i + 1 < runs.size() ? runs[i + 1] : none;
+    const double c = double(r.copies);
+    // forward
+    if (i == 0) out.exposed += r.ag; else overlap(r.ag, prev.fwd);
+    for (int64_t j = 1; j < r.copies; ++j) overlap(r.ag, r.fwd);
+    // backward: copy j of this run, with its neighbours in forward order
+    if (r.copies == 1) {
+      overlap(prev.ag + next.rs, r.bwd);
+    } else {
+      overlap(prev.ag + r.rs, r.bwd);                         // first copy of the run
+      overlap(r.ag + next.rs, r.bwd);                         // last copy of the run
+      if (r.copies > 2) {
+        const double hidden = std::min(r.ag + r.rs, r.bwd);   // the middle copies
+        out.hidden += (c - 2) * hidden;
+        out.exposed += (c - 2) * (r.ag + r.rs - hidden);
+      }
+    }
+  }
+  if (!runs.empty()) out.exposed += runs.front().rs;  // the last reduce-scatter of backward
+  return out;
+}
+
+}  // namespace
+
+int64_t Estimator::tied_on_stage(const std::vector<int64_t>& copies, const ShapeSummary& s) const {
+  // A tied weight held twice on one stage is one parameter; on two stages (PP), two copies.
+  int64_t duplicate = 0;
+  for (size_t i = 0; i < tied_.size(); ++i)
+    if (copies[tied_[i].first_block] > 0 && copies[tied_[i].second_block] > 0) duplicate += s.tied_local[i];
+  return duplicate;
 }
 
 Estimate Estimator::estimate(const ir::Plan& input_plan) const {
@@ -101,9 +233,19 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
                          "plan uses " + std::to_string(ir::world_size(plan)) + " GPUs, not --gpus " +
                              std::to_string(num_gpus_),
                          "make the product equal the GPU count");
-  if (plan.pp != 1 || plan.vpp != 1 || plan.ep != 1)
-    throw ir::InputError("--plan", plan.pp != 1 ? "pp" : (plan.vpp != 1 ? "vpp" : "ep"),
-                         "pipeline and expert parallelism are not estimated yet", "use pp=1, vpp=1, ep=1");
+  if (num_layers_ % (plan.pp * plan.vpp) != 0 && (num_layers_ + 2) % (plan.pp * plan.vpp) != 0)
+    throw ir::InputError("--plan", "pp*vpp",
+                         std::to_string(num_layers_) + " layers do not split into pp*vpp=" +
+                             std::to_string(plan.pp * plan.vpp) + " pipeline chunks",
+                         "choose pp*vpp dividing the layer count, or the layer count + 2 (first and last "
+                         "chunks one layer lighter)");
+  if ((plan.dp_shard * plan.cp) % plan.ep != 0 ||
+      (graph_.info.num_experts > 0 ? graph_.info.num_experts % plan.ep != 0 : plan.ep != 1))
+    throw ir::InputError("--plan", "ep",
+                         "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" +
+                             std::to_string(plan.dp_shard * plan.cp) + " and the expert count " +
+                             std::to_string(graph_.info.num_experts),
+                         "ep borrows ranks from dp_shard x cp; use ep=1 for dense models");
   const int64_t replicas = plan.dp_replicate * plan.dp_shard;  // model replicas that see distinct sequences
   const int64_t seqs = settings_.global_batch_seqs();
   if (seqs % (replicas * plan.micro_batch) != 0)
@@ -115,8 +257,8 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const int64_t grad_accum = seqs / (replicas * plan.micro_batch);
   if (plan.grad_accum && *plan.grad_accum != grad_accum)
     throw ir::InputError("--plan", "grad_accum",
-                         "grad_accum " + std::to_string(*plan.grad_accum) + " disagrees with the global batch, which needs " +
-                             std::to_string(grad_accum),
+                         "grad_accum " + std::to_string(*plan.grad_accum) +
+                             " disagrees with the global batch, which needs " + std::to_string(grad_accum),
                          "drop grad_accum to derive it");
   plan.grad_accum = grad_accum;
   plan.sequence_parallel = ir::sequence_parallel(plan);
@@ -124,162 +266,231 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const int64_t zero = *plan.zero_stage;
 
   const ShapeSummary& s = summary_for(plan);
+  const StageLayout& layout = layout_for(plan);
   Estimate e;
   TimeBreakdown& t = e.time;
   MemoryBreakdown& m = e.memory;
 
-  // ---- data-parallel groups on the mesh (dp_replicate, dp_shard, cp, tp), tp innermost ----
+  // ---- groups on the mesh (pp, dp_replicate, dp_shard, cp, tp), tp innermost ----
   const int64_t shard_group = plan.dp_shard * plan.cp;  // FSDP/ZeRO shard over dp_shard x cp (torchtitan)
+  const int64_t expert_shard_group = std::max<int64_t>(1, shard_group / plan.ep);
   const GroupPlacement shard_placement{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
   const GroupPlacement replicate_placement{{AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
   const LinkEstimate shard_link = topology_.link_for_group(shard_placement);
   const LinkEstimate replicate_link = topology_.link_for_group(replicate_placement);
+  const int64_t pp_stride = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
   const bool fsdp = zero == 3 && shard_group > 1;
 
-  // ---- one micro-batch (docs/cost_model.md §5) ----
-  double compute = 0, recompute = 0, tp = 0, cp = 0, fsdp_exposed = 0, hidden_comm = 0, bwd_last = 0;
-  double model_flops = 0;
-  for (const auto& b : s.blocks) {
-    const BlockCost& c = b.cost;
-    const double r = double(b.repeat);
-    compute += r * (c.fwd_compute_s + c.bwd_compute_s);
-    bwd_last += r * c.bwd_compute_s;
-    model_flops += r * c.model_flops;
-    tp += r * (b.tp_fwd_s + b.tp_bwd_s);
-    if (b.is_layer && plan.recompute == ir::Recompute::selective) recompute += r * c.selective_recompute_s;
-    if (b.is_layer && plan.recompute == ir::Recompute::full) {
-      recompute += r * c.fwd_compute_s;
-      tp += r * b.tp_fwd_s;  // the recomputed forward repeats its collectives
-    }
-    // Ring-style CP exchange overlaps the attention kernels (Liu et al. 2023, Ring Attention §3).
-    const double cp_fwd_hidden = std::min(b.cp_fwd_s, c.attention_fwd_s);
-    const double cp_bwd_hidden = std::min(b.cp_bwd_s, c.attention_bwd_s);
-    cp += r * (b.cp_fwd_s - cp_fwd_hidden + b.cp_bwd_s - cp_bwd_hidden);
-    hidden_comm += r * (cp_fwd_hidden + cp_bwd_hidden);
-    if (fsdp) {
-      // FSDP2: all-gather bf16 params before forward and again before backward (reshard after
-      // forward), reduce-scatter fp32 grads after backward, each prefetched under the neighbour
-      // block's compute (Zhao et al. 2023 "PyTorch FSDP" §3.3-3.4).
-      const int64_t gathered = c.param_elements_local * kWorkingBytes;
-      const int64_t reduced = c.param_elements_local * kGradBytes;
-      const double ag = collective_time_s(CollectiveKind::all_gather, shard_group, gathered, shard_link);
-      const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, reduced, shard_link);
-      const double fwd_hidden = std::min(ag, c.fwd_compute_s);
-      const double bwd_hidden = std::min(ag + rs, c.bwd_compute_s);
-      fsdp_exposed += r * ((ag - fwd_hidden) + (ag + rs - bwd_hidden));
-      hidden_comm += r * (fwd_hidden + bwd_hidden);
-    }
-  }
-  if (fsdp) {
-    // The first block's all-gather has nothing to hide under.
-    const int64_t first = s.blocks.front().cost.param_elements_local * kWorkingBytes;
-    fsdp_exposed += collective_time_s(CollectiveKind::all_gather, shard_group, first, shard_link);
-  }
-  // Compute runs slower while NCCL kernels share the SMs.
-  const double contention = params_.overlap_compute_slowdown * hidden_comm;
+  // ---- per stage: one micro-batch (docs/cost-model.md §5) ----
+  struct StageTime {
+    double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
+    double total() const { return compute + recompute + tp + cp + ep + fsdp + pp; }
+  };
+  double model_flops = 0;  // whole model, one micro-batch of one replica
+  for (size_t b = 0; b < s.blocks.size(); ++b) model_flops += double(graph_.blocks[b].repeat) * s.blocks[b].cost.model_flops;
 
-  t.compute_s = double(grad_accum) * compute;
-  t.recompute_s = double(grad_accum) * recompute;
-  t.exposed_tp_s = double(grad_accum) * tp;
-  t.exposed_cp_s = double(grad_accum) * cp;
-  t.exposed_fsdp_s = double(grad_accum) * (fsdp_exposed + contention);
+  StageTime slowest;
+  int64_t slowest_params = 0, slowest_expert = 0;
+  for (const auto& stage : layout.stages) {
+    StageTime st;
+    // Full recompute of N layers per chunk (Megatron --recompute-num-layers): a fraction of the layers.
+    double full_fraction = 0;
+    if (plan.recompute == ir::Recompute::full && stage.layers > 0)
+      full_fraction = plan.recompute_layers
+                          ? std::min(1.0, double(*plan.recompute_layers * plan.vpp) / double(stage.layers))
+                          : 1.0;
+    double hidden_cp = 0;
+    std::vector<FsdpRun> runs;
+    int64_t params = 0, expert = 0;
+    for (size_t b = 0; b < s.blocks.size(); ++b) {
+      const int64_t copies = stage.copies[b];
+      if (copies == 0) continue;
+      const auto& blk = s.blocks[b];
+      const BlockCost& c = blk.cost;
+      const double r = double(copies);
+      st.compute += r * (c.fwd_compute_s + c.bwd_compute_s);
+      st.bwd += r * c.bwd_compute_s;
+      st.tp += r * (blk.tp_fwd_s + blk.tp_bwd_s);
+      st.ep += r * blk.ep_s;
+      if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.recompute += r * c.selective_recompute_s;
+      if (blk.is_layer && full_fraction > 0) {
+        st.recompute += full_fraction * r * c.fwd_compute_s;
+        st.tp += full_fraction * r * blk.tp_fwd_s;  // the recomputed forward repeats its collectives
+        st.ep += full_fraction * r * blk.ep_s / 2;  // ... and its dispatch / combine
+      }
+      // Ring-style CP exchange overlaps the attention kernels (Liu et al. 2023, Ring Attention §3).
+      const double cp_fwd_hidden = std::min(blk.cp_fwd_s, c.attention_fwd_s);
+      const double cp_bwd_hidden = std::min(blk.cp_bwd_s, c.attention_bwd_s);
+      st.cp += r * (blk.cp_fwd_s - cp_fwd_hidden + blk.cp_bwd_s - cp_bwd_hidden);
+      hidden_cp += r * (cp_fwd_hidden + cp_bwd_hidden);
+      params += copies * c.param_elements_local;
+      expert += copies * c.expert_param_elements_local;
+      if (fsdp) {
+        // FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
+        // reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group.
+        const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
+        const double ag = collective_time_s(CollectiveKind::all_gather, shard_group, dense * kWorkingBytes, shard_link) +
+                          collective_time_s(CollectiveKind::all_gather, expert_shard_group,
+                                            c.expert_param_elements_local * kWorkingBytes, shard_link);
+        const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, dense * kGradBytes, shard_link) +
+                          collective_time_s(CollectiveKind::reduce_scatter, expert_shard_group,
+                                            c.expert_param_elements_local * kGradBytes, shard_link);
+        runs.push_back({copies, ag, rs, c.fwd_compute_s, c.bwd_compute_s});
+      }
+      if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
+        // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
+        const LinkEstimate p2p = topology_.link_between(0, pp_stride);
+        st.pp = 2.0 * double(plan.vpp) * collective_time_s(CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
+      }
+    }
+    params -= tied_on_stage(stage.copies, s);
+    const FsdpExposure f = fsdp_exposure(runs);
+    // Compute runs slower while NCCL kernels share the SMs; booked with the traffic that causes it.
+    st.fsdp = f.exposed + params_.overlap_compute_slowdown * f.hidden;
+    st.cp += params_.overlap_compute_slowdown * hidden_cp;
+    if (st.total() > slowest.total()) slowest = st;
+    if (params > slowest_params) { slowest_params = params; slowest_expert = expert; }
+  }
+
+  // ---- pipeline schedule: 1F1B / interleaved, bubble (pp - 1) / vpp slots (Narayanan 2021 §2.2) ----
+  const double ga = double(grad_accum);
+  const double bubble_slots = double(plan.pp - 1) / double(plan.vpp);
+  t.compute_s = ga * slowest.compute;
+  t.recompute_s = ga * slowest.recompute;
+  t.exposed_tp_s = ga * slowest.tp;
+  t.exposed_cp_s = ga * slowest.cp;
+  t.exposed_ep_s = ga * slowest.ep;
+  t.exposed_pp_s = ga * slowest.pp;
+  t.exposed_fsdp_s = ga * slowest.fsdp;
+  t.bubble_s = bubble_slots * slowest.total();
 
   // ---- once per step: gradient synchronisation outside FSDP, optimizer, fixed costs ----
-  const int64_t params_local = s.param_elements_local;
-  const int64_t shard = (zero >= 1) ? shard_group : 1;
-  const int64_t params_shard = (params_local + shard - 1) / shard;
+  const int64_t dense_params = slowest_params - slowest_expert;
+  const int64_t shard = zero >= 1 ? shard_group : 1;
+  const int64_t expert_shard = zero >= 1 ? expert_shard_group : 1;
+  const int64_t params_shard = ceil_div(dense_params, shard) + ceil_div(slowest_expert, expert_shard);
   double dp_time = 0;
   if (zero == 0) {
-    // DDP over every replica and cp rank: all-reduce of fp32 grads.
+    // DDP over every replica and cp rank: all-reduce of fp32 grads, overlapped with the last backward.
     const int64_t group = plan.dp_replicate * plan.dp_shard * plan.cp;
     const GroupPlacement all{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp},
                               AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
     const LinkEstimate link = topology_.link_for_group(all);
-    const double ar = collective_time_s(CollectiveKind::all_reduce, group, params_local * kGradBytes, link);
-    const double last = collective_time_s(CollectiveKind::all_reduce, group,
-                                          std::min<int64_t>(kLastBucketBytes, params_local * kGradBytes), link);
-    dp_time = std::max(ar - bwd_last, last);
+    const int64_t bytes = slowest_params * kGradBytes;
+    const double ar = collective_time_s(CollectiveKind::all_reduce, group, bytes, link);
+    const double last = collective_time_s(CollectiveKind::all_reduce, group, std::min(kLastBucketBytes, bytes), link);
+    dp_time = std::max(ar - slowest.bwd, last);
   } else {
     if (zero <= 2) {
-      // ZeRO-1/2: reduce-scatter grads then all-gather updated bf16 params, once per step.
-      dp_time += collective_time_s(CollectiveKind::reduce_scatter, shard_group, params_local * kGradBytes, shard_link);
-      dp_time += collective_time_s(CollectiveKind::all_gather, shard_group, params_local * kWorkingBytes, shard_link);
+      // ZeRO-1: reduce-scatter grads once per step; ZeRO-2 keeps only a gradient shard, so it must
+      // reduce-scatter after every micro-batch (DeepSpeed stage 2). Then all-gather updated bf16 params.
+      const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, slowest_params * kGradBytes, shard_link);
+      dp_time += (zero == 2 ? ga : 1.0) * rs;
+      dp_time += collective_time_s(CollectiveKind::all_gather, shard_group, slowest_params * kWorkingBytes, shard_link);
     }
     // HSDP / replicated shards: all-reduce of the local gradient shard across dp_replicate.
     const double ar = collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
                                         replicate_link);
-    dp_time += std::max(0.0, ar - (zero == 3 ? bwd_last : 0.0));
+    dp_time += std::max(0.0, ar - (zero == 3 ? slowest.bwd : 0.0));
   }
   t.exposed_dp_s = dp_time;
   t.optimizer_s = memory_bound_time_s(params_shard * kOptimizerTrafficBytes, cluster_, params_);
-  t.overhead_s = double(grad_accum) * params_.per_microbatch_overhead_s + params_.per_step_overhead_s;
+  t.overhead_s = ga * params_.per_microbatch_overhead_s + params_.per_step_overhead_s;
 
-  e.step_time_s = t.compute_s + t.recompute_s + t.exposed_tp_s + t.exposed_cp_s + t.exposed_fsdp_s + t.exposed_dp_s +
-                  t.optimizer_s + t.overhead_s;
-  e.model_flops_per_step = model_flops * double(grad_accum) * double(replicas);
-  e.tokens_per_s_per_gpu = double(settings_.global_batch_seqs() * settings_.seq_len) / e.step_time_s / double(num_gpus_);
+  e.step_time_s = t.compute_s + t.recompute_s + t.exposed_tp_s + t.exposed_cp_s + t.exposed_ep_s + t.exposed_pp_s +
+                  t.exposed_fsdp_s + t.bubble_s + t.exposed_dp_s + t.optimizer_s + t.overhead_s;
+  e.model_flops_per_step = model_flops * ga * double(replicas);
+  e.tokens_per_s_per_gpu = double(seqs * settings_.seq_len) / e.step_time_s / double(num_gpus_);
   e.mfu = e.model_flops_per_step /
           (e.step_time_s * double(num_gpus_) * ir::peak_flops_per_s(cluster_.gpu, settings_.compute_dtype));
   e.bottleneck = bottleneck_of(t, e.step_time_s);
 
-  // ---- memory per GPU (docs/cost_model.md §4) ----
-  switch (zero) {
-    case 0:
-      m.parameters_bytes = params_local * (kMasterBytes + kWorkingBytes);
-      m.gradients_bytes = params_local * kGradBytes;
-      m.optimizer_bytes = params_local * kAdamBytes;
-      break;
-    case 1:  // Megatron distributed optimizer: bf16 params, fp32 grads, sharded master + Adam
-      m.parameters_bytes = params_local * kWorkingBytes + params_shard * kMasterBytes;
-      m.gradients_bytes = params_local * kGradBytes;
-      m.optimizer_bytes = params_shard * kAdamBytes;
-      break;
-    case 2:
-      m.parameters_bytes = params_local * kWorkingBytes + params_shard * kMasterBytes;
-      m.gradients_bytes = params_shard * kGradBytes;
-      m.optimizer_bytes = params_shard * kAdamBytes;
-      break;
-    default:
-      m.parameters_bytes = params_shard * kMasterBytes;
-      m.gradients_bytes = params_shard * kGradBytes;
-      m.optimizer_bytes = params_shard * kAdamBytes;
-      if (fsdp)  // current + prefetched block unsharded in bf16, plus one block's unsharded grads (bf16 -> fp32)
-        m.fsdp_buffers_bytes = s.largest_block_params_local * (2 * kWorkingBytes + kWorkingBytes + kGradBytes);
-      break;
+  // ---- memory per GPU: the worst pipeline stage (docs/cost-model.md §4) ----
+  for (const auto& stage : layout.stages) {
+    MemoryBreakdown sm;
+    int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
+    double per_microbatch_saved = 0;
+    double full_fraction = 0;
+    if (plan.recompute == ir::Recompute::full && stage.layers > 0)
+      full_fraction = plan.recompute_layers
+                          ? std::min(1.0, double(*plan.recompute_layers * plan.vpp) / double(stage.layers))
+                          : 1.0;
+    for (size_t b = 0; b < s.blocks.size(); ++b) {
+      const int64_t copies = stage.copies[b];
+      if (copies == 0) continue;
+      const auto& blk = s.blocks[b];
+      const BlockCost& c = blk.cost;
+      params += copies * c.param_elements_local;
+      expert += copies * c.expert_param_elements_local;
+      largest_block = std::max(largest_block, c.param_elements_local);
+      double saved = double(c.saved_bytes_none);
+      if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
+      if (blk.is_layer && full_fraction > 0)
+        saved = full_fraction * double(c.saved_bytes_full) + (1.0 - full_fraction) * double(c.saved_bytes_none);
+      per_microbatch_saved += double(copies) * saved;
+      if (blk.is_layer) largest_saved_none = std::max(largest_saved_none, c.saved_bytes_none);
+      largest_tensor = std::max(largest_tensor, c.largest_tensor_bytes);
+      logits = std::max(logits, c.logits_bytes);
+    }
+    params -= tied_on_stage(stage.copies, s);
+    const int64_t dense = params - expert;
+    const int64_t shard_params = ceil_div(dense, shard) + ceil_div(expert, expert_shard);
+    switch (zero) {
+      case 0:
+        sm.parameters_bytes = params * (kMasterBytes + kWorkingBytes);
+        sm.gradients_bytes = params * kGradBytes;
+        sm.optimizer_bytes = params * kAdamBytes;
+        break;
+      case 1:  // Megatron distributed optimizer: bf16 params, fp32 grads, sharded master + Adam
+        sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
+        sm.gradients_bytes = params * kGradBytes;
+        sm.optimizer_bytes = shard_params * kAdamBytes;
+        break;
+      case 2:
+        sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
+        sm.gradients_bytes = shard_params * kGradBytes;
+        sm.optimizer_bytes = shard_params * kAdamBytes;
+        break;
+      default:
+        sm.parameters_bytes = shard_params * kMasterBytes;
+        sm.gradients_bytes = shard_params * kGradBytes;
+        sm.optimizer_bytes = shard_params * kAdamBytes;
+        if (fsdp)  // current + prefetched block unsharded in bf16, plus one block's unsharded grads (bf16 -> fp32)
+          sm.fsdp_buffers_bytes = largest_block * (2 * kWorkingBytes + kWorkingBytes + kGradBytes);
+        break;
+    }
+    // Micro-batches in flight on stage k under 1F1B: pp - k; interleaving adds (pp - 1) / vpp
+    // chunk-sized micro-batches on the first stage (Korthikanti et al. 2022 §4.2.3).
+    double in_flight = double(plan.pp - stage.index);
+    if (plan.vpp > 1) in_flight *= 1.0 + double(plan.pp - 1) / double(plan.pp * plan.vpp);
+    in_flight = std::min(in_flight, ga * (plan.vpp > 1 ? 1.0 + double(plan.pp - 1) / double(plan.pp * plan.vpp) : 1.0));
+    in_flight = std::max(in_flight, 1.0);
+    sm.activations_bytes = int64_t(std::llround(in_flight * per_microbatch_saved));
+    // Backward holds one layer's rematerialised activations (full recompute) and the gradients of the
+    // two largest tensors in flight; the loss holds the logits working set.
+    const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
+    sm.transient_bytes = std::max(logits, backward_transient);
+    const int64_t allocated = sm.parameters_bytes + sm.gradients_bytes + sm.optimizer_bytes + sm.fsdp_buffers_bytes +
+                              sm.activations_bytes + sm.transient_bytes;
+    sm.overhead_bytes = params_.cuda_context_bytes + params_.nccl_buffer_bytes +
+                        int64_t(std::llround(params_.allocator_fragmentation * double(allocated)));
+    sm.peak_bytes = allocated + sm.overhead_bytes;
+    if (sm.peak_bytes > m.peak_bytes) m = sm;
   }
-  int64_t activations = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
-  for (const auto& b : s.blocks) {
-    const BlockCost& c = b.cost;
-    int64_t saved = c.saved_bytes_none;
-    if (b.is_layer && plan.recompute == ir::Recompute::selective) saved = c.saved_bytes_selective;
-    if (b.is_layer && plan.recompute == ir::Recompute::full) saved = c.saved_bytes_full;
-    activations += b.repeat * saved;
-    largest_saved_none = std::max(largest_saved_none, b.is_layer ? c.saved_bytes_none : 0);
-    largest_tensor = std::max(largest_tensor, c.largest_tensor_bytes);
-    logits = std::max(logits, c.logits_bytes);
-  }
-  m.activations_bytes = activations;
-  // Backward holds one block's rematerialised activations (full recompute) and the gradients of
-  // the two largest tensors in flight; the loss holds the logits working set.
-  const int64_t backward_transient =
-      (plan.recompute == ir::Recompute::full ? largest_saved_none : 0) + 2 * largest_tensor;
-  m.transient_bytes = std::max(logits, backward_transient);
-  const int64_t allocated = m.parameters_bytes + m.gradients_bytes + m.optimizer_bytes + m.fsdp_buffers_bytes +
-                            m.activations_bytes + m.transient_bytes;
-  m.overhead_bytes = params_.cuda_context_bytes + params_.nccl_buffer_bytes +
-                     int64_t(std::llround(params_.allocator_fragmentation * double(allocated)));
-  m.peak_bytes = allocated + m.overhead_bytes;
   e.plan = plan;
   return e;
 }
 
 std::string bottleneck_of(const TimeBreakdown& t, double step_time_s) {
-  // Communication binds when what is exposed is at least 10 % of the step; otherwise compute does.
+  // Communication or the bubble binds when it is at least 10 % of the step; otherwise compute does.
   struct Term { const char* name; double s; };
   const Term terms[] = {{"exposed tp communication", t.exposed_tp_s},
                         {"exposed cp communication", t.exposed_cp_s},
                         {"exposed fsdp communication", t.exposed_fsdp_s},
-                        {"exposed dp communication", t.exposed_dp_s}};
+                        {"exposed dp communication", t.exposed_dp_s},
+                        {"exposed pp communication", t.exposed_pp_s},
+                        {"exposed ep communication", t.exposed_ep_s},
+                        {"pipeline bubble", t.bubble_s}};
   const Term* worst = &terms[0];
   for (const auto& term : terms)
     if (term.s > worst->s) worst = &term;

@@ -1,4 +1,4 @@
-// Per-block costs from the ops' einsum specs and kinds (docs/cost_model.md §2 time, §4 memory).
+// Per-block costs from the ops' einsum specs and kinds (docs/cost-model.md §2 time, §4 memory).
 //
 // Activation memory follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
 // Transformer Models", §4.1-4.2): every op keeps the inputs its backward needs; tensors outside
@@ -38,6 +38,7 @@ struct Walk {
   std::set<std::string> recomputed;       // outputs selective recompute drops
   std::set<std::string> gathered_inputs;  // SP all-gathers already issued (q, k, v share one)
   std::set<std::string> produced;
+  std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
 
   const ir::TensorDecl& tensor(const std::string& name) const {
@@ -55,6 +56,9 @@ struct Walk {
   }
   void cp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
     if (ctx.cp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::cp, kind, bytes});
+  }
+  void ep_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
+    if (ctx.ep > 1 && bytes > 0) into.push_back({BlockCollective::Axis::ep, kind, bytes});
   }
   double memory_time(int64_t bytes) const { return memory_bound_time_s(bytes, cluster, params); }
 };
@@ -117,14 +121,17 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     else n *= size;
   }
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
+  // fp8 training converts the linear layers only (Transformer Engine); weight GEMMs then run at the
+  // fp8 peak, activation-activation products stay in the compute dtype.
+  const ir::DType gemm_dtype = (w.ctx.fp8_linears && b.is_parameter) ? ir::DType::fp8 : w.ctx.dtype;
   auto kernel_time = [&](int64_t mm, int64_t nn, int64_t kk) {
-    const double peak = ir::peak_flops_per_s(w.cluster.gpu, w.ctx.dtype);
+    const double peak = ir::peak_flops_per_s(w.cluster.gpu, gemm_dtype);
     if (std::min({mm, nn, kk}) < 16) {
       const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
       return std::max(flops / (peak * w.params.gemm_max_efficiency), w.memory_time(bytes) - w.params.kernel_floor_s) +
              w.params.kernel_floor_s;
     }
-    const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, w.ctx.dtype, w.params);
+    const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, gemm_dtype, w.params);
     return flops / (peak * eff) + w.params.kernel_floor_s;
   };
   w.cost.fwd_compute_s += kernel_time(m, n, k);
@@ -166,6 +173,10 @@ void cost_contraction(Walk& w, const ir::Op& op) {
       }
     }
   }
+  if (b.is_parameter)
+    for (const auto& d : b.dims)
+      if (const ir::Dim* out_dim = find_dim(o, d.name); d.name == 'e' && out_dim && out_dim->size < d.size)
+        w.expert_weights.insert(b.name);
   if (!a.is_parameter) w.saved.insert(a.name);
   if (!b.is_parameter) w.saved.insert(b.name);
 }
@@ -249,12 +260,24 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
       w.cost.fwd_compute_s += w.memory_time(3 * bytes);
       w.cost.bwd_compute_s += w.memory_time(2 * bytes);
       break;
-    case ir::OpKind::router:
+    case ir::OpKind::router: {
       // Softmax / sigmoid scores and top-k over the router logits, in fp32.
       w.cost.fwd_compute_s += w.memory_time(4 * bytes);
       w.cost.bwd_compute_s += w.memory_time(4 * bytes);
       w.saved.insert(x.name);
+      // Expert parallel: each local token goes to top_k experts and comes back (dispatch and
+      // combine all-to-alls, each repeated in backward; GShard, Lepikhin et al. 2020 §2.2).
+      int64_t hidden = 0;
+      for (const auto& t : w.block.tensors)
+        if (!t.is_parameter && t.dims.size() == 3 && t.dims[2].name == 'h') hidden = t.dims[2].size;
+      const int64_t tokens = w.ctx.micro_batch * local_dim_size({'s', 0}, w.ctx, /*in_tp_region=*/false);
+      const int64_t a2a_bytes = tokens * op.top_k * hidden * ir::dtype_bytes(w.ctx.dtype);
+      for (int i = 0; i < 2; ++i) {
+        w.ep_collective(w.cost.fwd_collectives, CollectiveKind::all_to_all, a2a_bytes);
+        w.ep_collective(w.cost.bwd_collectives, CollectiveKind::all_to_all, a2a_bytes);
+      }
       break;
+    }
     default:
       break;
   }
@@ -276,7 +299,7 @@ void cost_embedding(Walk& w, const ir::Op& op) {
 }
 
 // Unfused cross-entropy as PyTorch runs it: bf16 logits, an fp32 upcast for log-softmax, an fp32
-// gradient: 10 bytes per local logit at the loss (docs/cost_model.md §4.3).
+// gradient: 10 bytes per local logit at the loss (docs/cost-model.md §4.3).
 void cost_loss(Walk& w, const ir::Op& op) {
   const auto& logits = w.tensor(op.inputs[0]);
   const int64_t elements = local_elements(logits, w.ctx);
@@ -313,7 +336,7 @@ int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx) {
 
 BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
                      const CostParams& params) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0};
   for (const auto& op : block.ops) {
     switch (op.kind) {
       case ir::OpKind::contraction: cost_contraction(w, op); break;
@@ -342,16 +365,22 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       if (!t.is_parameter && !w.produced.count(in)) inputs.insert(in);
     }
   for (const auto& name : inputs) w.cost.saved_bytes_full += w.act_bytes(w.tensor(name));
+  // What crosses a pipeline-stage boundary: the block input (Megatron sends the SP-scattered shard).
+  w.cost.boundary_bytes = w.cost.saved_bytes_full;
 
   for (const auto& t : block.tensors) {
     if (t.is_parameter) {
+      const bool expert = w.expert_weights.count(t.name) > 0;
       int64_t local = 1, total = 1;
       for (const auto& d : t.dims) {
-        local *= is_tp_dim(d.name) ? ceil_div(d.size, ctx.tp) : d.size;
+        if (is_tp_dim(d.name)) local *= ceil_div(d.size, ctx.tp);
+        else if (expert && d.name == 'e') local *= ceil_div(d.size, ctx.ep);
+        else local *= d.size;
         total *= d.size;
       }
       w.cost.param_elements_local += local;
       w.cost.param_elements_total += total;
+      if (expert) w.cost.expert_param_elements_local += local;
     } else {
       w.cost.largest_tensor_bytes = std::max(w.cost.largest_tensor_bytes, w.act_bytes(t));
     }

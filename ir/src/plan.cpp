@@ -41,7 +41,7 @@ constexpr std::array<IntKey, 8> kIntKeys{{{"dp_replicate", &Plan::dp_replicate},
                                           {"ep", &Plan::ep},
                                           {"micro_batch", &Plan::micro_batch}}};
 const char* kAllKeys =
-    "dp_replicate, dp_shard, tp, cp, pp, vpp, ep, micro_batch, grad_accum, recompute, "
+    "dp_replicate, dp_shard, tp, cp, pp, vpp, ep, micro_batch, grad_accum, recompute, recompute_layers, "
     "sequence_parallel, zero_stage";
 }  // namespace
 
@@ -53,7 +53,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const std::string& key = it.key();
     if (key == "format") continue;
-    bool known = key == "grad_accum" || key == "recompute" || key == "sequence_parallel" || key == "zero_stage";
+    bool known = key == "grad_accum" || key == "recompute" || key == "recompute_layers" ||
+                 key == "sequence_parallel" || key == "zero_stage";
     for (const auto& k : kIntKeys) known = known || key == k.name;
     if (!known) throw InputError(source, key, "unknown plan key", std::string("known keys: ") + kAllKeys);
   }
@@ -66,6 +67,12 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
     else if (r == "selective") plan.recompute = Recompute::selective;
     else if (r == "full") plan.recompute = Recompute::full;
     else throw InputError(source, "recompute", "unknown value \"" + r + "\"", "use none, selective or full");
+  }
+  if (doc.contains("recompute_layers") && !doc.at("recompute_layers").is_null()) {
+    plan.recompute_layers = require_positive_int(doc, "recompute_layers", source);
+    if (plan.recompute != Recompute::full)
+      throw InputError(source, "recompute_layers", "applies to recompute \"full\" only",
+                       "set \"recompute\": \"full\" or drop the key");
   }
   if (doc.contains("sequence_parallel") && !doc.at("sequence_parallel").is_null())
     plan.sequence_parallel = optional_bool(doc, "sequence_parallel", false, source);
@@ -97,6 +104,7 @@ nlohmann::json to_json(const Plan& plan) {
   for (const auto& k : kIntKeys) out[k.name] = plan.*k.member;
   if (plan.grad_accum) out["grad_accum"] = *plan.grad_accum;
   out["recompute"] = to_string(plan.recompute);
+  if (plan.recompute_layers) out["recompute_layers"] = *plan.recompute_layers;
   out["sequence_parallel"] = sequence_parallel(plan);
   out["zero_stage"] = zero_stage(plan);
   return out;
@@ -112,6 +120,7 @@ std::string to_string(const Plan& plan) {
   out += " mbs=" + std::to_string(plan.micro_batch);
   if (plan.grad_accum) out += " ga=" + std::to_string(*plan.grad_accum);
   out += " recompute=" + to_string(plan.recompute);
+  if (plan.recompute_layers) out += "(" + std::to_string(*plan.recompute_layers) + " layers)";
   return out;
 }
 

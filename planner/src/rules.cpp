@@ -9,6 +9,11 @@ namespace mgt::plan {
 
 ModelFacts model_facts(const ir::Graph& graph) {
   ModelFacts facts;
+  for (const auto& block : graph.blocks)
+    if (block.is_layer) facts.num_layers += block.repeat;
+  facts.num_experts = graph.info.num_experts;
+  if (auto it = graph.info.dim_sources.find('e'); it != graph.info.dim_sources.end()) facts.experts_field = it->second;
+  if (graph.info.architecture == "GPT2LMHeadModel") facts.layers_field = "n_layer";
   std::set<std::pair<char, int64_t>> seen;
   for (const auto& block : graph.blocks) {
     for (const auto& op : block.ops)
@@ -39,15 +44,39 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
     if (size % plan.tp != 0) return tp + " must divide " + field + "=" + std::to_string(size);
   // Tensor parallelism stays inside the NVLink domain (a node, or a GB200 NVL72 rack).
   const int64_t domain = cluster.nvlink_domain_gpus > 1 ? cluster.nvlink_domain_gpus : cluster.gpus_per_node;
-  if (!options.allow_cross_node_tp && (plan.tp > domain || domain % plan.tp != 0))
-    return tp + " does not fit in one " + std::to_string(domain) + "-GPU " +
-           (cluster.nvlink_domain_gpus > 1 ? "NVLink domain" : "node") + " (pass --allow-cross-node-tp to allow)";
+  const std::string where = std::to_string(domain) + "-GPU " + (cluster.nvlink_domain_gpus > 1 ? "NVLink domain" : "node");
+  if (!options.allow_cross_node_tp && plan.tp > domain)
+    return tp + " exceeds one " + where + " (pass --allow-cross-node-tp to allow)";
+  if (!options.allow_cross_node_tp && domain % plan.tp != 0)
+    return tp + " must divide the " + where + " so no tp group straddles two (pass --allow-cross-node-tp to allow)";
   if (plan.cp > 1 && !facts.has_attention) return cp + " needs attention layers to split the sequence";
-  // Load-balanced causal CP cuts the sequence into 2*cp chunks, each split over tp by SP.
-  const int64_t seq_divisor = 2 * plan.cp * plan.tp;
-  if ((plan.cp > 1 || plan.tp > 1) && settings.seq_len % seq_divisor != 0)
+  // Pipeline: every virtual stage holds the same number of layers (Megatron-LM requires
+  // num_layers % (pp * vpp) == 0), and the schedule needs micro-batches to fill the pipe.
+  if (plan.pp > 1 || plan.vpp > 1) {
+    const std::string pv = "pp*vpp=" + std::to_string(plan.pp * plan.vpp);
+    if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
+    // ... or the layer count + 2, with the first and last chunk one layer lighter (Megatron's uneven
+    // first/last pipeline stages balance the embedding and the LM head).
+    if (facts.num_layers % (plan.pp * plan.vpp) != 0 && (facts.num_layers + 2) % (plan.pp * plan.vpp) != 0)
+      return pv + " must divide " + facts.layers_field + "=" + std::to_string(facts.num_layers) + " or " +
+             facts.layers_field + "+2";
+  }
+  // Expert parallel borrows ranks from dp_shard x cp (torchtitan) and splits the experts evenly.
+  if (plan.ep > 1) {
+    if (facts.num_experts == 0) return "ep=" + std::to_string(plan.ep) + " needs a mixture-of-experts model";
+    if (facts.num_experts % plan.ep != 0)
+      return "ep=" + std::to_string(plan.ep) + " must divide " + facts.experts_field + "=" + std::to_string(facts.num_experts);
+    if ((plan.dp_shard * plan.cp) % plan.ep != 0)
+      return "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" + std::to_string(plan.dp_shard * plan.cp);
+  }
+  // Load-balanced causal CP cuts the sequence into 2*cp chunks, each split over tp by SP; without CP,
+  // sequence parallelism alone splits it over tp.
+  if (plan.cp > 1 && settings.seq_len % (2 * plan.cp * plan.tp) != 0)
     return "seq_len=" + std::to_string(settings.seq_len) + " must be divisible by 2*cp*tp=" +
-           std::to_string(seq_divisor);
+           std::to_string(2 * plan.cp * plan.tp);
+  if (plan.cp == 1 && plan.tp > 1 && ir::sequence_parallel(plan) && settings.seq_len % plan.tp != 0)
+    return "seq_len=" + std::to_string(settings.seq_len) + " must be divisible by tp=" + std::to_string(plan.tp) +
+           " (sequence parallel splits it over tp)";
   // Accelerate ParallelismConfig: pure replication (dp_shard == 1) cannot be combined with tp or cp;
   // mgt keeps the rule so every recommended plan can be exported to Accelerate.
   if (plan.dp_replicate > 1 && plan.dp_shard == 1 && (plan.tp > 1 || plan.cp > 1))
@@ -60,6 +89,15 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   if (seqs % (replicas * plan.micro_batch) != 0)
     return "global batch of " + std::to_string(seqs) + " sequences does not divide by dp_replicate*dp_shard*micro_batch=" +
            std::to_string(replicas * plan.micro_batch);
+  if (plan.pp > 1) {
+    const int64_t micro_batches = seqs / (replicas * plan.micro_batch);
+    if (micro_batches < plan.pp)
+      return "pp=" + std::to_string(plan.pp) + " needs at least pp micro-batches per step, got grad_accum=" +
+             std::to_string(micro_batches);
+    // Megatron-LM's interleaved schedule requires the micro-batch count to be a multiple of pp.
+    if (plan.vpp > 1 && micro_batches % plan.pp != 0)
+      return "vpp>1 needs grad_accum divisible by pp=" + std::to_string(plan.pp) + ", got " + std::to_string(micro_batches);
+  }
   return std::nullopt;
 }
 

@@ -32,25 +32,43 @@ int recompute_rank(ir::Recompute r) { return r == ir::Recompute::none ? 0 : (r =
 std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options) {
   std::vector<ir::Plan> out;
   const auto divs = divisors(num_gpus);
-  for (int64_t tp : divs)
-    for (int64_t cp : divs) {
-      if ((num_gpus / tp) % cp != 0) continue;
-      const int64_t dp = num_gpus / tp / cp;
-      for (int64_t dp_shard : divisors(dp)) {
-        const int64_t dp_replicate = dp / dp_shard;
-        for (int64_t mbs : options.micro_batches)
-          for (ir::Recompute r : options.recompute_modes) {
-            ir::Plan p;
-            p.dp_replicate = dp_replicate;
-            p.dp_shard = dp_shard;
-            p.cp = cp;
-            p.tp = tp;
-            p.micro_batch = mbs;
-            p.recompute = r;
-            out.push_back(p);
-          }
+  for (int64_t pp : divs) {
+    const auto splits = [&](int64_t chunks) {
+      return options.num_layers % chunks == 0 || (options.num_layers + 2) % chunks == 0;
+    };
+    if (pp > 1 && (options.num_layers == 0 || !splits(pp))) continue;
+    std::vector<int64_t> vpps{1};
+    if (pp > 1)
+      for (int64_t v = 2; v <= options.max_vpp; ++v)
+        if (splits(pp * v) && options.num_layers >= pp * v) vpps.push_back(v);
+    const int64_t rest = num_gpus / pp;
+    for (int64_t tp : divisors(rest))
+      for (int64_t cp : divisors(rest / tp)) {
+        const int64_t dp = rest / tp / cp;
+        for (int64_t dp_shard : divisors(dp)) {
+          std::vector<int64_t> eps{1};
+          if (options.num_experts > 0)
+            for (int64_t ep : divisors(dp_shard * cp))
+              if (ep > 1 && options.num_experts % ep == 0) eps.push_back(ep);
+          for (int64_t vpp : vpps)
+            for (int64_t ep : eps)
+              for (int64_t mbs : options.micro_batches)
+                for (ir::Recompute r : options.recompute_modes) {
+                  ir::Plan p;
+                  p.pp = pp;
+                  p.vpp = vpp;
+                  p.dp_replicate = dp / dp_shard;
+                  p.dp_shard = dp_shard;
+                  p.cp = cp;
+                  p.tp = tp;
+                  p.ep = ep;
+                  p.micro_batch = mbs;
+                  p.recompute = r;
+                  out.push_back(p);
+                }
+        }
       }
-    }
+  }
   return out;
 }
 
@@ -59,17 +77,20 @@ bool ranks_before(const cost::Estimate& a, const cost::Estimate& b) {
   if (a.memory.peak_bytes != b.memory.peak_bytes) return a.memory.peak_bytes < b.memory.peak_bytes;
   const auto& p = a.plan;
   const auto& q = b.plan;
-  return std::make_tuple(p.tp, p.cp, p.dp_replicate, -p.micro_batch, recompute_rank(p.recompute)) <
-         std::make_tuple(q.tp, q.cp, q.dp_replicate, -q.micro_batch, recompute_rank(q.recompute));
+  return std::make_tuple(p.pp, p.tp, p.cp, p.ep, p.dp_replicate, p.vpp, -p.micro_batch, recompute_rank(p.recompute)) <
+         std::make_tuple(q.pp, q.tp, q.cp, q.ep, q.dp_replicate, q.vpp, -q.micro_batch, recompute_rank(q.recompute));
 }
 
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options) {
   SearchResult result;
   const ModelFacts facts = model_facts(estimator.graph());
+  SearchOptions enumerate = options;
+  if (enumerate.num_layers == 0) enumerate.num_layers = facts.num_layers;
+  if (enumerate.num_experts == 0) enumerate.num_experts = facts.num_experts;
   const int64_t hbm = estimator.cluster().gpu.hbm_bytes;
   int64_t max_rejected_peak = 0;
   std::vector<cost::Estimate> kept;
-  for (const ir::Plan& plan : enumerate_candidates(options.rules.num_gpus, options)) {
+  for (const ir::Plan& plan : enumerate_candidates(options.rules.num_gpus, enumerate)) {
     ++result.evaluated;
     if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
       ++result.rejected[*broken];

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
@@ -142,11 +141,9 @@ TEST(link_between, point_to_point) {
   EXPECT_THROW(t.link_between(0, 16), std::out_of_range);
 }
 
-TEST(topology, huge_cluster_builds_a_bounded_graph_fast) {
-  auto start = std::chrono::steady_clock::now();
+// Construction time is a benchmark (bench/search_bench.cpp), not a test; here: the graph stays bounded.
+TEST(topology, huge_cluster_builds_a_bounded_graph) {
   Topology t = topo("h100-sxm", 131072);
-  double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(build_s, 0.05);
   EXPECT_LT(t.num_vertices(), 100);
   EXPECT_EQ(t.num_gpus(), 131072);
   // dp over 16384 nodes, one member each.
@@ -166,17 +163,23 @@ TEST(topology, graph_size_small_cases) {
   EXPECT_EQ(topo("rtx4090-pcie", 8).num_vertices(), 1 + 11);
 }
 
-TEST(link_for_group, cached_call_cost) {
+// The cached path must answer exactly what the first (graph) computation answered; its speed is
+// measured in bench/search_bench.cpp (BM_LinkForGroupCached).
+TEST(link_for_group, cached_answer_equals_first_answer) {
   Topology t = topo("h100-sxm", 16384);
   GroupPlacement g = group({{.size = 8, .stride = 1}, {.size = 2, .stride = 8}, {.size = 64, .stride = 16}});
-  double sum = t.link_for_group(g).bus_bytes_per_s;
-  const int calls = 1000000;
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) sum += t.link_for_group(g).bus_bytes_per_s;
-  double per_call_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls;
-  std::printf("cached link_for_group: %.1f ns per call\n", per_call_s * 1e9);
-  EXPECT_GT(sum, 0);
-  EXPECT_LT(per_call_s, 1e-6);  // target < 100 ns; generous bound for loaded CI machines
+  const LinkEstimate first = t.link_for_group(g);
+  for (int i = 0; i < 3; ++i) {
+    const LinkEstimate again = t.link_for_group(g);
+    EXPECT_DOUBLE_EQ(again.bus_bytes_per_s, first.bus_bytes_per_s);
+    EXPECT_DOUBLE_EQ(again.latency_s, first.latency_s);
+    EXPECT_EQ(again.domains_spanned, first.domains_spanned);
+  }
+  // The stride-1 axis fills a node (8 members); the stride-8 and stride-16 axes step across nodes:
+  // 1024 members over 128 nodes.
+  EXPECT_EQ(first.domains_spanned, 128);
+  EXPECT_EQ(first.members_per_domain, 8);
+  EXPECT_GT(first.bus_bytes_per_s, 0);
 }
 
 }  // namespace

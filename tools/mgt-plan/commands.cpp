@@ -39,11 +39,31 @@ int64_t parse_size(const std::string& text, const std::string& flag) {
   return int64_t(value) << shift;
 }
 
+int64_t parse_gpu_count(const std::string& text) {
+  const std::string hint = "give the number of GPUs, 1 to " + std::to_string(kMaxGpus) + ", e.g. --gpus 8";
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    if (!text.empty() && text[0] == '-') throw ir::InputError("--gpus", "", "must be positive, got " + text, hint);
+    throw ir::InputError("--gpus", "", "expected a whole number, got \"" + text + "\"", hint);
+  }
+  if (text.size() > 7 || std::stoll(text) > kMaxGpus)
+    throw ir::InputError("--gpus", "", text + " is more GPUs than mgt plans for", hint);
+  const int64_t gpus = std::stoll(text);
+  if (gpus <= 0) throw ir::InputError("--gpus", "", "must be positive, got " + text, hint);
+  return gpus;
+}
+
 namespace {
 
 int64_t default_seq_len(const ir::Graph& graph) {
   constexpr int64_t kDefault = 8192;  // torchtitan's and Llama 3 pre-training's sequence length
   return graph.info.max_seq_len > 0 ? std::min(kDefault, graph.info.max_seq_len) : kDefault;
+}
+
+void check_seq_len(int64_t seq_len, const ir::Graph& graph) {
+  if (graph.info.max_seq_len > 0 && seq_len > graph.info.max_seq_len)
+    throw ir::InputError("--seq-len", "", std::to_string(seq_len) + " exceeds the model's max_position_embeddings " +
+                                              std::to_string(graph.info.max_seq_len),
+                         "use --seq-len " + std::to_string(graph.info.max_seq_len) + " or less");
 }
 
 // About 4M tokens per step (Llama 3 pre-training's early batch; 512 x 8192): the largest power-of-two
@@ -62,17 +82,15 @@ struct Loaded {
 };
 
 Loaded load(const PlanOptions& o) {
-  if (o.gpus <= 0)
-    throw ir::InputError("--gpus", "", "must be positive, got " + std::to_string(o.gpus), "e.g. --gpus 8");
+  if (o.gpus <= 0 || o.gpus > kMaxGpus)
+    throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
+                         "e.g. --gpus 8");
   Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}};
   cost::TrainingSettings settings;
-  settings.seq_len = o.seq_len.empty() ? default_seq_len(l.graph) : parse_size(o.seq_len, "--seq-len");
-  if (l.graph.info.max_seq_len > 0 && settings.seq_len > l.graph.info.max_seq_len)
-    throw ir::InputError("--seq-len", "", std::to_string(settings.seq_len) + " exceeds the model's max_position_embeddings " +
-                                              std::to_string(l.graph.info.max_seq_len),
-                         "use --seq-len " + std::to_string(l.graph.info.max_seq_len) + " or less");
-  settings.global_batch_tokens = o.global_batch_tokens.empty() ? default_global_batch_tokens(settings.seq_len)
-                                                              : parse_size(o.global_batch_tokens, "--global-batch-tokens");
+  settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
+  check_seq_len(settings.seq_len, l.graph);
+  settings.global_batch_tokens = o.global_batch_tokens ? parse_size(*o.global_batch_tokens, "--global-batch-tokens")
+                                                      : default_global_batch_tokens(settings.seq_len);
   if (settings.global_batch_tokens % settings.seq_len != 0)
     throw ir::InputError("--global-batch-tokens", "",
                          std::to_string(settings.global_batch_tokens) + " tokens is not a whole number of " +
@@ -82,8 +100,8 @@ Loaded load(const PlanOptions& o) {
   l.run.cluster_arg = o.cluster;
   l.run.num_gpus = o.gpus;
   l.run.settings = settings;
-  l.run.seq_len_defaulted = o.seq_len.empty();
-  l.run.batch_defaulted = o.global_batch_tokens.empty();
+  l.run.seq_len_defaulted = !o.seq_len;
+  l.run.batch_defaulted = !o.global_batch_tokens;
   return l;
 }
 
@@ -104,16 +122,23 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
 
   if (format) {
-    if (result.plans.empty()) {
-      std::cerr << "mgt-plan: no valid plan to export\n" << format_rejections(result);
-      return 1;
+    // The best plan this framework can express: a plan it cannot (DeepSpeed with tp, Accelerate with
+    // pipelines) is passed over with its reason, never silently changed.
+    for (const auto& candidate : result.plans) {
+      plan::ExportContext ctx{candidate.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
+                              l.run.settings.seq_len, l.run.settings.global_batch_seqs()};
+      try {
+        std::cout << plan::export_plan(*format, ctx);
+      } catch (const ir::InputError& e) {
+        std::cerr << "mgt-plan: passing over " << ir::to_string(candidate.plan) << ": " << e.what() << "\n";
+        continue;
+      }
+      std::cerr << format_recommendation(candidate, hbm);
+      return 0;
     }
-    const auto& best = result.plans.front();
-    plan::ExportContext ctx{best.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
-                            l.run.settings.seq_len, l.run.settings.global_batch_seqs()};
-    std::cout << plan::export_plan(*format, ctx);
-    std::cerr << format_recommendation(best, hbm);
-    return 0;
+    std::cerr << "mgt-plan: none of the " << result.plans.size() << " best plans can be written for " << emit
+              << " (hint: raise --top, or choose another --emit format)\n";
+    return 1;
   }
   if (o.json) {
     nlohmann::json doc = run_to_json(l.run);
@@ -166,9 +191,10 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text) {
   return e.memory.peak_bytes > hbm ? 1 : 0;
 }
 
-int run_inspect(const std::string& model_path, const std::string& seq_len_text, bool json) {
+int run_inspect(const std::string& model_path, const std::optional<std::string>& seq_len_text, bool json) {
   const ir::Graph graph = ir::load_model(model_path);
-  const int64_t seq_len = seq_len_text.empty() ? default_seq_len(graph) : parse_size(seq_len_text, "--seq-len");
+  const int64_t seq_len = seq_len_text ? parse_size(*seq_len_text, "--seq-len") : default_seq_len(graph);
+  check_seq_len(seq_len, graph);
   const auto counts = ir::count_parameters(graph);
   // Training FLOPs per token (fwd + bwd) from the same per-block model the estimator uses.
   const cost::ShardContext ctx{1, seq_len, 1, 1, false, ir::DType::bf16};

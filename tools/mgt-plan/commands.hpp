@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mgt::cli {
@@ -12,18 +13,23 @@ struct PlanOptions {
   std::string model_path;
   int64_t gpus = 0;
   std::string cluster = "h100-sxm";
-  std::string seq_len;              ///< "" = default (min(8192, max_position_embeddings))
-  std::string global_batch_tokens;  ///< "" = default 4M; accepts K/M/G suffixes (powers of 2)
+  std::optional<std::string> seq_len;              ///< unset = default (min(8192, max_position_embeddings))
+  std::optional<std::string> global_batch_tokens;  ///< unset = default ~4M; K/M/G suffixes (powers of 2)
   bool json = false;
   bool allow_cross_node_tp = false;
 };
 
 int run_search(const PlanOptions& options, int64_t top, const std::string& emit);
 int run_estimate(const PlanOptions& options, const std::string& plan_text);
-int run_inspect(const std::string& model_path, const std::string& seq_len, bool json);
+int run_inspect(const std::string& model_path, const std::optional<std::string>& seq_len, bool json);
 
 /// "4M" -> 4194304, "8k" -> 8192, "1G" -> 1073741824, "100" -> 100 (binary suffixes, as
 /// Megatron-style "4M tokens" batches are 512 x 8192). Throws ir::InputError naming `flag`.
 int64_t parse_size(const std::string& text, const std::string& flag);
+
+/// The most GPUs mgt plans for (2^20); larger counts are rejected rather than allocated for.
+constexpr int64_t kMaxGpus = 1ll << 20;
+/// `--gpus` text -> count in [1, kMaxGpus]; throws ir::InputError otherwise.
+int64_t parse_gpu_count(const std::string& text);
 
 }  // namespace mgt::cli

@@ -1,5 +1,6 @@
 // mgt-plan: the command line. Thin: parse flags (CLI11), call the libraries, print.
 #include "commands.hpp"
+#include "validate_command.hpp"
 
 #include "mgt/ir/error.hpp"
 
@@ -13,18 +14,29 @@ constexpr const char* kFooter = R"(
 MFU counts model FLOPs = 6 x (parameters that take part in matmuls, active experts only) x tokens
 plus causal attention (fwd + bwd = 3 x 2 x b x s x s/2 x heads x (d_qk + d_v) per layer), divided by
 step time x GPUs x dense bf16 peak. Recompute FLOPs are not model FLOPs.
-Exit status: 0 done, 1 no valid plan, 2 bad input. Docs: docs/cli.md, docs/cost_model.md.)";
+Exit status: 0 done, 1 no valid plan, 2 bad input. Docs: docs/cli.md, docs/cost-model.md.)";
 
-void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o) {
+// Flag values as typed; converted and validated after parsing so errors name the flag and the fix.
+struct RawPlanFlags {
+  std::string gpus, seq_len, global_batch_tokens;
+};
+
+void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o, RawPlanFlags& raw) {
   app.add_option("model", o.model_path, "model: Hugging Face config.json or mgt.graph/1 JSON")->required();
-  app.add_option("--gpus", o.gpus, "number of GPUs (may span many nodes)")->required();
+  app.add_option("--gpus", raw.gpus, "number of GPUs (may span many nodes; at most 1048576)")->required();
   app.add_option("--cluster", o.cluster, "cluster preset name or mgt.cluster/1 file (default h100-sxm; presets: "
                                          "h100-sxm a100-80g-sxm h200-sxm b200 gb200-nvl72 rtx4090-pcie)");
-  app.add_option("--seq-len", o.seq_len, "training sequence length (default min(8192, max_position_embeddings))");
-  app.add_option("--global-batch-tokens", o.global_batch_tokens,
+  app.add_option("--seq-len", raw.seq_len, "training sequence length (default min(8192, max_position_embeddings))");
+  app.add_option("--global-batch-tokens", raw.global_batch_tokens,
                  "tokens per optimizer step, K/M/G suffixes are powers of 2 (default: the largest power-of-two number of sequences within 4M = 4194304 tokens)");
   app.add_flag("--json", o.json, "print JSON (mgt.plans/1, or one plan entry for estimate)");
   app.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "allow tensor parallel groups to span nodes");
+}
+// Copies the raw flag text into `o`: a flag given (even as "") is a value to validate, never the default.
+void resolve_plan_flags(const CLI::App& app, const RawPlanFlags& raw, mgt::cli::PlanOptions& o) {
+  if (app.get_option("--gpus")->count() > 0) o.gpus = mgt::cli::parse_gpu_count(raw.gpus);
+  if (app.get_option("--seq-len")->count() > 0) o.seq_len = raw.seq_len;
+  if (app.get_option("--global-batch-tokens")->count() > 0) o.global_batch_tokens = raw.global_batch_tokens;
 }
 }  // namespace
 
@@ -37,9 +49,10 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   mgt::cli::PlanOptions search;
+  RawPlanFlags search_raw;
   int64_t top = 5;
   std::string emit;
-  add_plan_options(app, search);
+  add_plan_options(app, search, search_raw);
   app.add_option("--top", top, "plans to show (default 5)");
   app.add_option("--emit", emit, "print the top plan as a framework config instead of the table: "
                                  "accelerate, axolotl, torchtitan, megatron, deepspeed");
@@ -53,17 +66,35 @@ int main(int argc, char** argv) {
 
   auto* estimate = app.add_subcommand("estimate", "estimate one given plan, no search");
   mgt::cli::PlanOptions estimate_options;
+  RawPlanFlags estimate_raw;
   std::string plan_text;
-  add_plan_options(*estimate, estimate_options);
+  add_plan_options(*estimate, estimate_options, estimate_raw);
   estimate->add_option("--plan", plan_text, "plan as inline JSON ('{\"dp_shard\":4,\"tp\":2}') or a mgt.plan/1 file")
       ->required();
+
+  auto* validate = app.add_subcommand(
+      "validate", "predicted vs measured on published training runs (shared/validation format): per source "
+                  "median and p90 error, the worst rows");
+  std::vector<std::string> validate_files;
+  bool validate_json = false;
+  validate->add_option("files", validate_files, "validation JSON files")->required();
+  validate->add_flag("--json", validate_json, "print mgt.validation/1");
 
   // Subcommands carry their own required options: the top-level ones apply only without one.
   for (const char* name : {"model", "--gpus"}) app.get_option(name)->required(false);
   try {
     app.parse(argc, argv);
-    if (*inspect) return mgt::cli::run_inspect(inspect_model, inspect_seq, inspect_json);
-    if (*estimate) return mgt::cli::run_estimate(estimate_options, plan_text);
+    if (*inspect) {
+      std::optional<std::string> seq;
+      if (inspect->get_option("--seq-len")->count() > 0) seq = inspect_seq;
+      return mgt::cli::run_inspect(inspect_model, seq, inspect_json);
+    }
+    if (*validate) return mgt::cli::run_validate(validate_files, validate_json);
+    if (*estimate) {
+      resolve_plan_flags(*estimate, estimate_raw, estimate_options);
+      return mgt::cli::run_estimate(estimate_options, plan_text);
+    }
+    resolve_plan_flags(app, search_raw, search);
     if (search.model_path.empty()) throw CLI::RequiredError("model");
     if (app.get_option("--gpus")->count() == 0) throw CLI::RequiredError("--gpus");
     return mgt::cli::run_search(search, top, emit);

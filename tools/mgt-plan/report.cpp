@@ -36,7 +36,7 @@ std::string format_header(const RunContext& run) {
   const int64_t nodes = (run.num_gpus + run.cluster->gpus_per_node - 1) / run.cluster->gpus_per_node;
   std::string out = "model:    " + info.name + " (" + info.architecture + ", " + billions(counts.total) + " params";
   if (info.num_experts > 0)
-    out += ", " + billions(counts.active) + " active; MoE planned with expert parallel ep=1 for now";
+    out += ", " + billions(counts.active) + " active per token";
   out += ")\n";
   out += "cluster:  " + std::to_string(run.num_gpus) + " x " + run.cluster->gpu.name + ", " + format_gib(run.cluster->gpu.hbm_bytes) +
          " GiB HBM each (" + run.cluster_arg + (run.cluster_arg == "h100-sxm" ? ", the default" : "") + "; " +
@@ -44,26 +44,29 @@ std::string format_header(const RunContext& run) {
   out += "settings: seq_len " + std::to_string(run.settings.seq_len) + (run.seq_len_defaulted ? " (default)" : "") +
          ", global batch " + with_commas(run.settings.global_batch_tokens) + " tokens = " +
          with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") + "\n";
-  out += "          bf16 compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
-         "          mesh order dp_replicate, dp_shard, cp, tp (tp innermost); pp = 1, ep = 1\n";
+  out += std::string("          ") + (run.settings.fp8_linears ? "fp8 linears, " : "") +
+         "bf16 compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
+         "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); ep inside dp_shard x cp;\n"
+         "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp)\n";
   return out;
 }
 
 std::string format_table(const std::vector<cost::Estimate>& plans, int64_t hbm_bytes) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%4s %6s %8s %6s %3s %4s %4s %-9s %18s %8s %10s %5s  %s\n", "rank", "dp_rep",
-                "dp_shard", "tp", "cp", "mbs", "ga", "recompute", "mem GiB (headroom)", "step s", "tok/s/GPU", "MFU",
-                "bottleneck");
+  std::snprintf(line, sizeof line, "%4s %6s %8s %6s %3s %6s %3s %4s %4s %-9s %18s %8s %10s %5s  %s\n", "rank", "dp_rep",
+                "dp_shard", "tp", "cp", "pp", "ep", "mbs", "ga", "recompute", "mem GiB (headroom)", "step s", "tok/s/GPU",
+                "MFU", "bottleneck");
   out += line;
   int rank = 1;
   for (const auto& e : plans) {
     const auto& p = e.plan;
     const std::string tp = std::to_string(p.tp) + (ir::sequence_parallel(p) ? "+sp" : "");
     const std::string mem = format_gib(e.memory.peak_bytes) + " (" + format_gib(hbm_bytes - e.memory.peak_bytes) + ")";
-    std::snprintf(line, sizeof line, "%4d %6lld %8lld %6s %3lld %4lld %4lld %-9s %18s %8.2f %10.0f %5.3f  %s\n", rank++,
-                  (long long)p.dp_replicate, (long long)p.dp_shard, tp.c_str(), (long long)p.cp,
-                  (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), ir::to_string(p.recompute).c_str(),
+    const std::string pp = std::to_string(p.pp) + (p.vpp > 1 ? "x" + std::to_string(p.vpp) : "");
+    std::snprintf(line, sizeof line, "%4d %6lld %8lld %6s %3lld %6s %3lld %4lld %4lld %-9s %18s %8.2f %10.0f %5.3f  %s\n",
+                  rank++, (long long)p.dp_replicate, (long long)p.dp_shard, tp.c_str(), (long long)p.cp, pp.c_str(),
+                  (long long)p.ep, (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), ir::to_string(p.recompute).c_str(),
                   mem.c_str(), e.step_time_s, e.tokens_per_s_per_gpu, e.mfu, e.bottleneck.c_str());
     out += line;
   }
@@ -121,6 +124,7 @@ std::string format_breakdown(const cost::Estimate& e, int64_t hbm_bytes) {
   const std::pair<const char*, double> time[] = {
       {"compute", t.compute_s},        {"recompute", t.recompute_s},   {"exposed tp", t.exposed_tp_s},
       {"exposed cp", t.exposed_cp_s},  {"exposed fsdp", t.exposed_fsdp_s}, {"exposed dp", t.exposed_dp_s},
+      {"exposed pp", t.exposed_pp_s},  {"exposed ep", t.exposed_ep_s},     {"bubble", t.bubble_s},
       {"optimizer", t.optimizer_s},    {"overhead", t.overhead_s}};
   for (const auto& [name, s] : time) {
     char line[96];
@@ -150,6 +154,8 @@ nlohmann::json estimate_to_json(const cost::Estimate& e, int64_t rank, int64_t h
   j["time"] = {{"compute_s", t.compute_s},           {"recompute_s", t.recompute_s},
                {"exposed_tp_s", t.exposed_tp_s},     {"exposed_cp_s", t.exposed_cp_s},
                {"exposed_fsdp_s", t.exposed_fsdp_s}, {"exposed_dp_s", t.exposed_dp_s},
+               {"exposed_pp_s", t.exposed_pp_s},     {"exposed_ep_s", t.exposed_ep_s},
+               {"bubble_s", t.bubble_s},
                {"optimizer_s", t.optimizer_s},       {"overhead_s", t.overhead_s}};
   j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
   j["mfu"] = e.mfu;
@@ -177,7 +183,7 @@ nlohmann::json run_to_json(const RunContext& run) {
                              {"master_weights_dtype", "fp32"},
                              {"gradients_dtype", "fp32"},
                              {"optimizer", "AdamW, fp32 states"},
-                             {"mesh_order", {"dp_replicate", "dp_shard", "cp", "tp"}}};
+                             {"mesh_order", {"pp", "dp_replicate", "dp_shard", "cp", "tp"}}};
   return {{"model", model}, {"cluster", cluster}, {"settings", settings}};
 }
 

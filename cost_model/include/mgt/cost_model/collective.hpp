@@ -1,4 +1,4 @@
-// Alpha-beta collective model with nccl-tests' bus-bandwidth factors (docs/cost_model.md §3):
+// Alpha-beta collective model with nccl-tests' bus-bandwidth factors (docs/cost-model.md §3):
 //   time = steps * latency + (bytes * bus_factor(n)) / busbw
 // where `bytes` is the buffer size nccl-tests reports for that op.
 #pragma once

@@ -1,6 +1,6 @@
 // Compute-time model for one kernel: GEMMs at a shape-dependent efficiency under the dtype's peak,
 // attention at the flash-attention efficiency, memory-bound kernels at HBM bandwidth, each with a
-// launch floor. Formulas and sources: docs/cost_model.md §2.
+// launch floor. Formulas and sources: docs/cost-model.md §2.
 #pragma once
 
 #include "mgt/cost_model/cost_params.hpp"

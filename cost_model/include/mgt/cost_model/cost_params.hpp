@@ -1,5 +1,5 @@
 // Named, documented constants of the cost model. Each is a physical quantity with a default taken
-// from public measurements; docs/cost_model.md gives the derivation. `mgt-plan validate` (issue 3)
+// from public measurements; docs/cost-model.md gives the derivation. `mgt-plan validate` (issue 3)
 // calibrates them against ../shared/validation.
 #pragma once
 
@@ -8,7 +8,7 @@
 namespace mgt::cost {
 
 struct CostParams {
-  // --- compute (docs/cost_model.md §2) ---
+  // --- compute (docs/cost-model.md §2) ---
   /// Best achieved / peak for a large bf16 GEMM inside a training step. cuBLAS alone reaches ~0.75 of
   /// dense peak at 8k x 8k x 8k on H100 (public cuBLAS benchmarks); 0.70 leaves the launch gaps and
   /// clock throttling of a real step (MosaicML llm-foundry MPT-7B at seq 2048 on 8 H100: MFU 0.46).
@@ -26,7 +26,7 @@ struct CostParams {
   /// Launch + tail floor of one kernel (CUDA launch ~3-5 us plus tail; Megatron profiles).
   double kernel_floor_s = 4.0e-6;
 
-  // --- communication (docs/cost_model.md §3) ---
+  // --- communication (docs/cost-model.md §3) ---
   /// NCCL busbw / raw link bandwidth inside an NVLink domain (nccl-tests all_reduce on DGX H100:
   /// ~360-380 GB/s of 450 GB/s per direction).
   double nvlink_efficiency = 0.80;
@@ -39,7 +39,7 @@ struct CostParams {
   /// recomputation" §5, torchtitan FSDP2 notes).
   double overlap_compute_slowdown = 0.08;
 
-  // --- memory (docs/cost_model.md §4) ---
+  // --- memory (docs/cost-model.md §4) ---
   /// CUDA context + cuBLAS/cuDNN workspaces per GPU (~0.5-1 GiB on H100 with PyTorch).
   int64_t cuda_context_bytes = 768ll << 20;
   /// NCCL internal buffers per communicator (NCCL_BUFFSIZE 4 MiB x channels x peers, ~200 MiB for the
@@ -48,7 +48,7 @@ struct CostParams {
   /// PyTorch caching-allocator fragmentation: reserved / allocated at peak (5-10 % typical).
   double allocator_fragmentation = 0.07;
 
-  // --- fixed costs (docs/cost_model.md §5) ---
+  // --- fixed costs (docs/cost-model.md §5) ---
   /// Host-side overhead per micro-batch (Python dispatch, data loader hand-off).
   double per_microbatch_overhead_s = 2.0e-3;
   /// Per optimizer step (zero_grad, scheduler, logging, synchronisation).

@@ -1,5 +1,5 @@
 // The analytic estimator: memory per GPU and time per step for one plan, computed per distinct block
-// (never per layer copy). Every term is documented in docs/cost_model.md with its source.
+// (never per layer copy). Every term is documented in docs/cost-model.md with its source.
 #pragma once
 
 #include "mgt/cost_model/cost_params.hpp"
@@ -22,7 +22,8 @@ namespace mgt::cost {
 struct TrainingSettings {
   int64_t seq_len = 8192;
   int64_t global_batch_tokens = 4ll << 20;
-  ir::DType compute_dtype = ir::DType::bf16;
+  ir::DType compute_dtype = ir::DType::bf16;  ///< bf16 or f16 (mixed precision, fp32 master weights)
+  bool fp8_linears = false;                    ///< GEMMs of linear layers at the fp8 peak, the rest as compute_dtype
   int64_t global_batch_seqs() const { return global_batch_tokens / seq_len; }
 };
 
@@ -45,6 +46,9 @@ struct TimeBreakdown {
   double exposed_cp_s = 0;    ///< context parallel K/V exchange not hidden under attention
   double exposed_fsdp_s = 0;  ///< FSDP/ZeRO all-gather and reduce-scatter not hidden under compute
   double exposed_dp_s = 0;    ///< data-parallel gradient all-reduce not hidden under backward
+  double exposed_pp_s = 0;    ///< pipeline point-to-point sends not hidden
+  double exposed_ep_s = 0;    ///< expert-parallel all-to-all (dispatch and combine)
+  double bubble_s = 0;        ///< pipeline fill and drain: (pp - 1) / vpp micro-batch slots idle
   double optimizer_s = 0;
   double overhead_s = 0;      ///< fixed per micro-batch and per step costs
   bool operator==(const TimeBreakdown&) const = default;
@@ -70,8 +74,9 @@ class Estimator {
   ~Estimator();
   Estimator(Estimator&&) noexcept;
 
-  /// Estimates `plan`. Preconditions (checked by planner rules, asserted here with InputError):
-  /// world_size(plan) == num_gpus, pp == 1, ep == 1, the batch divides as the rules require.
+  /// Estimates `plan`. Preconditions (checked by planner rules, thrown here as InputError naming
+  /// the plan key): world_size(plan) == num_gpus, the batch divides into replicas x micro-batches,
+  /// pp * vpp divides the layer count, ep divides dp_shard * cp and the expert count.
   Estimate estimate(const ir::Plan& plan) const;
 
   const ir::Graph& graph() const { return graph_; }
@@ -81,8 +86,12 @@ class Estimator {
   int64_t num_gpus() const { return num_gpus_; }
 
  private:
-  struct ShapeSummary;  // per (tp, cp, micro_batch, sp): block costs with communication priced
+  struct ShapeSummary;  // per (tp, cp, ep, micro_batch, sp): block costs with communication priced
+  struct StageLayout;   // per (pp, vpp): which block copies each pipeline stage holds
   const ShapeSummary& summary_for(const ir::Plan& plan) const;
+  const StageLayout& layout_for(const ir::Plan& plan) const;
+  /// Elements counted twice on a stage that holds both copies of a tied parameter.
+  int64_t tied_on_stage(const std::vector<int64_t>& copies_per_block, const ShapeSummary& s) const;
 
   ir::Graph graph_;
   ir::ClusterSpec cluster_;
@@ -90,8 +99,13 @@ class Estimator {
   TrainingSettings settings_;
   CostParams params_;
   Topology topology_;
-  int64_t tied_param_elements_ = 0;
+  int64_t num_layers_ = 0;  ///< sum of repeats of layer blocks
+  struct Tie {
+    size_t first_block, second_block, second_tensor;  ///< where the two copies of a tied parameter live
+  };
+  std::vector<Tie> tied_;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ShapeSummary>> summaries_;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<StageLayout>> layouts_;
 };
 
 /// Human name of the binding constraint from a time breakdown (see Estimate::bottleneck).

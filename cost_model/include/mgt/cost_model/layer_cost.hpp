@@ -1,7 +1,7 @@
 // Cost of one copy of a Block for one micro-batch on one GPU under a tensor / sequence / context
 // sharding: compute time per phase, the TP and CP collectives it issues, the activation bytes it
 // saves for backward under each recompute mode, and its parameter counts. Derived from the ops' einsum
-// specs and kinds, never from the model's family: see docs/cost_model.md §2 and §4.
+// specs and kinds, never from the model's family: see docs/cost-model.md §2 and §4.
 #pragma once
 
 #include "mgt/cost_model/collective.hpp"
@@ -24,6 +24,8 @@ struct ShardContext {
   int64_t cp = 1;
   bool sequence_parallel = false;
   ir::DType dtype = ir::DType::bf16;  ///< activations and compute
+  int64_t ep = 1;                     ///< expert parallel: routed-expert weights split over ep ranks
+  bool fp8_linears = false;           ///< weight GEMMs at the fp8 peak (activations stay in `dtype`)
 };
 
 /// Returns true for dims that tensor parallelism splits (a, k, f, v).
@@ -37,7 +39,7 @@ int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx);
 
 /// One collective a block issues, over the tp or the cp axis.
 struct BlockCollective {
-  enum class Axis { tp, cp } axis = Axis::tp;
+  enum class Axis { tp, cp, ep } axis = Axis::tp;
   CollectiveKind kind = CollectiveKind::all_reduce;
   int64_t bytes = 0;  ///< as nccl-tests counts them (collective.hpp)
   bool operator==(const BlockCollective&) const = default;
@@ -56,8 +58,10 @@ struct BlockCost {
   int64_t saved_bytes_full = 0;       ///< ... recompute full (the block's input only)
   int64_t largest_tensor_bytes = 0;   ///< the biggest activation tensor (backward transients)
   int64_t logits_bytes = 0;           ///< loss working set: logits bf16 + fp32 upcast + fp32 grad
-  int64_t param_elements_local = 0;   ///< after tp split, before any data-parallel sharding
+  int64_t param_elements_local = 0;   ///< after tp (and ep for routed experts), before data-parallel sharding
   int64_t param_elements_total = 0;   ///< unsharded
+  int64_t expert_param_elements_local = 0;  ///< the routed-expert part of param_elements_local
+  int64_t boundary_bytes = 0;         ///< the block input one pipeline stage sends the next (b, s, h local)
   double model_flops = 0;             ///< fwd + bwd FLOPs of this copy, whole micro-batch, all GPUs:
                                       ///< 6 * active matmul params * tokens + causal attention
   bool operator==(const BlockCost&) const = default;

@@ -27,6 +27,9 @@ struct Plan {
   int64_t micro_batch = 1;
   std::optional<int64_t> grad_accum;
   Recompute recompute = Recompute::none;
+  /// With recompute "full": how many layers per pipeline stage are recomputed (Megatron
+  /// --recompute-num-layers); unset = all of them.
+  std::optional<int64_t> recompute_layers;
   std::optional<bool> sequence_parallel;
   std::optional<int64_t> zero_stage;
   bool operator==(const Plan&) const = default;

@@ -24,6 +24,10 @@ struct RuleOptions {
 struct ModelFacts {
   std::vector<std::pair<std::string, int64_t>> tp_divisible;  ///< {"num_key_value_heads", 8}, ...
   bool has_attention = false;
+  int64_t num_layers = 0;         ///< repeats of layer blocks (what pipeline stages split)
+  std::string layers_field = "num_hidden_layers";
+  int64_t num_experts = 0;        ///< 0 for dense models
+  std::string experts_field;      ///< "num_local_experts", "n_routed_experts", ...
 };
 ModelFacts model_facts(const ir::Graph& graph);
 

@@ -17,6 +17,9 @@ struct SearchOptions {
   RuleOptions rules;
   std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16};
   std::vector<ir::Recompute> recompute_modes = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
+  int64_t max_vpp = 8;        ///< interleaving factors tried: divisors of layers / pp up to this
+  int64_t num_layers = 0;     ///< pipeline stages split these; 0 = no pipeline parallel in the search
+  int64_t num_experts = 0;    ///< expert parallel sizes tried: divisors of this; 0 = ep 1 only
   int64_t top = 5;  ///< plans kept in the result
 };
 
@@ -28,11 +31,13 @@ struct SearchResult {
   int64_t min_rejected_peak_bytes = 0;        ///< smallest peak among memory rejections (0 if none)
 };
 
-/// All candidate plans for `num_gpus`, in a fixed order (deterministic output).
+/// All candidate plans for `num_gpus`, in a fixed order (deterministic output). Only structurally
+/// possible pp, vpp and ep values are generated (pp * vpp divides num_layers, ep divides num_experts
+/// and dp_shard * cp); the other rules are left to first_broken_rule so they are counted.
 std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options);
 
 /// Runs the search. Ranking: highest tokens/s per GPU first; ties broken by lower peak memory, then
-/// smaller tp, cp, dp_replicate, larger micro-batch, lighter recompute (so output is byte-identical
+/// smaller pp, tp, cp, ep, dp_replicate, vpp, larger micro-batch, lighter recompute (so output is byte-identical
 /// across runs).
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options);
 

@@ -1,0 +1,167 @@
+// `mgt-plan validate`: checks the estimator against published training measurements
+// (../shared/validation, format in examples/validation/README.md; docs/validation.md says how each
+// field is read, every default and every FLOP convention). Pure library code: reading a file,
+// turning each row into a Graph, ClusterSpec, Plan and TrainingSettings, estimating it, and
+// comparing like with like.
+#pragma once
+
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/graph.hpp"
+#include "mgt/ir/plan.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mgt::plan {
+
+/// A row that cannot be compared; what() is the reason shown to the user.
+class RowSkipped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One validation file: one source (or a tightly related group) with its hardware and rows.
+struct ValidationSource {
+  std::string path;
+  std::string name;      ///< file stem, e.g. "megatron2021_narayanan"
+  std::string citation;  ///< the file's "source"
+  std::string notes;     ///< the file's "source_notes"
+  nlohmann::json hardware = nlohmann::json::object();  ///< system id -> hardware block
+  std::vector<nlohmann::json> rows;
+  bool catalog = false;  ///< catalog_*.json: shared definitions, no rows
+};
+
+/// Reads a validation document. Malformed documents (not an object, "rows" not an array of objects,
+/// a row without a string "id", a row whose "system" names no hardware block) throw ir::InputError
+/// naming `path` and the field; a catalog file (no "rows", but "models"/"gpus"/"systems") yields no rows.
+ValidationSource validation_source_from_json(const nlohmann::json& doc, const std::string& path);
+ValidationSource read_validation_source(const std::string& path);
+
+/// Sizes of a row's inline `model` object, as the graph and the FLOP conventions need them.
+struct ModelShape {
+  std::string name;
+  std::string family;  ///< the Hugging Face model_type used: llama, gpt2, mixtral, deepseek_v3
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  bool gated = false;  ///< gated MLP (SwiGLU/GeGLU: three matrices) vs plain (two)
+  bool tied = false;
+  // Mixture of experts (experts == 0: dense).
+  int64_t experts = 0, top_k = 0, moe_ffn = 0, shared_ffn = 0, dense_layers = 0;
+  // DeepSeek multi-head latent attention.
+  bool mla = false;
+  int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  double published_params = 0;  ///< params_B * 1e9; 0 when not stated
+};
+
+/// Reads `model`; fills defaults (listed in `assumptions`); throws RowSkipped for unsupported
+/// architectures or missing essential sizes.
+ModelShape model_shape(const nlohmann::json& model, std::vector<std::string>& assumptions);
+/// The Hugging Face config.json that ir::graph_from_hf_config turns into the row's graph.
+nlohmann::json hf_config(const ModelShape& shape, int64_t seq_len);
+
+/// Matrix-multiply parameters a token touches (attention projections and MLPs of every layer,
+/// routed experts counted top_k times, plus the LM head V*h; no embeddings, norms or biases).
+double matmul_params_active(const ModelShape& shape);
+
+/// A hardware block (one entry of the file's "hardware") as a ClusterSpec: the closest preset with
+/// every stated number overriding it; what stayed from the preset is listed in `assumptions`.
+ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const nlohmann::json& block,
+                                      std::vector<std::string>& assumptions);
+
+/// Everything one row turns into.
+struct RowSetup {
+  ModelShape shape;
+  ir::Graph graph;
+  std::string system;
+  ir::ClusterSpec cluster;
+  int64_t num_gpus = 0;
+  ir::Plan plan;
+  cost::TrainingSettings settings;
+  double peak_flops_per_s = 0;  ///< the hardware block's dense peak at the row's precision (MFU denominator)
+  std::vector<std::string> assumptions;
+};
+
+/// Builds the row's model, cluster, plan and settings; throws RowSkipped with the reason when a
+/// field the estimate needs is missing or does not map.
+RowSetup setup_row(const ValidationSource& source, const nlohmann::json& row);
+
+/// How a source counts FLOPs (docs/validation.md, "FLOP conventions").
+enum class FlopConvention {
+  model,         ///< PaLM 6N + 12·l·a·d·s = Megatron-Core num_floating_point_operations = NeMo model TFLOPs
+  megatron_eq3,  ///< Narayanan 2021 Eq. 3: 24·k·l·h²(1 + s/6h + V/16lh), k = 4 with full recompute, else 3
+  mosaicml,      ///< llm-foundry: 6·N_published + 12·l·h·s (MFU), 8·N + 16·l·h·s (HFU with checkpointing)
+  torchtitan,    ///< torchtitan: 6·(N - embedding) + 12·l·a·d·s
+};
+std::string to_string(FlopConvention convention);
+
+/// The convention of a FLOP-rate metric, from tflops_kind, the source citation and its notes.
+FlopConvention flop_convention(const std::string& tflops_kind, const std::string& citation, const std::string& notes);
+
+/// FLOPs per trained token. `hardware` counts recomputation (HFU): model convention adds the
+/// attention term again for selective (Korthikanti 2022: 72Blsh²(1 + s/3h + V/12lh)) and 4/3 of the
+/// layers for full; mosaicml 8N + 16lhs with full recompute. Megatron Eq. 3 always applies its own
+/// recompute factor.
+double flops_per_token(FlopConvention convention, const ModelShape& shape, int64_t seq_len,
+                       ir::Recompute recompute, bool hardware);
+
+enum class MetricKind { throughput, memory, oom };
+std::string to_string(MetricKind kind);
+
+/// One comparison (or one skipped row).
+struct ValidationResult {
+  std::string id;
+  std::string source;  ///< ValidationSource::name
+  std::string metric;  ///< the measured key compared ("iteration_time_s", "mfu", "peak_memory_GB", "oom")
+  MetricKind kind = MetricKind::throughput;
+  std::optional<double> predicted, measured, error;  ///< error = (predicted - measured) / measured
+  std::optional<std::string> skipped;                 ///< the reason, when the row was not compared
+  std::string conversion;                             ///< how the prediction was put in the metric's units
+  std::vector<std::string> assumptions;
+  std::optional<cost::Estimate> estimate;  ///< the breakdown behind `predicted`
+  int64_t hbm_bytes = 0;
+};
+
+/// The metrics of `measured` that can be compared, in order: the first time/throughput metric by
+/// priority, then memory metrics, then "oom" (only when true).
+std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const nlohmann::json& measured);
+
+/// Compares one row: one result per comparable metric, or one skipped result with the reason.
+std::vector<ValidationResult> validate_row(const ValidationSource& source, const nlohmann::json& row);
+std::vector<ValidationResult> validate_source(const ValidationSource& source);
+
+/// Linear interpolation between closest ranks (numpy's default), p in [0, 1]; 0 for an empty list.
+double percentile(std::vector<double> values, double p);
+
+struct ErrorStats {
+  int64_t count = 0;
+  double median_abs_pct = 0;  ///< median of |error| x 100
+  double p90_abs_pct = 0;
+};
+/// Stats of |error| in percent over the results of `kind` that were compared.
+ErrorStats error_stats(const std::vector<ValidationResult>& results, MetricKind kind);
+
+struct ValidationSummary {
+  std::string source, citation;
+  int64_t rows = 0;           ///< distinct row ids
+  int64_t rows_compared = 0;  ///< ids with at least one comparison
+  int64_t rows_skipped = 0;   ///< ids skipped (with a reason)
+  ErrorStats throughput, memory;
+  int64_t oom_rows = 0, oom_predicted = 0;
+  std::vector<ValidationResult> worst;  ///< up to five compared results, largest |error| first
+  std::vector<std::pair<std::string, int64_t>> skip_reasons;  ///< most frequent first
+};
+ValidationSummary summarize(const std::string& source, const std::string& citation,
+                            const std::vector<ValidationResult>& results);
+
+/// `mgt.validation/1` pieces.
+nlohmann::json to_json(const ValidationResult& result, bool with_breakdown = true);
+nlohmann::json to_json(const ValidationSummary& summary);
+nlohmann::json breakdown_to_json(const cost::Estimate& estimate);
+
+}  // namespace mgt::plan

@@ -1,0 +1,754 @@
+// End-to-end tests of the mgt-plan binary (docs/cli.md): the mgt.plans/1 JSON document, the text
+// table, determinism, `estimate` and `inspect`, every class of bad input (exit 2, one stderr line
+// naming the file or flag and the field), "no valid plan" (exit 1) and the framework exporters.
+// The binary runs with cwd = the repository root; stdout and stderr go to temp files.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kLlama8B = "examples/models/Llama-3.1-8B.json";
+constexpr int64_t kH100Hbm = 85899345920;  // 80 GiB
+
+struct Result {
+  int exit_code = -1;  ///< the exit status, or 128 + signal when the process was killed by one
+  std::string out;
+  std::string err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A temp directory removed at scope exit.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("mgt_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = path / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+};
+
+Result run_cli(const std::vector<std::string>& args) {
+  TempDir dir;
+  const fs::path out = dir.path / "stdout", err = dir.path / "stderr";
+  std::string cmd = "cd " + shell_quote(MGT_SOURCE_DIR) + " && exec " + shell_quote(MGT_CLI_PATH);
+  for (const auto& a : args) {
+    cmd += ' ';
+    cmd += shell_quote(a);
+  }
+  cmd += " >";
+  cmd += shell_quote(out.string());
+  cmd += " 2>";
+  cmd += shell_quote(err.string());
+  cmd += " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  if (status == -1) {
+    r.exit_code = -1;
+  } else if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.exit_code = 128 + WTERMSIG(status);
+  }
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string describe(const Result& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout (first 2000 chars):\n" + r.out.substr(0, 2000) +
+         "\n--- stderr:\n" + r.err;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+json parse_json_or_fail(const Result& r) {
+  try {
+    return json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not JSON: " << e.what() << "\n" << describe(r);
+    return json();
+  }
+}
+
+/// The plan's one-line form as ir::to_string(Plan) writes it.
+std::string plan_line(const json& p) {
+  const int64_t tp = p.at("tp").get<int64_t>();
+  std::string s = "dp_replicate=" + std::to_string(p.at("dp_replicate").get<int64_t>()) +
+                  " dp_shard=" + std::to_string(p.at("dp_shard").get<int64_t>()) + " tp=" + std::to_string(tp) +
+                  (p.at("sequence_parallel").get<bool>() ? "(sp)" : "") +
+                  " cp=" + std::to_string(p.at("cp").get<int64_t>());
+  for (const char* axis : {"pp", "vpp", "ep"})
+    if (p.value(axis, int64_t(1)) > 1) s += std::string(" ") + axis + "=" + std::to_string(p.at(axis).get<int64_t>());
+  s += " mbs=" + std::to_string(p.at("micro_batch").get<int64_t>());
+  if (p.contains("grad_accum")) s += " ga=" + std::to_string(p.at("grad_accum").get<int64_t>());
+  return s + " recompute=" + p.at("recompute").get<std::string>();
+}
+
+// ------------------------------------------------------------------------------------------------
+// (1) mgt.plans/1
+
+void expect_int(const json& obj, const std::string& key) {
+  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
+  EXPECT_TRUE(obj.at(key).is_number_integer()) << key << " is not an integer: " << obj.at(key).dump();
+}
+void expect_number(const json& obj, const std::string& key) {
+  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
+  EXPECT_TRUE(obj.at(key).is_number()) << key << " is not a number: " << obj.at(key).dump();
+}
+void expect_string(const json& obj, const std::string& key) {
+  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
+  EXPECT_TRUE(obj.at(key).is_string()) << key << " is not a string: " << obj.at(key).dump();
+}
+void expect_object(const json& obj, const std::string& key) {
+  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
+  EXPECT_TRUE(obj.at(key).is_object()) << key << " is not an object: " << obj.at(key).dump();
+}
+
+/// Checks one plan entry (as in mgt.plans/1 "plans" and as `estimate --json` prints it).
+void check_plan_entry(const json& entry) {
+  expect_int(entry, "rank");
+  expect_object(entry, "plan");
+  expect_object(entry, "memory");
+  expect_number(entry, "step_time_s");
+  expect_number(entry, "tokens_per_s_per_gpu");
+  expect_number(entry, "mfu");
+  expect_string(entry, "bottleneck");
+  if (::testing::Test::HasFatalFailure()) return;
+  const json& plan = entry.at("plan");
+  for (const char* k : {"dp_replicate", "dp_shard", "tp", "cp", "pp", "vpp", "ep", "micro_batch", "grad_accum",
+                        "zero_stage"})
+    expect_int(plan, k);
+  expect_string(plan, "recompute");
+  ASSERT_TRUE(plan.contains("sequence_parallel"));
+  EXPECT_TRUE(plan.at("sequence_parallel").is_boolean());
+  const json& memory = entry.at("memory");
+  for (const char* k : {"peak_bytes", "hbm_bytes", "headroom_bytes", "parameters_bytes", "gradients_bytes",
+                        "optimizer_bytes", "fsdp_buffers_bytes", "activations_bytes", "transient_bytes",
+                        "overhead_bytes"})
+    expect_int(memory, k);
+  if (::testing::Test::HasFailure()) return;
+  EXPECT_GT(memory.at("peak_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(memory.at("headroom_bytes").get<int64_t>(),
+            memory.at("hbm_bytes").get<int64_t>() - memory.at("peak_bytes").get<int64_t>());
+  EXPECT_GT(entry.at("step_time_s").get<double>(), 0);
+  EXPECT_GT(entry.at("tokens_per_s_per_gpu").get<double>(), 0);
+  EXPECT_GT(entry.at("mfu").get<double>(), 0);
+  EXPECT_LT(entry.at("mfu").get<double>(), 1);
+}
+
+TEST(CliSearchJson, Llama8BOn8GpusHasEveryDocumentedKey) {
+  const Result r = run_cli({kLlama8B, "--gpus", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json doc = parse_json_or_fail(r);
+  ASSERT_TRUE(doc.is_object()) << describe(r);
+
+  expect_string(doc, "format");
+  EXPECT_EQ(doc.value("format", ""), "mgt.plans/1");
+  expect_object(doc, "model");
+  expect_object(doc, "cluster");
+  expect_object(doc, "settings");
+  expect_int(doc, "evaluated");
+  expect_object(doc, "rejected");
+  ASSERT_TRUE(doc.contains("plans"));
+  ASSERT_TRUE(doc.at("plans").is_array());
+  ASSERT_FALSE(HasFatalFailure());
+
+  const json& model = doc.at("model");
+  expect_string(model, "name");
+  expect_string(model, "path");
+  expect_string(model, "architecture");
+  expect_int(model, "params_total");
+  EXPECT_EQ(model.value("name", ""), "Llama-3.1-8B");
+  EXPECT_EQ(model.value("params_total", int64_t(0)), 8030261248);
+
+  const json& cluster = doc.at("cluster");
+  expect_string(cluster, "name");
+  expect_string(cluster, "gpu");
+  expect_int(cluster, "num_gpus");
+  expect_int(cluster, "gpus_per_node");
+  expect_int(cluster, "hbm_bytes");
+  EXPECT_EQ(cluster.value("name", ""), "h100-sxm");
+  EXPECT_EQ(cluster.value("num_gpus", int64_t(0)), 8);
+  EXPECT_EQ(cluster.value("hbm_bytes", int64_t(0)), kH100Hbm);
+
+  const json& settings = doc.at("settings");
+  expect_int(settings, "seq_len");
+  expect_int(settings, "global_batch_tokens");
+  expect_int(settings, "global_batch_seqs");
+  EXPECT_EQ(settings.value("seq_len", int64_t(0)), 8192);
+  EXPECT_EQ(settings.value("global_batch_tokens", int64_t(0)), 4194304);
+  EXPECT_EQ(settings.value("global_batch_seqs", int64_t(0)), 512);
+
+  const json& plans = doc.at("plans");
+  ASSERT_FALSE(plans.empty());
+  EXPECT_LE(plans.size(), 5u) << "--top defaults to 5";
+  int64_t rank = 1;
+  double previous_tokens = INFINITY;
+  for (const json& entry : plans) {
+    SCOPED_TRACE("plan rank " + std::to_string(rank));
+    check_plan_entry(entry);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(entry.at("rank").get<int64_t>(), rank);
+    const double tokens = entry.at("tokens_per_s_per_gpu").get<double>();
+    EXPECT_LE(tokens, previous_tokens) << "plans are ranked by tokens/s/GPU, best first";
+    previous_tokens = tokens;
+    const json& p = entry.at("plan");
+    const int64_t dp_rep = p.at("dp_replicate"), dp_shard = p.at("dp_shard"), tp = p.at("tp"), cp = p.at("cp");
+    EXPECT_EQ(dp_rep * dp_shard * tp * cp * p.at("pp").get<int64_t>(), 8) << p.dump();
+    EXPECT_EQ(p.at("micro_batch").get<int64_t>() * p.at("grad_accum").get<int64_t>() * dp_rep * dp_shard, 512)
+        << "micro_batch * grad_accum * dp_replicate * dp_shard is the global batch of 512 sequences: " << p.dump();
+    EXPECT_LE(entry.at("memory").at("peak_bytes").get<int64_t>(), kH100Hbm) << "every listed plan fits";
+    EXPECT_EQ(p.at("sequence_parallel").get<bool>(), tp > 1);
+    EXPECT_EQ(p.at("zero_stage").get<int64_t>(), dp_shard > 1 ? 3 : 0);
+    ++rank;
+  }
+
+  const json& top = plans.front();
+  EXPECT_LE(top.at("memory").at("peak_bytes").get<int64_t>(), kH100Hbm);
+  EXPECT_GE(top.at("mfu").get<double>(), 0.3);
+  EXPECT_LE(top.at("mfu").get<double>(), 0.65);
+
+  int64_t rejected = 0;
+  for (const auto& [reason, count] : doc.at("rejected").items()) {
+    EXPECT_FALSE(reason.empty());
+    ASSERT_TRUE(count.is_number_integer()) << reason;
+    EXPECT_GT(count.get<int64_t>(), 0) << reason;
+    rejected += count.get<int64_t>();
+  }
+  const int64_t evaluated = doc.at("evaluated").get<int64_t>();
+  EXPECT_GE(evaluated, rejected + int64_t(plans.size()));
+  // At least the 20 ordered factorisations of 8 into dp_replicate x dp_shard x cp x tp, with 5
+  // micro-batches and 3 recompute modes (pipeline and expert candidates come on top).
+  EXPECT_GE(evaluated, 300);
+}
+
+TEST(CliSearchJson, TopFlagControlsPlanCountAndValidPlusRejectedIsEvaluated) {
+  const Result all = run_cli({kLlama8B, "--gpus", "8", "--json", "--top", "1000"});
+  ASSERT_EQ(all.exit_code, 0) << describe(all);
+  const json doc = parse_json_or_fail(all);
+  ASSERT_TRUE(doc.is_object());
+  int64_t rejected = 0;
+  for (const auto& [_, count] : doc.at("rejected").items()) rejected += count.get<int64_t>();
+  // With --top large enough every valid plan is listed, so valid + rejected == evaluated exactly.
+  EXPECT_EQ(int64_t(doc.at("plans").size()) + rejected, doc.at("evaluated").get<int64_t>());
+
+  const Result one = run_cli({kLlama8B, "--gpus", "8", "--json", "--top", "1"});
+  ASSERT_EQ(one.exit_code, 0) << describe(one);
+  const json first = parse_json_or_fail(one);
+  ASSERT_EQ(first.at("plans").size(), 1u);
+  EXPECT_EQ(first.at("plans")[0], doc.at("plans")[0]) << "the best plan does not depend on --top";
+
+  const Result zero = run_cli({kLlama8B, "--gpus", "8", "--top", "0"});
+  EXPECT_EQ(zero.exit_code, 2) << describe(zero);
+  EXPECT_TRUE(contains(zero.err, "--top")) << describe(zero);
+}
+
+// ------------------------------------------------------------------------------------------------
+// (2) the text table
+
+TEST(CliSearchText, TableHeaderRejectionsAndRecommendation) {
+  const Result r = run_cli({kLlama8B, "--gpus", "8"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  // The header states every default.
+  for (const char* word : {"model:", "Llama-3.1-8B", "cluster:", "8 x H100", "h100-sxm, the default", "settings:",
+                           "seq_len 8192 (default)", "4,194,304 tokens", "512 sequences (default)", "bf16",
+                           "fp32 master weights", "AdamW"})
+    EXPECT_TRUE(contains(r.out, word)) << "missing \"" << word << "\"\n" << describe(r);
+  // The table's column headings.
+  for (const char* word : {"rank", "dp_rep", "dp_shard", "tp", "cp", "mbs", "ga", "recompute", "mem GiB (headroom)",
+                           "step s", "tok/s/GPU", "MFU", "bottleneck"})
+    EXPECT_TRUE(contains(r.out, word)) << "missing column \"" << word << "\"\n" << describe(r);
+  EXPECT_TRUE(contains(r.out, "evaluated ")) << describe(r);
+  EXPECT_TRUE(contains(r.out, " candidates: ")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "recommended: ")) << describe(r);
+
+  // The counts line adds up: valid + rejected == evaluated.
+  long long evaluated = -1, valid = -1, rejected = -1;
+  for (const auto& line : lines_of(r.out))
+    if (line.rfind("evaluated ", 0) == 0) {
+      std::string digits;
+      for (char c : line)
+        if (c != ',') digits += c;
+      ASSERT_EQ(std::sscanf(digits.c_str(), "evaluated %lld candidates: %lld valid %lld rejected", &evaluated, &valid,
+                            &rejected),
+                3)
+          << line;
+    }
+  EXPECT_EQ(valid + rejected, evaluated);
+
+  // The recommended line names the JSON's top plan.
+  const Result j = run_cli({kLlama8B, "--gpus", "8", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << describe(j);
+  const json doc = parse_json_or_fail(j);
+  ASSERT_FALSE(doc.at("plans").empty());
+  const std::string expected = "recommended: " + plan_line(doc.at("plans")[0].at("plan")) + " -- ";
+  EXPECT_TRUE(contains(r.out, expected)) << "expected \"" << expected << "\"\n" << describe(r);
+  int64_t rejected_json = 0;
+  for (const auto& [_, count] : doc.at("rejected").items()) rejected_json += count.get<int64_t>();
+  EXPECT_EQ(rejected, rejected_json);
+  EXPECT_EQ(evaluated, doc.at("evaluated").get<int64_t>());
+  EXPECT_TRUE(r.err.empty()) << describe(r);
+}
+
+// ------------------------------------------------------------------------------------------------
+// (3) determinism
+
+TEST(CliDeterminism, TwoRunsAreByteIdentical) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{kLlama8B, "--gpus", "8"}, std::vector<std::string>{kLlama8B, "--gpus", "8", "--json"},
+        std::vector<std::string>{kLlama8B, "--gpus", "16", "--top", "50", "--json"}}) {
+    const Result a = run_cli(args);
+    const Result b = run_cli(args);
+    ASSERT_EQ(a.exit_code, 0) << describe(a);
+    EXPECT_EQ(a.exit_code, b.exit_code);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.err, b.err);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// (4) estimate
+
+TEST(CliEstimate, OnePlanEntryWithDerivedDefaults) {
+  const Result r = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":4,"tp":2})", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json entry = parse_json_or_fail(r);
+  ASSERT_TRUE(entry.is_object()) << describe(r);
+  check_plan_entry(entry);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(entry.at("rank").get<int64_t>(), 1);
+  const json& p = entry.at("plan");
+  EXPECT_EQ(p.at("dp_shard").get<int64_t>(), 4);
+  EXPECT_EQ(p.at("tp").get<int64_t>(), 2);
+  EXPECT_EQ(p.at("dp_replicate").get<int64_t>(), 1);
+  EXPECT_EQ(p.at("cp").get<int64_t>(), 1);
+  EXPECT_EQ(p.at("micro_batch").get<int64_t>(), 1);
+  EXPECT_EQ(p.at("sequence_parallel").get<bool>(), true);
+  EXPECT_EQ(p.at("zero_stage").get<int64_t>(), 3);
+  EXPECT_EQ(p.at("grad_accum").get<int64_t>(), 512 / (4 * 1));
+  EXPECT_EQ(p.at("recompute").get<std::string>(), "none");
+  EXPECT_FALSE(entry.contains("plans")) << "estimate --json prints one plan entry, not a plans document";
+}
+
+TEST(CliEstimate, TextBreakdownAndPlanFile) {
+  TempDir dir;
+  const std::string plan_file = dir.write("plan.json", R"({"format":"mgt.plan/1","dp_shard":8,"recompute":"full"})");
+  const Result r = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", plan_file});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "plan: dp_replicate=1 dp_shard=8 tp=1 cp=1 mbs=1 ga=64 recompute=full")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "memory per GPU")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "step time")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "does not fit")) << describe(r);
+}
+
+TEST(CliEstimate, PlanThatDoesNotFitExitsOne) {
+  // 16 sequences of 8192 tokens per micro-batch without recompute cannot fit in 80 GiB.
+  const Result r = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8,"micro_batch":16})"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.out, "does not fit")) << describe(r);
+  const Result j =
+      run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8,"micro_batch":16})", "--json"});
+  EXPECT_EQ(j.exit_code, 1) << describe(j);
+  const json entry = parse_json_or_fail(j);
+  ASSERT_TRUE(entry.is_object());
+  EXPECT_GT(entry.at("memory").at("peak_bytes").get<int64_t>(), kH100Hbm);
+  EXPECT_LT(entry.at("memory").at("headroom_bytes").get<int64_t>(), 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// (5) inspect on every example HF config
+
+TEST(CliInspect, ParamsMatchPublishedCountsForEveryExample) {
+  const fs::path models = fs::path(MGT_SOURCE_DIR) / "examples" / "models";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(models)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".json") continue;
+    if (name.size() >= 11 && name.compare(name.size() - 11, 11, ".graph.json") == 0) continue;
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files.size(), 14u);
+  for (const fs::path& file : files) {
+    SCOPED_TRACE(file.filename().string());
+    const json config = json::parse(slurp(file));
+    ASSERT_TRUE(config.contains("_published_params"));
+    const json& pub = config.at("_published_params");
+    const int64_t expected_total =
+        pub.contains("computed_main_model") ? pub.at("computed_main_model").get<int64_t>() : pub.at("total").get<int64_t>();
+    const std::string rel = "examples/models/" + file.filename().string();
+    const Result r = run_cli({"inspect", rel, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    const json doc = parse_json_or_fail(r);
+    ASSERT_TRUE(doc.is_object());
+    EXPECT_EQ(doc.value("format", ""), "mgt.inspect/1");
+    ASSERT_TRUE(doc.contains("params_total"));
+    EXPECT_EQ(doc.at("params_total").get<int64_t>(), expected_total);
+    EXPECT_GT(doc.value("training_flops_per_token", 0.0), 0.0);
+    const bool moe = pub.contains("active_per_token_computed") || pub.contains("computed_active");
+    if (moe) {
+      const int64_t expected_active = pub.contains("computed_active") ? pub.at("computed_active").get<int64_t>()
+                                                                      : pub.at("active_per_token_computed").get<int64_t>();
+      ASSERT_TRUE(doc.contains("params_active")) << r.out.substr(0, 500);
+      EXPECT_EQ(doc.at("params_active").get<int64_t>(), expected_active);
+      EXPECT_LT(doc.at("params_active").get<int64_t>(), doc.at("params_total").get<int64_t>());
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// (6) bad input: exit 2 and exactly one stderr line naming the source and the field
+
+void expect_bad_input(const std::vector<std::string>& args, const std::vector<std::string>& must_mention) {
+  std::string joined;
+  for (const auto& a : args) joined += a + " ";
+  SCOPED_TRACE("mgt-plan " + joined);
+  const Result r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  const auto lines = lines_of(r.err);
+  EXPECT_EQ(lines.size(), 1u) << "one stderr line expected\n" << describe(r);
+  EXPECT_TRUE(r.err.rfind("mgt-plan: ", 0) == 0) << describe(r);
+  EXPECT_FALSE(contains(r.err, "internal error")) << describe(r);
+  for (const auto& word : must_mention) EXPECT_TRUE(contains(r.err, word)) << "missing \"" << word << "\"\n" << describe(r);
+  EXPECT_TRUE(r.out.empty()) << "nothing on stdout for bad input\n" << describe(r);
+}
+
+json llama_config() { return json::parse(slurp(fs::path(MGT_SOURCE_DIR) / kLlama8B)); }
+
+TEST(CliBadInput, MalformedModelJson) {
+  TempDir dir;
+  const std::string path = dir.write("broken.json", "{\"architectures\": [\n");
+  expect_bad_input({path, "--gpus", "8"}, {path, "malformed JSON", "line"});
+  expect_bad_input({"inspect", path}, {path, "malformed JSON"});
+  expect_bad_input({"estimate", path, "--gpus", "8", "--plan", R"({"dp_shard":8})"}, {path});
+}
+
+TEST(CliBadInput, MissingModelFile) {
+  expect_bad_input({"examples/models/no-such-model.json", "--gpus", "8"}, {"no-such-model.json"});
+}
+
+TEST(CliBadInput, UnknownArchitecture) {
+  TempDir dir;
+  json config = llama_config();
+  config["architectures"] = {"FooForCausalLM"};
+  config["model_type"] = "foo";
+  const std::string path = dir.write("foo.json", config.dump());
+  expect_bad_input({path, "--gpus", "8"}, {path, "model_type", "foo", "llama"});
+}
+
+TEST(CliBadInput, MissingHiddenSize) {
+  TempDir dir;
+  json config = llama_config();
+  config.erase("hidden_size");
+  const std::string path = dir.write("nohidden.json", config.dump());
+  expect_bad_input({path, "--gpus", "8"}, {path, "hidden_size", "missing"});
+  expect_bad_input({"inspect", path, "--json"}, {path, "hidden_size"});
+}
+
+TEST(CliBadInput, NonPositiveAttentionHeads) {
+  TempDir dir;
+  for (int heads : {0, -4}) {
+    json config = llama_config();
+    config["num_attention_heads"] = heads;
+    const std::string path = dir.write("heads" + std::to_string(heads) + ".json", config.dump());
+    expect_bad_input({path, "--gpus", "8"}, {path, "num_attention_heads", std::to_string(heads)});
+  }
+}
+
+TEST(CliBadInput, NonPositiveGpus) {
+  expect_bad_input({kLlama8B, "--gpus", "0"}, {"--gpus", "positive", "0"});
+  expect_bad_input({kLlama8B, "--gpus", "-3"}, {"--gpus", "-3"});
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "0", "--plan", R"({"dp_shard":1})"}, {"--gpus"});
+  expect_bad_input({kLlama8B, "--gpus", "eight"}, {"--gpus"});
+}
+
+TEST(CliBadInput, GpuCountThatOverflows) {
+  // 99999999999999999999 does not fit in int64: a usage error, not an internal error.
+  expect_bad_input({kLlama8B, "--gpus", "99999999999999999999"}, {"--gpus"});
+}
+
+TEST(CliBadInput, PlanProductNotGpuCount) {
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":3})"},
+                   {"--plan", "dp_replicate*dp_shard*cp*tp*pp=3 must equal --gpus 8"});
+}
+
+TEST(CliBadInput, UnknownPlanKey) {
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8,"foo":1})"},
+                   {"--plan", "foo", "unknown plan key"});
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8)"}, {"--plan"});
+}
+
+TEST(CliBadInput, PlanBreakingARule) {
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "16", "--plan", R"({"tp":16})"},
+                   {"--plan", "tp=16 must divide num_key_value_heads=8"});
+}
+
+TEST(CliBadInput, UnknownClusterListsPresets) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--cluster", "nope"},
+                   {"nope", "--cluster", "h100-sxm", "a100-80g-sxm", "h200-sxm", "b200", "gb200-nvl72", "rtx4090-pcie"});
+}
+
+TEST(CliBadInput, MalformedClusterFile) {
+  TempDir dir;
+  const std::string path = dir.write("cluster.json", "{\"format\": \"mgt.cluster/1\", \n");
+  expect_bad_input({kLlama8B, "--gpus", "8", "--cluster", path}, {path, "malformed JSON"});
+}
+
+TEST(CliBadInput, SeqLenAboveMaxPositionEmbeddings) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--seq-len", "200000"},
+                   {"--seq-len", "200000", "max_position_embeddings", "131072"});
+}
+
+TEST(CliBadInput, InspectSeqLenAboveMaxPositionEmbeddings) {
+  // inspect validates --seq-len like the search and estimate do.
+  expect_bad_input({"inspect", kLlama8B, "--seq-len", "200000"}, {"--seq-len", "200000", "max_position_embeddings"});
+}
+
+TEST(CliBadInput, GlobalBatchNotMultipleOfSeqLen) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--global-batch-tokens", "10000"},
+                   {"--global-batch-tokens", "10000", "8192"});
+}
+
+TEST(CliBadInput, BadSizeSuffix) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--global-batch-tokens", "4X"}, {"--global-batch-tokens", "X"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--seq-len", "4X"}, {"--seq-len", "X"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--seq-len", "-8"}, {"--seq-len"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--seq-len", "0"}, {"--seq-len", "positive"});
+}
+
+TEST(CliBadInput, EmptySizeValueIsNotTheDefault) {
+  // An explicitly empty value (e.g. --seq-len "$UNSET") is bad input, not a silent default.
+  expect_bad_input({kLlama8B, "--gpus", "8", "--seq-len", ""}, {"--seq-len"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--global-batch-tokens", ""}, {"--global-batch-tokens"});
+}
+
+TEST(CliBadInput, HugeSizesOverflow) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--global-batch-tokens", "99999999999999999999"},
+                   {"--global-batch-tokens", "64 bits"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--seq-len", "99999999999999999999"}, {"--seq-len", "64 bits"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--global-batch-tokens", "9999999999999G"},
+                   {"--global-batch-tokens", "64 bits"});
+}
+
+TEST(CliBadInput, UnknownEmitFormat) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--emit", "foo"},
+                   {"--emit", "foo", "accelerate", "axolotl", "torchtitan", "megatron", "deepspeed"});
+}
+
+TEST(CliBadInput, UnknownFlagAndMissingArguments) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--no-such-flag"}, {"--no-such-flag"});
+  expect_bad_input({kLlama8B}, {"--gpus"});
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "8"}, {"--plan"});
+}
+
+// ------------------------------------------------------------------------------------------------
+// (7) no valid plan: exit 1
+
+TEST(CliNoPlan, Llama405BNeedsMoreThan8Gpus) {
+  const Result r = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "8"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.err, "needs at least")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--gpus is 8")) << describe(r);
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+  EXPECT_TRUE(contains(r.out, "evaluated ")) << "the rejection summary is still printed\n" << describe(r);
+  EXPECT_FALSE(contains(r.out, "recommended:")) << describe(r);
+
+  const Result j = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "8", "--json"});
+  EXPECT_EQ(j.exit_code, 1) << describe(j);
+  const json doc = parse_json_or_fail(j);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc.value("format", ""), "mgt.plans/1");
+  EXPECT_TRUE(doc.at("plans").empty());
+  int64_t rejected = 0;
+  for (const auto& [_, count] : doc.at("rejected").items()) rejected += count.get<int64_t>();
+  EXPECT_EQ(rejected, doc.at("evaluated").get<int64_t>());
+
+  const Result e = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "8", "--emit", "torchtitan"});
+  EXPECT_EQ(e.exit_code, 1) << describe(e);
+  EXPECT_TRUE(e.out.empty()) << describe(e);
+}
+
+TEST(CliNoPlan, EveryCandidateBreaksARule) {
+  // 7 GPUs for Llama-3.1-8B: tp=7 divides no head count, cp=7 does not divide 8192 into 14 chunks, and
+  // 512 sequences do not split over 7 replicas.
+  const Result r = run_cli({kLlama8B, "--gpus", "7"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.err, "no valid plan")) << describe(r);
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+  EXPECT_TRUE(contains(r.out, " candidates: 0 valid, ")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "tp=7 must divide num_attention_heads=32")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "GiB of HBM")) << "no candidate got as far as the memory check\n" << describe(r);
+
+  const Result j = run_cli({kLlama8B, "--gpus", "7", "--json"});
+  EXPECT_EQ(j.exit_code, 1) << describe(j);
+  const json doc = parse_json_or_fail(j);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_TRUE(doc.at("plans").empty());
+  int64_t rejected = 0;
+  for (const auto& [_, count] : doc.at("rejected").items()) rejected += count.get<int64_t>();
+  EXPECT_EQ(rejected, doc.at("evaluated").get<int64_t>());
+  EXPECT_GE(rejected, 60);
+
+  // One sequence per step on 13 GPUs (prime): 13 replicas cannot share one sequence, tp=13 divides no
+  // head count and cp=13 does not cut 8192 tokens into 26 chunks.
+  const Result small = run_cli({kLlama8B, "--gpus", "13", "--global-batch-tokens", "8192"});
+  EXPECT_EQ(small.exit_code, 1) << describe(small);
+  EXPECT_TRUE(contains(small.err, "no valid plan")) << describe(small);
+}
+
+// ------------------------------------------------------------------------------------------------
+// (8) --emit
+
+std::string num(const json& v) { return std::to_string(v.get<int64_t>()); }
+
+TEST(CliEmit, EveryFormatMatchesTheTopPlan) {
+  const Result j = run_cli({kLlama8B, "--gpus", "16", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << describe(j);
+  const json doc = parse_json_or_fail(j);
+  ASSERT_FALSE(doc.at("plans").empty());
+  const json plan = doc.at("plans")[0].at("plan");
+  const int64_t seqs = doc.at("settings").at("global_batch_seqs").get<int64_t>();
+  const std::string recommended = "recommended: " + plan_line(plan) + " -- ";
+
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"accelerate",
+       {"num_processes: 16", "parallelism_config_dp_shard_size: " + num(plan["dp_shard"]),
+        "parallelism_config_dp_replicate_size: " + num(plan["dp_replicate"]),
+        "parallelism_config_tp_size: " + num(plan["tp"]), "parallelism_config_cp_size: " + num(plan["cp"])}},
+      {"axolotl",
+       {"sequence_len: 8192", "micro_batch_size: " + num(plan["micro_batch"]),
+        "gradient_accumulation_steps: " + num(plan["grad_accum"]), "dp_shard_size: " + num(plan["dp_shard"]),
+        "dp_replicate_size: " + num(plan["dp_replicate"]), "tensor_parallel_size: " + num(plan["tp"]),
+        "context_parallel_size: " + num(plan["cp"])}},
+      {"torchtitan",
+       {"local_batch_size = " + num(plan["micro_batch"]), "global_batch_size = " + std::to_string(seqs),
+        "seq_len = 8192", "data_parallel_replicate_degree = " + num(plan["dp_replicate"]),
+        "data_parallel_shard_degree = " + num(plan["dp_shard"]), "tensor_parallel_degree = " + num(plan["tp"]),
+        "context_parallel_degree = " + num(plan["cp"])}},
+      {"megatron",
+       {"--tensor-model-parallel-size " + num(plan["tp"]), "--context-parallel-size " + num(plan["cp"]),
+        "--micro-batch-size " + num(plan["micro_batch"]), "--global-batch-size " + std::to_string(seqs),
+        "--seq-length 8192"}},
+      {"deepspeed",
+       {"\"train_batch_size\": " + std::to_string(seqs),
+        "\"train_micro_batch_size_per_gpu\": " + num(plan["micro_batch"]),
+        "\"gradient_accumulation_steps\": " + num(plan["grad_accum"])}},
+  };
+  for (const auto& [format, lines] : expected) {
+    SCOPED_TRACE("--emit " + format);
+    const Result r = run_cli({kLlama8B, "--gpus", "16", "--emit", format});
+    const int64_t tp = plan.at("tp"), cp = plan.at("cp"), pp = plan.value("pp", int64_t(1)),
+                  ep = plan.value("ep", int64_t(1));
+    const bool inexpressible = (format == "deepspeed" && (tp > 1 || cp > 1 || pp > 1 || ep > 1)) ||
+                               ((format == "accelerate" || format == "axolotl") && (pp > 1 || ep > 1));
+    if (inexpressible) {
+      // The framework cannot express this plan; the exporter must say so rather than emit a wrong file.
+      EXPECT_NE(r.exit_code, 0) << describe(r);
+      EXPECT_TRUE(contains(r.err, "--emit " + format)) << describe(r);
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    for (const auto& line : lines) EXPECT_TRUE(contains(r.out, line)) << "missing \"" << line << "\"\n" << describe(r);
+    EXPECT_TRUE(contains(r.out, "mgt-plan")) << "a header names the generator\n" << describe(r);
+    EXPECT_TRUE(contains(r.err, recommended)) << "stderr names the exported plan\n" << describe(r);
+    EXPECT_FALSE(contains(r.out, "recommended:")) << "stdout holds only the config\n" << describe(r);
+    if (format == "deepspeed") {
+      // The DeepSpeed output is plain JSON.
+      EXPECT_TRUE(json::accept(r.out)) << describe(r);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// (9) an mgt.graph/1 model
+
+TEST(CliGraphModel, VitBasePlans) {
+  const fs::path vit = fs::path(MGT_SOURCE_DIR) / "examples" / "models" / "vit-base.graph.json";
+  if (!fs::exists(vit)) GTEST_SKIP() << "no " << vit;
+  const Result r = run_cli({"examples/models/vit-base.graph.json", "--gpus", "8"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "recommended: ")) << describe(r);
+  const Result i = run_cli({"inspect", "examples/models/vit-base.graph.json", "--json"});
+  EXPECT_EQ(i.exit_code, 0) << describe(i);
+}
+
+TEST(CliGraphModel, MlpPlans) {
+  const Result r = run_cli({"examples/models/mlp.graph.json", "--gpus", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json doc = parse_json_or_fail(r);
+  ASSERT_FALSE(doc.at("plans").empty());
+  for (const json& entry : doc.at("plans"))
+    EXPECT_EQ(entry.at("plan").at("cp").get<int64_t>(), 1) << "no attention, so no context parallelism";
+}
+
+// ------------------------------------------------------------------------------------------------
+// (10) --help
+
+TEST(CliHelp, ExitsZeroAndDefinesMfu) {
+  const Result r = run_cli({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "MFU")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "model FLOPs")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "6 x")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "peak")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "--gpus")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "Exit status")) << describe(r);
+  for (const char* sub : {"estimate", "inspect"}) {
+    const Result s = run_cli({sub, "--help"});
+    EXPECT_EQ(s.exit_code, 0) << describe(s);
+    EXPECT_TRUE(contains(s.out, "--json")) << describe(s);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,674 @@
+// Tests for the analytic estimator (estimator.hpp) on a tiny Llama-like graph (embed, L layers of
+// h=64, a=4, k=2, d=16, f=128, head with v=256) and a cluster with round numbers. Every expected
+// memory and time term is derived in the test from docs/cost-model.md §4-5; collective times use the
+// LinkEstimate the Topology returns for the group and the alpha-beta formula written out here.
+#include "mgt/cost_model/estimator.hpp"
+
+#include "mgt/cost_model/topology.hpp"
+#include "mgt/ir/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgt::cost {
+namespace {
+
+constexpr int64_t H = 64, A = 4, K = 2, D = 16, F = 128, V = 256;
+constexpr int64_t kSeq = 1024;
+constexpr double kPeak = 1e15, kGemmEff = 0.5, kHbm = 1e12;
+
+// ---- graph builder (the same tiny model as layer_cost_test.cpp) ----
+
+ir::TensorDecl tensor(const std::string& name, const std::string& dims, bool parameter = false) {
+  const std::map<char, int64_t> sizes{{'b', 0}, {'s', 0}, {'h', H}, {'a', A}, {'k', K}, {'d', D}, {'f', F}, {'v', V}};
+  ir::TensorDecl t{name, {}, parameter};
+  for (char c : dims) t.dims.push_back({c, sizes.at(c)});
+  return t;
+}
+
+ir::Op make_op(const std::string& name, ir::OpKind kind, std::vector<std::string> inputs, const std::string& output,
+               const std::string& einsum = {}) {
+  ir::Op op;
+  op.name = name;
+  op.kind = kind;
+  op.inputs = std::move(inputs);
+  op.output = output;
+  op.einsum = einsum;
+  return op;
+}
+
+ir::Graph tiny_graph(int64_t layers) {
+  using Kind = ir::OpKind;
+  ir::Block embed;
+  embed.name = "embed";
+  embed.is_layer = false;
+  embed.tensors = {tensor("wte", "vh", true), tensor("out", "bsh")};
+  embed.ops = {make_op("token_embedding", Kind::embedding, {"wte"}, "out")};
+
+  ir::Block layer;
+  layer.name = "layer";
+  layer.repeat = layers;
+  layer.tensors = {tensor("x", "bsh"),          tensor("attn_norm_w", "h", true), tensor("attn_in", "bsh"),
+                   tensor("wq", "had", true),   tensor("q", "bsad"),              tensor("wk", "hkd", true),
+                   tensor("k", "bskd"),         tensor("wv", "hkd", true),        tensor("v", "bskd"),
+                   tensor("q_rot", "bsad"),     tensor("k_rot", "bskd"),          tensor("attn", "bsad"),
+                   tensor("wo", "adh", true),   tensor("attn_out", "bsh"),        tensor("h1", "bsh"),
+                   tensor("mlp_norm_w", "h", true), tensor("mlp_in", "bsh"),      tensor("w_gate", "hf", true),
+                   tensor("gate", "bsf"),       tensor("w_up", "hf", true),       tensor("up", "bsf"),
+                   tensor("act_out", "bsf"),    tensor("w_down", "fh", true),     tensor("mlp_out", "bsh"),
+                   tensor("out", "bsh")};
+  layer.ops = {make_op("attn_norm", Kind::norm, {"x", "attn_norm_w"}, "attn_in"),
+               make_op("q_proj", Kind::contraction, {"attn_in", "wq"}, "q", "bsh,had->bsad"),
+               make_op("k_proj", Kind::contraction, {"attn_in", "wk"}, "k", "bsh,hkd->bskd"),
+               make_op("v_proj", Kind::contraction, {"attn_in", "wv"}, "v", "bsh,hkd->bskd"),
+               make_op("q_rope", Kind::rope, {"q"}, "q_rot"),
+               make_op("k_rope", Kind::rope, {"k"}, "k_rot"),
+               make_op("attention", Kind::attention_core, {"q_rot", "k_rot", "v"}, "attn"),
+               make_op("o_proj", Kind::contraction, {"attn", "wo"}, "attn_out", "bsad,adh->bsh"),
+               make_op("attn_residual", Kind::residual, {"x", "attn_out"}, "h1"),
+               make_op("mlp_norm", Kind::norm, {"h1", "mlp_norm_w"}, "mlp_in"),
+               make_op("gate_proj", Kind::contraction, {"mlp_in", "w_gate"}, "gate", "bsh,hf->bsf"),
+               make_op("up_proj", Kind::contraction, {"mlp_in", "w_up"}, "up", "bsh,hf->bsf"),
+               make_op("act", Kind::activation, {"gate", "up"}, "act_out"),
+               make_op("down_proj", Kind::contraction, {"act_out", "w_down"}, "mlp_out", "bsf,fh->bsh"),
+               make_op("mlp_residual", Kind::residual, {"h1", "mlp_out"}, "out")};
+  layer.ops[6].causal = true;
+  layer.ops[12].activation = ir::ActivationKind::silu_glu;
+
+  ir::Block head;
+  head.name = "head";
+  head.is_layer = false;
+  head.tensors = {tensor("x", "bsh"), tensor("final_norm_w", "h", true), tensor("x_norm", "bsh"),
+                  tensor("w_lm_head", "hv", true), tensor("logits", "bsv")};
+  head.ops = {make_op("final_norm", Kind::norm, {"x", "final_norm_w"}, "x_norm"),
+              make_op("lm_head", Kind::contraction, {"x_norm", "w_lm_head"}, "logits", "bsh,hv->bsv"),
+              make_op("loss", Kind::softmax_cross_entropy, {"logits"}, "")};
+
+  ir::Graph g;
+  g.info.name = "tiny";
+  g.info.num_layers = layers;
+  g.blocks = {embed, layer, head};
+  return g;
+}
+
+// One 8-GPU NVLink node per 8 GPUs; 1 PFLOP/s, 1 TB/s HBM, 100 GB/s NVLink, 10 GB/s NICs.
+ir::ClusterSpec round_cluster() {
+  ir::ClusterSpec c;
+  c.name = "round";
+  c.gpu.name = "round-gpu";
+  c.gpu.peak_bf16_flops_per_s = kPeak;
+  c.gpu.hbm_bytes = 80ll << 30;
+  c.gpu.hbm_bytes_per_s = kHbm;
+  c.gpus_per_node = 8;
+  c.nvlink_domain_gpus = 8;
+  c.nvlink_bytes_per_s = 100e9;
+  c.nvlink_latency_s = 1e-6;
+  c.pcie_bytes_per_s = 50e9;
+  c.pcie_latency_s = 2e-6;
+  c.nics_per_node = 8;
+  c.nic_bytes_per_s = 10e9;
+  c.network_latency_s = 5e-6;
+  return c;
+}
+
+CostParams round_params() {
+  CostParams p;
+  p.gemm_max_efficiency = kGemmEff;
+  p.gemm_half_efficiency_dim = 0;  // every GEMM at exactly 0.5 of peak
+  p.attention_fwd_efficiency = 0.5;
+  p.attention_bwd_efficiency = 0.25;
+  p.hbm_efficiency = 1.0;
+  p.kernel_floor_s = 0;
+  p.nvlink_efficiency = 1.0;
+  p.network_efficiency = 1.0;
+  p.pcie_efficiency = 1.0;
+  p.overlap_compute_slowdown = 0;
+  p.cuda_context_bytes = 1ll << 30;
+  p.nccl_buffer_bytes = 1ll << 28;
+  p.allocator_fragmentation = 0.05;
+  p.per_microbatch_overhead_s = 0;
+  p.per_step_overhead_s = 0;
+  return p;
+}
+
+TrainingSettings settings(int64_t seqs = 64) {
+  TrainingSettings s;
+  s.seq_len = kSeq;
+  s.global_batch_tokens = seqs * kSeq;
+  return s;
+}
+
+ir::Plan plan_of(int64_t dp_replicate, int64_t dp_shard, int64_t tp, int64_t cp, int64_t micro_batch) {
+  ir::Plan p;
+  p.dp_replicate = dp_replicate;
+  p.dp_shard = dp_shard;
+  p.tp = tp;
+  p.cp = cp;
+  p.micro_batch = micro_batch;
+  return p;
+}
+
+void expect_near_rel(double result, double correct, double rel = 1e-12) {
+  EXPECT_NEAR(result, correct, std::abs(correct) * rel) << "correct " << correct;
+}
+
+// ---- hand model, tp = cp = 1 ----
+
+constexpr int64_t kLayerParams = H + H * A * D + 2 * H * K * D + A * D * H + H + 3 * H * F;  // 36992
+constexpr int64_t kEmbedParams = V * H;
+constexpr int64_t kHeadParams = H + H * V;
+constexpr int64_t kLayerMatmulParams = H * A * D + 2 * H * K * D + A * D * H + 3 * H * F;
+
+int64_t total_params(int64_t layers) { return layers * kLayerParams + kEmbedParams + kHeadParams; }
+
+// Saved bytes per token of one layer (layer_cost_test.cpp lists them tensor by tensor):
+// x, attn_in, h1, mlp_in (h each), q_rot, attn (a d), k_rot, v (k d), gate, up, act_out (f) in bf16
+// and the fp32 log-sum-exp (a).
+constexpr int64_t kLayerSavedNone = 2 * (4 * H + 2 * A * D + 2 * K * D + 3 * F) + 4 * A;  // 1680
+constexpr int64_t kLayerSavedSelective = kLayerSavedNone - 2 * (H + H + F);              // norm, act outputs
+constexpr int64_t kLayerSavedFull = 2 * H;                                                // x only
+constexpr int64_t kHeadSaved = 2 * (H + H);                                               // x, x_norm
+
+struct BlockTimes {
+  double fwd = 0, bwd = 0;
+};
+
+BlockTimes hand_layer(int64_t b, int64_t s) {
+  const double T = double(b * s), gemm = kPeak * kGemmEff;
+  auto mem = [](double bytes) { return bytes / kHbm; };
+  const double x_bytes = T * H * 2, f_bytes = T * F * 2;
+  const double norm_f = mem(2 * x_bytes), norm_b = mem(3 * x_bytes);
+  const double qkvo_f = 2 * T * H * (A * D + 2 * K * D + A * D) / gemm;
+  const double mlp_f = 2 * T * H * 3 * F / gemm;
+  const double rope = mem(2 * T * A * D * 2) + mem(2 * T * K * D * 2);
+  const double attn_flops = 2.0 * b * s * s * A * (D + D) * 0.5;
+  const double res_f = mem(3 * x_bytes), res_b = mem(2 * x_bytes);
+  const double act_f = mem(3 * f_bytes), act_b = mem(5 * f_bytes);
+  return {2 * norm_f + qkvo_f + rope + attn_flops / (kPeak * 0.5) + 2 * res_f + mlp_f + act_f,
+          2 * norm_b + 2 * qkvo_f + rope + 2.5 * attn_flops / (kPeak * 0.25) + 2 * res_b + 2 * mlp_f + act_b};
+}
+
+BlockTimes hand_embed(int64_t b, int64_t s) {
+  const double out = double(b * s * H * 2);
+  return {2 * out / kHbm, 3 * out / kHbm};
+}
+
+BlockTimes hand_head(int64_t b, int64_t s) {
+  const double T = double(b * s);
+  const double lm = 2 * T * H * V / (kPeak * kGemmEff), loss = T * V * 10 / kHbm;
+  return {2 * T * H * 2 / kHbm + lm + loss, 3 * T * H * 2 / kHbm + 2 * lm + loss};
+}
+
+// Alpha-beta ring model, nccl-tests conventions.
+double ring_time(CollectiveKind kind, int64_t n, double bytes, const LinkEstimate& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double steps = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1) : double(n - 1);
+  const double factor = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
+  return steps * link.latency_s + bytes * factor / link.bus_bytes_per_s;
+}
+
+// ---- memory ----
+
+TEST(estimate, memory_ddp) {
+  const int64_t L = 4, mbs = 2;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimate e = est.estimate(plan_of(8, 1, 1, 1, mbs));
+  const int64_t P = total_params(L);
+  EXPECT_EQ(P, 180800);
+  EXPECT_EQ(e.memory.parameters_bytes, P * (4 + 2));  // fp32 master + bf16 working copy
+  EXPECT_EQ(e.memory.gradients_bytes, P * 4);
+  EXPECT_EQ(e.memory.optimizer_bytes, P * 8);
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, 0);
+  const int64_t T = mbs * kSeq;
+  EXPECT_EQ(e.memory.activations_bytes, L * T * kLayerSavedNone + T * kHeadSaved);
+  // Loss working set (10 B per logit) beats two [b, s, v] bf16 backward transients.
+  EXPECT_EQ(e.memory.transient_bytes, std::max(T * V * 10, 2 * T * V * 2));
+  const int64_t allocated = P * 18 + e.memory.activations_bytes + e.memory.transient_bytes;
+  const int64_t overhead = (1ll << 30) + (1ll << 28) + std::llround(0.05 * double(allocated));
+  EXPECT_EQ(e.memory.overhead_bytes, overhead);
+  EXPECT_EQ(e.memory.peak_bytes, allocated + overhead);
+}
+
+TEST(estimate, memory_fsdp) {
+  const int64_t L = 4;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimate e = est.estimate(plan_of(1, 8, 1, 1, 2));
+  const int64_t shard = (total_params(L) + 7) / 8;
+  EXPECT_EQ(e.memory.parameters_bytes, shard * 4);
+  EXPECT_EQ(e.memory.gradients_bytes, shard * 4);
+  EXPECT_EQ(e.memory.optimizer_bytes, shard * 8);
+  // Largest block (a layer, 36992 > head 16448 > embed 16384): two bf16 copies, one bf16 grad,
+  // one fp32 grad.
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, kLayerParams * (2 * 2 + 2 + 4));
+}
+
+TEST(estimate, memory_fsdp_shard_rounds_up) {
+  // 180800 parameters over 6 shards: ceil = 30134.
+  const int64_t L = 4;
+  const Estimator est(tiny_graph(L), round_cluster(), 6, settings(48), round_params());
+  const Estimate e = est.estimate(plan_of(1, 6, 1, 1, 2));
+  EXPECT_EQ((total_params(L) + 5) / 6, 30134);
+  EXPECT_EQ(e.memory.parameters_bytes, 30134 * 4);
+  EXPECT_EQ(e.memory.gradients_bytes, 30134 * 4);
+  EXPECT_EQ(e.memory.optimizer_bytes, 30134 * 8);
+  expect_near_rel(e.time.optimizer_s, 30134.0 * 30 / kHbm);
+}
+
+TEST(estimate, memory_zero1_and_zero2) {
+  const int64_t L = 4;
+  const int64_t P = total_params(L), shard = (P + 7) / 8;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  ir::Plan plan = plan_of(1, 8, 1, 1, 2);
+  plan.zero_stage = 1;
+  Estimate e = est.estimate(plan);
+  EXPECT_EQ(e.memory.parameters_bytes, P * 2 + shard * 4);  // bf16 full, fp32 master sharded
+  EXPECT_EQ(e.memory.gradients_bytes, P * 4);
+  EXPECT_EQ(e.memory.optimizer_bytes, shard * 8);
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, 0);
+  plan.zero_stage = 2;
+  e = est.estimate(plan);
+  EXPECT_EQ(e.memory.parameters_bytes, P * 2 + shard * 4);
+  EXPECT_EQ(e.memory.gradients_bytes, shard * 4);
+  EXPECT_EQ(e.memory.optimizer_bytes, shard * 8);
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, 0);
+}
+
+TEST(estimate, memory_activations_per_recompute_mode) {
+  const int64_t L = 4, mbs = 2, T = mbs * kSeq;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
+  // Embed saves nothing; the head is no layer and keeps its inputs in every mode.
+  plan.recompute = ir::Recompute::none;
+  EXPECT_EQ(est.estimate(plan).memory.activations_bytes, L * T * kLayerSavedNone + T * kHeadSaved);
+  plan.recompute = ir::Recompute::selective;
+  EXPECT_EQ(est.estimate(plan).memory.activations_bytes, L * T * kLayerSavedSelective + T * kHeadSaved);
+  plan.recompute = ir::Recompute::full;
+  const Estimate e = est.estimate(plan);
+  EXPECT_EQ(e.memory.activations_bytes, L * T * kLayerSavedFull + T * kHeadSaved);
+  // Full recompute: backward rematerialises one layer (1680 B/token) beside two logits-sized
+  // transients (2 x 512 B/token) = 2704 B/token, more than the 2560 B/token loss working set.
+  EXPECT_EQ(e.memory.transient_bytes, std::max(T * V * 10, T * kLayerSavedNone + 2 * T * V * 2));
+  EXPECT_EQ(e.memory.transient_bytes, T * 2704);
+}
+
+// ---- time ----
+
+TEST(estimate, time_ddp) {
+  const int64_t L = 4, mbs = 2, gpus = 8, seqs = 64;
+  CostParams params = round_params();
+  params.per_microbatch_overhead_s = 1e-3;
+  params.per_step_overhead_s = 5e-3;
+  const ir::ClusterSpec cluster = round_cluster();
+  const Estimator est(tiny_graph(L), cluster, gpus, settings(seqs), params);
+  const Estimate e = est.estimate(plan_of(8, 1, 1, 1, mbs));
+
+  const int64_t ga = seqs / (8 * mbs);
+  EXPECT_EQ(ga, 4);
+  EXPECT_EQ(e.plan.grad_accum, ga);
+  EXPECT_EQ(e.plan.zero_stage, 0);
+  EXPECT_EQ(e.plan.sequence_parallel, false);
+
+  const BlockTimes layer = hand_layer(mbs, kSeq), embed = hand_embed(mbs, kSeq), head = hand_head(mbs, kSeq);
+  const double micro = embed.fwd + embed.bwd + L * (layer.fwd + layer.bwd) + head.fwd + head.bwd;
+  const double bwd = embed.bwd + L * layer.bwd + head.bwd;
+  expect_near_rel(e.time.compute_s, ga * micro);
+  EXPECT_EQ(e.time.recompute_s, 0.0);
+  EXPECT_EQ(e.time.exposed_tp_s, 0.0);
+  EXPECT_EQ(e.time.exposed_cp_s, 0.0);
+  EXPECT_EQ(e.time.exposed_fsdp_s, 0.0);
+
+  // DDP all-reduce of fp32 grads over all 8 GPUs of the NVLink node.
+  const Topology topo(cluster, gpus, params);
+  const LinkEstimate link = topo.link_for_group({{AxisPlacement{8, 1}}});
+  EXPECT_DOUBLE_EQ(link.bus_bytes_per_s, 100e9);  // NVLink at efficiency 1
+  EXPECT_DOUBLE_EQ(link.latency_s, 1e-6);
+  const double P = double(total_params(L));
+  const double ar = 14 * 1e-6 + P * 4 * (2.0 * 7 / 8) / 100e9;
+  EXPECT_NEAR(ring_time(CollectiveKind::all_reduce, 8, P * 4, link), ar, 1e-18);
+  // Grads (723 kB) fit in the last 25 MiB bucket: all of it is exposed.
+  const double last = ring_time(CollectiveKind::all_reduce, 8, std::min(P * 4, double(25 << 20)), link);
+  expect_near_rel(e.time.exposed_dp_s, std::max(ar - bwd, last));
+  expect_near_rel(e.time.exposed_dp_s, ar);
+
+  expect_near_rel(e.time.optimizer_s, P * 30 / kHbm);
+  expect_near_rel(e.time.overhead_s, ga * 1e-3 + 5e-3);
+  const double step = ga * micro + ar + P * 30 / kHbm + ga * 1e-3 + 5e-3;
+  expect_near_rel(e.step_time_s, step);
+  expect_near_rel(e.tokens_per_s_per_gpu, double(seqs * kSeq) / step / gpus);
+
+  // Model FLOPs over the whole global batch: 6 x matmul params x tokens + causal attention.
+  const double tokens = double(seqs * kSeq);
+  const double flops = 6.0 * (L * kLayerMatmulParams + H * V) * tokens +
+                       L * 3.0 * 2.0 * seqs * kSeq * kSeq / 2.0 * A * (D + D);
+  expect_near_rel(e.model_flops_per_step, flops);
+  expect_near_rel(e.mfu, flops / (step * gpus * kPeak));
+  EXPECT_EQ(e.bottleneck, bottleneck_of(e.time, e.step_time_s));
+}
+
+TEST(estimate, time_recompute) {
+  const int64_t L = 4, mbs = 2;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
+  const int64_t ga = 4;
+  const double T = double(mbs * kSeq);
+  plan.recompute = ir::Recompute::selective;
+  // Selective: the two norms and the activation forward again, layers only.
+  const double selective = 2 * (2 * T * H * 2) / kHbm + 3 * T * F * 2 / kHbm;
+  expect_near_rel(est.estimate(plan).time.recompute_s, ga * L * selective);
+  plan.recompute = ir::Recompute::full;
+  expect_near_rel(est.estimate(plan).time.recompute_s, ga * L * hand_layer(mbs, kSeq).fwd);
+}
+
+TEST(estimate, exposed_dp_ddp_branches) {
+  // 256 layers: 9.5 M parameters, 38 MB of fp32 grads, more than one 25 MiB bucket.
+  const int64_t L = 256, mbs = 2;
+  const double P = double(total_params(L));
+  const double bwd = hand_embed(mbs, kSeq).bwd + L * hand_layer(mbs, kSeq).bwd + hand_head(mbs, kSeq).bwd;
+  const double bucket = double(25ll << 20);
+  {
+    // One NVLink node: the all-reduce hides under backward except the last bucket.
+    const CostParams params = round_params();
+    const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
+    const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+    const double ar = ring_time(CollectiveKind::all_reduce, 8, P * 4, link);
+    const double last = ring_time(CollectiveKind::all_reduce, 8, bucket, link);
+    EXPECT_GT(last, ar - bwd);
+    expect_near_rel(est.estimate(plan_of(8, 1, 1, 1, mbs)).time.exposed_dp_s, last);
+  }
+  {
+    // Two nodes over slow NICs (0.5 GB/s each, 8 per node): the all-reduce outlasts backward.
+    ir::ClusterSpec cluster = round_cluster();
+    cluster.nic_bytes_per_s = 0.5e9;
+    const CostParams params = round_params();
+    const Estimator est(tiny_graph(L), cluster, 16, settings(), params);
+    const LinkEstimate link = Topology(cluster, 16, params).link_for_group({{AxisPlacement{16, 1}}});
+    // The cut between the nodes carries the 8 NICs of a node.
+    EXPECT_DOUBLE_EQ(link.bus_bytes_per_s, 8 * 0.5e9);
+    const double ar = ring_time(CollectiveKind::all_reduce, 16, P * 4, link);
+    const double last = ring_time(CollectiveKind::all_reduce, 16, bucket, link);
+    EXPECT_GT(ar - bwd, last);
+    expect_near_rel(est.estimate(plan_of(16, 1, 1, 1, mbs)).time.exposed_dp_s, ar - bwd);
+  }
+}
+
+// The FSDP prefetch chain (docs/cost-model.md §3) for embed, L layers, head, written out copy by copy:
+// forward hides the all-gather of copy i under the forward of copy i-1; backward hides, under copy
+// i's backward, the all-gather of copy i-1 and the reduce-scatter of copy i+1; the first all-gather
+// and the embedding's reduce-scatter (last of backward) are exposed; the head is not resharded.
+struct FsdpHand {
+  double exposed = 0, hidden = 0;
+  void overlap(double comm, double compute) {
+    hidden += std::min(comm, compute);
+    exposed += comm - std::min(comm, compute);
+  }
+};
+FsdpHand hand_fsdp_chain(int64_t L, int64_t mbs, const LinkEstimate& link) {
+  const BlockTimes layer = hand_layer(mbs, kSeq), embed = hand_embed(mbs, kSeq), head = hand_head(mbs, kSeq);
+  auto ag = [&](int64_t p) { return ring_time(CollectiveKind::all_gather, 8, double(p) * 2, link); };
+  auto rs = [&](int64_t p) { return ring_time(CollectiveKind::reduce_scatter, 8, double(p) * 4, link); };
+  const double agE = ag(kEmbedParams), agL = ag(kLayerParams), agH = ag(kHeadParams);
+  const double rsE = rs(kEmbedParams), rsL = rs(kLayerParams), rsH = rs(kHeadParams);
+  FsdpHand h;
+  // forward
+  h.exposed += agE;
+  h.overlap(agL, embed.fwd);
+  for (int64_t i = 1; i < L; ++i) h.overlap(agL, layer.fwd);
+  h.overlap(agH, layer.fwd);
+  // backward (each copy with its forward-order neighbours)
+  h.overlap(0 + rsL, embed.bwd);        // embed: no previous copy, next is layer 1
+  h.overlap(agE + rsL, layer.bwd);      // layer 1
+  for (int64_t i = 2; i < L; ++i) h.overlap(agL + rsL, layer.bwd);
+  h.overlap(agL + rsH, layer.bwd);      // layer L
+  h.overlap(agL + 0, head.bwd);         // head: prefetch layer L, nothing after it
+  h.exposed += rsE;
+  return h;
+}
+
+TEST(estimate, time_fsdp) {
+  const int64_t L = 4, mbs = 2, seqs = 64;
+  const CostParams params = round_params();
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(seqs), params);
+  const Estimate e = est.estimate(plan_of(1, 8, 1, 1, mbs));
+  const int64_t ga = seqs / (8 * mbs);
+  EXPECT_EQ(e.plan.zero_stage, 3);
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  expect_near_rel(e.time.exposed_fsdp_s, ga * hand_fsdp_chain(L, mbs, link).exposed);
+  EXPECT_EQ(e.time.exposed_dp_s, 0.0);  // no dp_replicate
+  const int64_t shard = (total_params(L) + 7) / 8;
+  expect_near_rel(e.time.optimizer_s, double(shard) * 30 / kHbm);
+}
+
+TEST(estimate, fsdp_overlap_contention) {
+  const int64_t L = 4, mbs = 2, ga = 4;
+  CostParams params = round_params();
+  params.overlap_compute_slowdown = 0.1;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  // Compute slows by 10 % of the communication time it hides.
+  const FsdpHand h = hand_fsdp_chain(L, mbs, link);
+  EXPECT_GT(h.hidden, 0.0);
+  expect_near_rel(est.estimate(plan_of(1, 8, 1, 1, mbs)).time.exposed_fsdp_s, ga * (h.exposed + 0.1 * h.hidden));
+}
+
+TEST(estimate, time_zero1_and_zero2) {
+  const int64_t L = 4;
+  const double P = double(total_params(L));
+  const CostParams params = round_params();
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  // ZeRO-1: reduce-scatter fp32 grads once per step; ZeRO-2 after each of the ga = 4 micro-batches;
+  // then all-gather updated bf16 params; no per-block traffic.
+  const double rs = ring_time(CollectiveKind::reduce_scatter, 8, P * 4, link);
+  const double ag = ring_time(CollectiveKind::all_gather, 8, P * 2, link);
+  for (int64_t zero : {1, 2}) {
+    ir::Plan plan = plan_of(1, 8, 1, 1, 2);
+    plan.zero_stage = zero;
+    const Estimate e = est.estimate(plan);
+    expect_near_rel(e.time.exposed_dp_s, (zero == 2 ? 4.0 : 1.0) * rs + ag);
+    EXPECT_EQ(e.time.exposed_fsdp_s, 0.0);
+    expect_near_rel(e.time.optimizer_s, double((total_params(L) + 7) / 8) * 30 / kHbm);
+  }
+}
+
+TEST(estimate, exposed_tp) {
+  const int64_t L = 4, mbs = 2, seqs = 64;
+  const CostParams params = round_params();
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(seqs), params);
+  ir::Plan plan = plan_of(4, 1, 2, 1, mbs);
+  plan.sequence_parallel = false;
+  const int64_t ga = seqs / (4 * mbs);
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
+  const double T = double(mbs * kSeq);
+  const double ar_act = ring_time(CollectiveKind::all_reduce, 2, T * H * 2, link);  // one [b, s, h] bf16
+  const double ar_token = ring_time(CollectiveKind::all_reduce, 2, T * 4, link);    // fp32 per token
+  // Layer: o and down in forward, q/k/v and gate/up inputs in backward. Embed: vocab-parallel lookup.
+  // Head: lm_head input grad and three cross-entropy reductions.
+  const double micro = L * 4 * ar_act + ar_act + ar_act + 3 * ar_token;
+  Estimate e = est.estimate(plan);
+  expect_near_rel(e.time.exposed_tp_s, ga * micro);
+  EXPECT_EQ(e.plan.sequence_parallel, false);
+  // Full recompute repeats each layer's forward collectives.
+  plan.recompute = ir::Recompute::full;
+  e = est.estimate(plan);
+  expect_near_rel(e.time.exposed_tp_s, ga * (micro + L * 2 * ar_act));
+}
+
+TEST(estimate, exposed_cp) {
+  const int64_t L = 4, mbs = 2, seqs = 64, cp = 2;
+  const CostParams params = round_params();
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(seqs), params);
+  const int64_t ga = seqs / (4 * mbs);
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
+  // K and V of the local s / cp gathered over cp, in forward and again in backward; their grads
+  // reduce-scattered.
+  const double kv = double((mbs * (kSeq / cp) * K * D * 2) * 2 * cp);
+  const double ag = ring_time(CollectiveKind::all_gather, cp, kv, link);
+  const double rs = ring_time(CollectiveKind::reduce_scatter, cp, kv, link);
+  const double attn_flops = 2.0 * mbs * (kSeq / cp) * kSeq * A * (D + D) * 0.5;
+  const double attn_f = attn_flops / (kPeak * 0.5), attn_b = 2.5 * attn_flops / (kPeak * 0.25);
+  const double exposed = (ag - std::min(ag, attn_f)) + (ag + rs - std::min(ag + rs, attn_b));
+  const Estimate e = est.estimate(plan_of(4, 1, 1, cp, mbs));
+  expect_near_rel(e.time.exposed_cp_s, ga * L * exposed);
+  EXPECT_EQ(e.time.exposed_tp_s, 0.0);
+  EXPECT_EQ(e.time.exposed_fsdp_s, 0.0);  // no contention at slowdown 0
+  // DDP spans dp_replicate x cp = all 8 GPUs.
+  const LinkEstimate all = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  expect_near_rel(e.time.exposed_dp_s, ring_time(CollectiveKind::all_reduce, 8, double(total_params(L)) * 4, all));
+}
+
+TEST(estimate, cp_overlap_contention_is_not_fsdp_time) {
+  // With overlap_compute_slowdown > 0 and cp = 2 (no FSDP, no ZeRO), the compute slow-down caused by
+  // the hidden K/V exchange must not be reported as exposed FSDP communication.
+  const int64_t L = 4, mbs = 2, cp = 2;
+  CostParams params = round_params();
+  params.overlap_compute_slowdown = 0.1;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
+  const Estimate e = est.estimate(plan_of(4, 1, 1, cp, mbs));
+  const Estimate no_contention = Estimator(tiny_graph(L), round_cluster(), 8, settings(), round_params())
+                                     .estimate(plan_of(4, 1, 1, cp, mbs));
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
+  const double kv = double((mbs * (kSeq / cp) * K * D * 2) * 2 * cp);
+  const double ag = ring_time(CollectiveKind::all_gather, cp, kv, link);
+  const double rs = ring_time(CollectiveKind::reduce_scatter, cp, kv, link);
+  const double attn_flops = 2.0 * mbs * (kSeq / cp) * kSeq * A * (D + D) * 0.5;
+  const double hidden = std::min(ag, attn_flops / (kPeak * 0.5)) + std::min(ag + rs, 2.5 * attn_flops / (kPeak * 0.25));
+  const int64_t ga = 8;
+  // The step grows by the contention wherever it is booked.
+  expect_near_rel(e.step_time_s, no_contention.step_time_s + ga * L * 0.1 * hidden, 1e-9);
+  EXPECT_EQ(e.time.exposed_fsdp_s, 0.0);
+}
+
+TEST(estimate, zero2_sharded_grads_reduce_every_micro_batch) {
+  // ZeRO-2 keeps only a 1/N shard of the gradients (memory_zero1_and_zero2), so each micro-batch's
+  // gradients must be reduce-scattered before the next one accumulates (DeepSpeed stage 2 reduces at
+  // every micro-step); ZeRO-1 keeps the full fp32 gradient buffer and reduce-scatters once per step.
+  const int64_t L = 4, ga = 4;
+  const double P = double(total_params(L));
+  const CostParams params = round_params();
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(64), params);
+  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  const double rs = ring_time(CollectiveKind::reduce_scatter, 8, P * 4, link);
+  const double ag = ring_time(CollectiveKind::all_gather, 8, P * 2, link);
+  ir::Plan plan = plan_of(1, 8, 1, 1, 2);
+  plan.zero_stage = 1;
+  expect_near_rel(est.estimate(plan).time.exposed_dp_s, rs + ag);
+  plan.zero_stage = 2;
+  const double result = est.estimate(plan).time.exposed_dp_s;
+  const double correct = ga * rs + ag;
+  expect_near_rel(result, correct);
+}
+
+// Tied embeddings: the head reads the embedding table "wte" [v, h].
+ir::Graph tied_graph(int64_t layers) {
+  ir::Graph g = tiny_graph(layers);
+  ir::Block& head = g.blocks.back();
+  head.tensors[3] = tensor("wte", "vh", true);
+  head.ops[1] = make_op("lm_head", ir::OpKind::contraction, {"x_norm", "wte"}, "logits", "bsh,vh->bsv");
+  g.tied_parameters = {{"embed.wte", "head.wte"}};
+  return g;
+}
+
+TEST(estimate, tied_parameters_counted_once) {
+  const int64_t L = 4;
+  ASSERT_NO_THROW(ir::verify(tied_graph(L), "tied"));
+  {
+    const Estimator est(tied_graph(L), round_cluster(), 8, settings(), round_params());
+    const int64_t P = L * kLayerParams + V * H + H;  // wte once, final norm
+    EXPECT_EQ(est.estimate(plan_of(8, 1, 1, 1, 2)).memory.gradients_bytes, P * 4);
+  }
+  {
+    const Estimator est(tied_graph(L), round_cluster(), 8, settings(), round_params());
+    const int64_t layer = H + H * (A / 2) * D + 2 * H * (K / 2) * D + (A / 2) * D * H + H + 3 * H * (F / 2);
+    const int64_t P = L * layer + (V / 2) * H + H;
+    EXPECT_EQ(est.estimate(plan_of(4, 1, 2, 1, 2)).memory.gradients_bytes, P * 4);
+  }
+}
+
+TEST(estimate, tied_parameters_counted_once_with_padded_vocab) {
+  // tp = 3: every rank holds ceil(256 / 3) = 86 rows of the tied table, once.
+  const int64_t L = 4, tp = 3;
+  const Estimator est(tied_graph(L), round_cluster(), 6, settings(), round_params());
+  auto up = [](int64_t n) { return (n + tp - 1) / tp; };
+  const int64_t layer = H + H * up(A) * D + 2 * H * up(K) * D + up(A) * D * H + H + 3 * H * up(F);
+  const int64_t P = L * layer + up(V) * H + H;
+  const int64_t result = est.estimate(plan_of(2, 1, tp, 1, 2)).memory.gradients_bytes;
+  EXPECT_EQ(result, P * 4);
+}
+
+// ---- preconditions ----
+
+TEST(estimate, rejects_world_size_mismatch) {
+  const Estimator est(tiny_graph(2), round_cluster(), 8, settings(), round_params());
+  EXPECT_THROW(est.estimate(plan_of(4, 1, 1, 1, 1)), ir::InputError);
+  EXPECT_THROW(est.estimate(plan_of(8, 1, 2, 1, 1)), ir::InputError);
+}
+
+TEST(estimate, rejects_batch_that_does_not_divide) {
+  const Estimator est(tiny_graph(2), round_cluster(), 8, settings(64), round_params());
+  // 64 sequences over 8 replicas x micro_batch 3.
+  EXPECT_THROW(est.estimate(plan_of(8, 1, 1, 1, 3)), ir::InputError);
+  // 60 sequences over 8 replicas.
+  const Estimator odd(tiny_graph(2), round_cluster(), 8, settings(60), round_params());
+  EXPECT_THROW(odd.estimate(plan_of(8, 1, 1, 1, 1)), ir::InputError);
+}
+
+TEST(estimate, rejects_grad_accum_that_disagrees) {
+  const Estimator est(tiny_graph(2), round_cluster(), 8, settings(64), round_params());
+  ir::Plan plan = plan_of(8, 1, 1, 1, 2);
+  plan.grad_accum = 3;  // the batch needs 64 / (8 * 2) = 4
+  EXPECT_THROW(est.estimate(plan), ir::InputError);
+  plan.grad_accum = 4;
+  EXPECT_EQ(est.estimate(plan).plan.grad_accum, 4);
+}
+
+TEST(estimate, rejects_pipelines_that_do_not_split_and_ep_on_dense_models) {
+  const Estimator est(tiny_graph(3), round_cluster(), 8, settings(64), round_params());
+  ir::Plan plan = plan_of(2, 1, 1, 1, 1);
+  plan.pp = 4;  // 3 layers: neither 3 nor 3 + 2 divides into 4 chunks
+  EXPECT_THROW(est.estimate(plan), ir::InputError);
+  plan = plan_of(1, 8, 1, 1, 1);
+  plan.ep = 2;  // a dense model has no experts to split
+  EXPECT_THROW(est.estimate(plan), ir::InputError);
+}
+
+// ---- bottleneck_of ----
+
+TEST(bottleneck_of, largest_exposed_term_at_least_ten_percent) {
+  TimeBreakdown t;
+  t.compute_s = 1.0;
+  t.exposed_tp_s = 0.15;
+  t.exposed_dp_s = 0.2;
+  t.exposed_cp_s = 0.05;
+  EXPECT_EQ(bottleneck_of(t, 1.4), "exposed dp communication");
+  t.exposed_fsdp_s = 0.3;
+  EXPECT_EQ(bottleneck_of(t, 1.7), "exposed fsdp communication");
+  TimeBreakdown c;
+  c.compute_s = 1.0;
+  c.exposed_cp_s = 0.2;
+  EXPECT_EQ(bottleneck_of(c, 1.2), "exposed cp communication");
+  c.compute_s = 0.9;
+  c.exposed_cp_s = 0;
+  c.exposed_tp_s = 0.1;
+  EXPECT_EQ(bottleneck_of(c, 1.0), "exposed tp communication");  // exactly 10 %
+}
+
+TEST(bottleneck_of, compute_when_nothing_exposed_reaches_ten_percent) {
+  TimeBreakdown t;
+  t.compute_s = 1.0;
+  t.exposed_tp_s = 0.05;
+  t.exposed_dp_s = 0.09;
+  t.optimizer_s = 0.01;
+  EXPECT_EQ(bottleneck_of(t, 1.15), "compute");
+  // Fixed costs at a quarter of the step or more are named instead.
+  t.optimizer_s = 0.2;
+  t.overhead_s = 0.2;
+  EXPECT_EQ(bottleneck_of(t, 1.54), "fixed costs (optimizer and per-step overhead)");
+}
+
+}  // namespace
+}  // namespace mgt::cost

@@ -1,0 +1,497 @@
+// Tests for the per-block cost model (layer_cost.hpp) on a tiny Llama-like layer built by hand
+// (h=64, a=4, k=2, d=16, f=128, v=256). Every expected value is derived in the test from the
+// formulas of docs/cost-model.md §2 and §4 by listing tensors and kernels one by one.
+#include "mgt/cost_model/layer_cost.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgt::cost {
+namespace {
+
+constexpr int64_t H = 64, A = 4, K = 2, D = 16, F = 128, V = 256;
+
+// ---- graph builder ----
+
+ir::TensorDecl tensor(const std::string& name, const std::string& dims, bool parameter = false) {
+  const std::map<char, int64_t> sizes{{'b', 0}, {'s', 0}, {'h', H}, {'a', A}, {'k', K}, {'d', D}, {'f', F}, {'v', V}};
+  ir::TensorDecl t{name, {}, parameter};
+  for (char c : dims) t.dims.push_back({c, sizes.at(c)});
+  return t;
+}
+
+ir::Op make_op(const std::string& name, ir::OpKind kind, std::vector<std::string> inputs, const std::string& output,
+               const std::string& einsum = {}) {
+  ir::Op op;
+  op.name = name;
+  op.kind = kind;
+  op.inputs = std::move(inputs);
+  op.output = output;
+  op.einsum = einsum;
+  return op;
+}
+
+// norm -> q/k/v -> rope(q), rope(k) -> attention -> o -> residual -> norm -> gate/up -> silu_glu ->
+// down -> residual.
+ir::Block tiny_layer(int64_t repeat = 1) {
+  ir::Block b;
+  b.name = "layer";
+  b.repeat = repeat;
+  b.is_layer = true;
+  b.tensors = {tensor("x", "bsh"),          tensor("attn_norm_w", "h", true), tensor("attn_in", "bsh"),
+               tensor("wq", "had", true),   tensor("q", "bsad"),              tensor("wk", "hkd", true),
+               tensor("k", "bskd"),         tensor("wv", "hkd", true),        tensor("v", "bskd"),
+               tensor("q_rot", "bsad"),     tensor("k_rot", "bskd"),          tensor("attn", "bsad"),
+               tensor("wo", "adh", true),   tensor("attn_out", "bsh"),        tensor("h1", "bsh"),
+               tensor("mlp_norm_w", "h", true), tensor("mlp_in", "bsh"),      tensor("w_gate", "hf", true),
+               tensor("gate", "bsf"),       tensor("w_up", "hf", true),       tensor("up", "bsf"),
+               tensor("act_out", "bsf"),    tensor("w_down", "fh", true),     tensor("mlp_out", "bsh"),
+               tensor("out", "bsh")};
+  using K_ = ir::OpKind;
+  b.ops = {make_op("attn_norm", K_::norm, {"x", "attn_norm_w"}, "attn_in"),
+           make_op("q_proj", K_::contraction, {"attn_in", "wq"}, "q", "bsh,had->bsad"),
+           make_op("k_proj", K_::contraction, {"attn_in", "wk"}, "k", "bsh,hkd->bskd"),
+           make_op("v_proj", K_::contraction, {"attn_in", "wv"}, "v", "bsh,hkd->bskd"),
+           make_op("q_rope", K_::rope, {"q"}, "q_rot"),
+           make_op("k_rope", K_::rope, {"k"}, "k_rot"),
+           make_op("attention", K_::attention_core, {"q_rot", "k_rot", "v"}, "attn"),
+           make_op("o_proj", K_::contraction, {"attn", "wo"}, "attn_out", "bsad,adh->bsh"),
+           make_op("attn_residual", K_::residual, {"x", "attn_out"}, "h1"),
+           make_op("mlp_norm", K_::norm, {"h1", "mlp_norm_w"}, "mlp_in"),
+           make_op("gate_proj", K_::contraction, {"mlp_in", "w_gate"}, "gate", "bsh,hf->bsf"),
+           make_op("up_proj", K_::contraction, {"mlp_in", "w_up"}, "up", "bsh,hf->bsf"),
+           make_op("act", K_::activation, {"gate", "up"}, "act_out"),
+           make_op("down_proj", K_::contraction, {"act_out", "w_down"}, "mlp_out", "bsf,fh->bsh"),
+           make_op("mlp_residual", K_::residual, {"h1", "mlp_out"}, "out")};
+  b.ops[6].causal = true;
+  b.ops[12].activation = ir::ActivationKind::silu_glu;
+  return b;
+}
+
+ir::Block tiny_embed() {
+  ir::Block b;
+  b.name = "embed";
+  b.is_layer = false;
+  b.tensors = {tensor("wte", "vh", true), tensor("out", "bsh")};
+  b.ops = {make_op("token_embedding", ir::OpKind::embedding, {"wte"}, "out")};
+  return b;
+}
+
+ir::Block tiny_head() {
+  ir::Block b;
+  b.name = "head";
+  b.is_layer = false;
+  b.tensors = {tensor("x", "bsh"), tensor("final_norm_w", "h", true), tensor("x_norm", "bsh"),
+               tensor("w_lm_head", "hv", true), tensor("logits", "bsv")};
+  b.ops = {make_op("final_norm", ir::OpKind::norm, {"x", "final_norm_w"}, "x_norm"),
+           make_op("lm_head", ir::OpKind::contraction, {"x_norm", "w_lm_head"}, "logits", "bsh,hv->bsv"),
+           make_op("loss", ir::OpKind::softmax_cross_entropy, {"logits"}, "")};
+  return b;
+}
+
+// One contraction "bsh,hf->bsf" and nothing else.
+ir::Block single_contraction(int64_t f = F) {
+  ir::Block b;
+  b.name = "mm";
+  b.tensors = {tensor("x", "bsh"), {"w", {{'h', H}, {'f', f}}, true}, {"y", {{'b', 0}, {'s', 0}, {'f', f}}, false}};
+  b.ops = {make_op("mm", ir::OpKind::contraction, {"x", "w"}, "y", "bsh,hf->bsf")};
+  return b;
+}
+
+// 1 PFLOP/s bf16, 1 TB/s HBM.
+ir::ClusterSpec round_cluster() {
+  ir::ClusterSpec c;
+  c.name = "round";
+  c.gpu.name = "round-gpu";
+  c.gpu.peak_bf16_flops_per_s = 1e15;
+  c.gpu.hbm_bytes = 80ll << 30;
+  c.gpu.hbm_bytes_per_s = 1e12;
+  c.nvlink_bytes_per_s = 100e9;
+  c.nvlink_latency_s = 1e-6;
+  c.pcie_bytes_per_s = 50e9;
+  c.pcie_latency_s = 2e-6;
+  c.nic_bytes_per_s = 10e9;
+  c.network_latency_s = 5e-6;
+  return c;
+}
+
+// GEMMs at exactly 0.5 of peak, attention 0.5 fwd / 0.25 bwd, HBM at full rate, no floors.
+CostParams round_params() {
+  CostParams p;
+  p.gemm_max_efficiency = 0.5;
+  p.gemm_half_efficiency_dim = 0;
+  p.attention_fwd_efficiency = 0.5;
+  p.attention_bwd_efficiency = 0.25;
+  p.hbm_efficiency = 1.0;
+  p.kernel_floor_s = 0;
+  return p;
+}
+
+constexpr double kPeak = 1e15, kGemmEff = 0.5, kHbm = 1e12;
+
+ShardContext context(int64_t b, int64_t s, int64_t tp = 1, int64_t cp = 1, bool sp = false) {
+  return ShardContext{b, s, tp, cp, sp, ir::DType::bf16};
+}
+
+void expect_near_rel(double result, double correct, double rel = 1e-12) {
+  EXPECT_NEAR(result, correct, std::abs(correct) * rel) << "correct " << correct;
+}
+
+// ---- graph sanity ----
+
+TEST(block_cost, tiny_graph_verifies) {
+  ir::Graph g;
+  g.info.num_layers = 1;
+  g.blocks = {tiny_embed(), tiny_layer(), tiny_head()};
+  EXPECT_NO_THROW(ir::verify(g, "tiny"));
+}
+
+// ---- local_dim_size ----
+
+TEST(local_dim_size, batch_is_micro_batch) {
+  EXPECT_EQ(local_dim_size({'b', 0}, context(3, 1024, 2, 2, true), false), 3);
+  EXPECT_EQ(local_dim_size({'b', 0}, context(3, 1024, 2, 2, true), true), 3);
+}
+
+TEST(local_dim_size, sequence_splits_over_cp_and_over_tp_outside_tp_regions_with_sp) {
+  // cp only.
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1024, 1, 4), false), 256);
+  // tp without sp: s stays whole everywhere.
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1024, 4, 1, false), false), 1024);
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1024, 4, 1, false), true), 1024);
+  // sp: outside tp regions s / (cp * tp), inside s / cp.
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1024, 4, 2, true), false), 1024 / 8);
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1024, 4, 2, true), true), 1024 / 2);
+  // Rounds up: ceil(1000 / 3) = 334, ceil(1000 / 6) = 167.
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1000, 1, 3), false), 334);
+  EXPECT_EQ(local_dim_size({'s', 0}, context(1, 1000, 2, 3, true), false), 167);
+}
+
+TEST(local_dim_size, tp_dims_split_with_ceil_others_whole) {
+  const ShardContext ctx = context(1, 1024, 3);
+  EXPECT_EQ(local_dim_size({'a', 12}, ctx, true), 4);
+  EXPECT_EQ(local_dim_size({'k', 2}, ctx, true), 1);     // ceil(2 / 3): kv heads replicated
+  EXPECT_EQ(local_dim_size({'f', 128}, ctx, true), 43);  // ceil(128 / 3)
+  EXPECT_EQ(local_dim_size({'v', 256}, ctx, true), 86);  // ceil(256 / 3): padded vocab
+  EXPECT_EQ(local_dim_size({'v', 256}, context(1, 8, 2), true), 128);
+  EXPECT_EQ(local_dim_size({'h', 64}, ctx, true), 64);
+  EXPECT_EQ(local_dim_size({'d', 16}, ctx, true), 16);
+  EXPECT_TRUE(is_tp_dim('a') && is_tp_dim('k') && is_tp_dim('f') && is_tp_dim('v'));
+  EXPECT_FALSE(is_tp_dim('h') || is_tp_dim('d') || is_tp_dim('s') || is_tp_dim('b') || is_tp_dim('e'));
+}
+
+TEST(local_elements, region_decided_by_tensor) {
+  const ShardContext ctx = context(2, 1024, 2, 1, true);
+  // [b, s, h] is outside tp regions: s / tp.
+  EXPECT_EQ(local_elements(tensor("x", "bsh"), ctx), 2 * 512 * 64);
+  // [b, s, f] is inside: f / tp, s whole.
+  EXPECT_EQ(local_elements(tensor("g", "bsf"), ctx), 2 * 1024 * 64);
+}
+
+// ---- saved activations of the tiny layer ----
+//
+// Tensors kept for backward (recompute none), bf16 unless noted:
+//   x        norm input                       [b, s, h]
+//   attn_in  q/k/v input (once), norm output  [b, s, h]      dropped by selective
+//   q_rot    attention q                      [b, s, a, d]
+//   k_rot    attention k                      [b, s, k, d]
+//   v        attention v                      [b, s, k, d]
+//   attn     attention output, o_proj input   [b, s, a, d]
+//   lse      log-sum-exp, fp32                [b, a, s]
+//   h1       mlp norm input                   [b, s, h]
+//   mlp_in   gate/up input, norm output       [b, s, h]      dropped by selective
+//   gate, up activation inputs                [b, s, f] x 2
+//   act_out  down input, activation output    [b, s, f]      dropped by selective
+// Full recompute keeps x only.
+
+struct SavedBytes {
+  int64_t none = 0, selective = 0, full = 0;
+};
+
+// `s_out` is the local s of tensors outside tp regions, `s_in` inside; a, k, f already divided.
+SavedBytes hand_saved(int64_t b, int64_t s_out, int64_t s_in, int64_t a, int64_t k, int64_t f) {
+  const int64_t x = b * s_out * H * 2;
+  const int64_t attn_in = b * s_out * H * 2;
+  const int64_t q_rot = b * s_in * a * D * 2;
+  const int64_t k_rot = b * s_in * k * D * 2;
+  const int64_t v = b * s_in * k * D * 2;
+  const int64_t attn = b * s_in * a * D * 2;
+  const int64_t lse = b * a * s_in * 4;
+  const int64_t h1 = b * s_out * H * 2;
+  const int64_t mlp_in = b * s_out * H * 2;
+  const int64_t gate = b * s_in * f * 2, up = b * s_in * f * 2, act_out = b * s_in * f * 2;
+  SavedBytes out;
+  out.none = x + attn_in + q_rot + k_rot + v + attn + lse + h1 + mlp_in + gate + up + act_out;
+  out.selective = out.none - attn_in - mlp_in - act_out;
+  out.full = x;
+  return out;
+}
+
+TEST(block_cost, saved_bytes_tp1_cp1) {
+  const int64_t b = 2, s = 1024;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round_cluster(), round_params());
+  const SavedBytes correct = hand_saved(b, s, s, A, K, F);
+  // Per token: 2 * (4 h + 2 a d + 2 k d + 3 f) + 4 a = 2 * 832 + 16 = 1680 bytes.
+  EXPECT_EQ(correct.none, b * s * 1680);
+  EXPECT_EQ(correct.selective, b * s * (1680 - 2 * (64 + 64 + 128)));
+  EXPECT_EQ(cost.saved_bytes_none, correct.none);
+  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
+  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+  EXPECT_EQ(cost.saved_bytes_full, b * s * H * 2);
+}
+
+TEST(block_cost, saved_bytes_tp2_sequence_parallel) {
+  const int64_t b = 2, s = 1024;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round_cluster(), round_params());
+  // Outside tp regions s / 2, inside a, k, f / 2: every tensor halves.
+  const SavedBytes correct = hand_saved(b, s / 2, s, A / 2, K / 2, F / 2);
+  EXPECT_EQ(correct.none, b * s * 1680 / 2);
+  EXPECT_EQ(cost.saved_bytes_none, correct.none);
+  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
+  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+}
+
+TEST(block_cost, saved_bytes_tp2_without_sequence_parallel) {
+  const int64_t b = 2, s = 1024;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round_cluster(), round_params());
+  // x, attn_in, h1, mlp_in replicated in full; the rest halves.
+  const SavedBytes correct = hand_saved(b, s, s, A / 2, K / 2, F / 2);
+  EXPECT_EQ(correct.none, b * s * (2 * (4 * 64 + 32 + 16 + 16 + 32 + 3 * 64) + 4 * 2));
+  EXPECT_EQ(cost.saved_bytes_none, correct.none);
+  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
+  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+}
+
+TEST(block_cost, saved_bytes_cp2) {
+  const int64_t b = 1, s = 2048;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round_cluster(), round_params());
+  const SavedBytes correct = hand_saved(b, s / 2, s / 2, A, K, F);
+  EXPECT_EQ(correct.none, b * s * 1680 / 2);
+  EXPECT_EQ(cost.saved_bytes_none, correct.none);
+  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
+  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+}
+
+TEST(block_cost, largest_tensor_and_logits_bytes) {
+  const int64_t b = 2, s = 512;
+  const BlockCost layer = block_cost(tiny_layer(), context(b, s), round_cluster(), round_params());
+  EXPECT_EQ(layer.largest_tensor_bytes, b * s * F * 2);  // gate / up / act_out
+  EXPECT_EQ(layer.logits_bytes, 0);
+  const BlockCost head = block_cost(tiny_head(), context(b, s), round_cluster(), round_params());
+  EXPECT_EQ(head.largest_tensor_bytes, b * s * V * 2);
+  EXPECT_EQ(head.logits_bytes, b * s * V * (2 + 4 + 4));
+  // Under tp = 2 the vocab splits.
+  const BlockCost head_tp = block_cost(tiny_head(), context(b, s, 2, 1, true), round_cluster(), round_params());
+  EXPECT_EQ(head_tp.logits_bytes, b * s * (V / 2) * 10);
+  // Head keeps the norm input and the lm_head input.
+  EXPECT_EQ(head.saved_bytes_none, 2 * b * s * H * 2);
+  const BlockCost embed = block_cost(tiny_embed(), context(b, s), round_cluster(), round_params());
+  EXPECT_EQ(embed.saved_bytes_none, 0);
+}
+
+// ---- compute time ----
+
+TEST(block_cost, single_contraction_time) {
+  const int64_t b = 2, s = 1024;
+  CostParams params = round_params();
+  BlockCost cost = block_cost(single_contraction(), context(b, s), round_cluster(), params);
+  const double fwd = 2.0 * b * s * H * F / (kPeak * kGemmEff);
+  expect_near_rel(cost.fwd_compute_s, fwd);
+  expect_near_rel(cost.bwd_compute_s, 2 * fwd);  // dA and dB, same FLOPs each
+  // One launch floor per kernel: one forward, two backward.
+  params.kernel_floor_s = 3e-6;
+  cost = block_cost(single_contraction(), context(b, s), round_cluster(), params);
+  expect_near_rel(cost.fwd_compute_s, fwd + 3e-6);
+  expect_near_rel(cost.bwd_compute_s, 2 * fwd + 6e-6);
+  // tp = 2 halves f: half the FLOPs.
+  params.kernel_floor_s = 0;
+  cost = block_cost(single_contraction(), context(b, s, 2), round_cluster(), params);
+  expect_near_rel(cost.fwd_compute_s, fwd / 2);
+  // Model FLOPs: 6 * weight elements * tokens, whatever the sharding.
+  EXPECT_DOUBLE_EQ(cost.model_flops, 6.0 * H * F * b * s);
+}
+
+TEST(block_cost, gemv_like_contraction_is_memory_bound) {
+  // f = 4 < 16: roofline max(FLOPs / (peak * max eff), bytes / hbm) with bytes = A + B + C in bf16.
+  const int64_t b = 1, s = 4096, f = 4;
+  const BlockCost cost = block_cost(single_contraction(f), context(b, s), round_cluster(), round_params());
+  const double flops = 2.0 * b * s * H * f;
+  const double fwd_bytes = double((b * s * H + H * f + b * s * f) * 2);
+  const double fwd = std::max(flops / (kPeak * kGemmEff), fwd_bytes / kHbm);
+  EXPECT_GT(fwd_bytes / kHbm, flops / (kPeak * kGemmEff));
+  expect_near_rel(cost.fwd_compute_s, fwd);
+  // Backward: dA (m x f) . (f x h) and dB (h x m) . (m x f) move the same three matrices.
+  expect_near_rel(cost.bwd_compute_s, 2 * fwd);
+}
+
+// Forward and backward of the tiny layer, kernel by kernel (tp = cp = 1).
+struct HandTimes {
+  double fwd = 0, bwd = 0, selective = 0, attn_fwd = 0, attn_bwd = 0;
+};
+
+HandTimes hand_layer_times(int64_t b, int64_t s) {
+  const double T = double(b * s), gemm = kPeak * kGemmEff;
+  auto mem = [](double bytes) { return bytes / kHbm; };
+  const double x_bytes = T * H * 2, f_bytes = T * F * 2;
+  const double norm_f = mem(2 * x_bytes), norm_b = mem(3 * x_bytes);
+  const double q_f = 2 * T * H * A * D / gemm, kv_f = 2 * T * H * K * D / gemm, o_f = 2 * T * A * D * H / gemm;
+  const double rope_q = mem(2 * T * A * D * 2), rope_k = mem(2 * T * K * D * 2);
+  const double attn_flops = 2.0 * b * s * s * A * (D + D) * 0.5;  // causal
+  const double attn_f = attn_flops / (kPeak * 0.5), attn_b = 2.5 * attn_flops / (kPeak * 0.25);
+  const double res_f = mem(3 * x_bytes), res_b = mem(2 * x_bytes);
+  const double gate_f = 2 * T * H * F / gemm, down_f = 2 * T * F * H / gemm;
+  const double act_f = mem(2 * f_bytes + f_bytes), act_b = mem(4 * f_bytes + f_bytes);
+  HandTimes t;
+  t.fwd = norm_f + q_f + 2 * kv_f + rope_q + rope_k + attn_f + o_f + res_f + norm_f + 2 * gate_f + act_f + down_f +
+          res_f;
+  t.bwd = norm_b + 2 * (q_f + 2 * kv_f) + rope_q + rope_k + attn_b + 2 * o_f + res_b + norm_b + 2 * 2 * gate_f +
+          act_b + 2 * down_f + res_b;
+  t.selective = 2 * norm_f + act_f;
+  t.attn_fwd = attn_f;
+  t.attn_bwd = attn_b;
+  return t;
+}
+
+TEST(block_cost, tiny_layer_fwd_bwd_time) {
+  const int64_t b = 2, s = 1024;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round_cluster(), round_params());
+  const HandTimes correct = hand_layer_times(b, s);
+  expect_near_rel(cost.fwd_compute_s, correct.fwd);
+  expect_near_rel(cost.bwd_compute_s, correct.bwd);
+  expect_near_rel(cost.selective_recompute_s, correct.selective);
+  expect_near_rel(cost.attention_fwd_s, correct.attn_fwd);
+  expect_near_rel(cost.attention_bwd_s, correct.attn_bwd);
+}
+
+TEST(block_cost, embed_and_head_time) {
+  const int64_t b = 2, s = 1024;
+  const double T = double(b * s);
+  const BlockCost embed = block_cost(tiny_embed(), context(b, s), round_cluster(), round_params());
+  // Lookup: read rows + write output; backward: read grad + scatter-add (read+write).
+  expect_near_rel(embed.fwd_compute_s, 2 * T * H * 2 / kHbm);
+  expect_near_rel(embed.bwd_compute_s, 3 * T * H * 2 / kHbm);
+  const BlockCost head = block_cost(tiny_head(), context(b, s), round_cluster(), round_params());
+  const double norm_f = 2 * T * H * 2 / kHbm, norm_b = 3 * T * H * 2 / kHbm;
+  const double lm = 2 * T * H * V / (kPeak * kGemmEff);
+  const double loss = T * V * 10 / kHbm;  // bf16 logits + fp32 upcast + fp32 grad
+  expect_near_rel(head.fwd_compute_s, norm_f + lm + loss);
+  expect_near_rel(head.bwd_compute_s, norm_b + 2 * lm + loss);
+}
+
+TEST(block_cost, attention_time_under_cp) {
+  // cp = 2: each rank holds s / 2 queries against all s keys, half of them masked.
+  const int64_t b = 1, s = 2048;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round_cluster(), round_params());
+  const double local_flops = 2.0 * b * (s / 2) * s * A * (D + D) * 0.5;
+  expect_near_rel(cost.attention_fwd_s, local_flops / (kPeak * 0.5));
+  expect_near_rel(cost.attention_bwd_s, 2.5 * local_flops / (kPeak * 0.25));
+}
+
+// ---- collectives ----
+
+using Axis = BlockCollective::Axis;
+constexpr auto AR = CollectiveKind::all_reduce;
+constexpr auto AG = CollectiveKind::all_gather;
+constexpr auto RS = CollectiveKind::reduce_scatter;
+
+TEST(block_cost, tp_collectives_without_sequence_parallel) {
+  const int64_t b = 2, s = 1024;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round_cluster(), round_params());
+  const int64_t full = b * s * H * 2;  // one [b, s, h] bf16 activation
+  // Row-parallel o_proj and down_proj all-reduce their outputs in forward.
+  const std::vector<BlockCollective> fwd{{Axis::tp, AR, full}, {Axis::tp, AR, full}};
+  // Column-parallel q/k/v share one input all-reduce in backward; gate/up share another.
+  const std::vector<BlockCollective> bwd{{Axis::tp, AR, full}, {Axis::tp, AR, full}};
+  EXPECT_EQ(cost.fwd_collectives, fwd);
+  EXPECT_EQ(cost.bwd_collectives, bwd);
+}
+
+TEST(block_cost, tp_collectives_with_sequence_parallel) {
+  const int64_t b = 2, s = 1024;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round_cluster(), round_params());
+  const int64_t full = b * s * H * 2;  // gathered / pre-scatter size, as nccl-tests counts
+  // Forward: all-gather before q/k/v, reduce-scatter after o, the same around the MLP.
+  const std::vector<BlockCollective> fwd{
+      {Axis::tp, AG, full}, {Axis::tp, RS, full}, {Axis::tp, AG, full}, {Axis::tp, RS, full}};
+  // Backward, in op order: q/k/v re-gather their saved input shard and reduce-scatter its grad; o
+  // all-gathers its output grad; the same for gate/up and down.
+  const std::vector<BlockCollective> bwd{{Axis::tp, AG, full}, {Axis::tp, RS, full}, {Axis::tp, AG, full},
+                                         {Axis::tp, AG, full}, {Axis::tp, RS, full}, {Axis::tp, AG, full}};
+  EXPECT_EQ(cost.fwd_collectives, fwd);
+  EXPECT_EQ(cost.bwd_collectives, bwd);
+}
+
+TEST(block_cost, tp_collectives_of_embed_and_head) {
+  const int64_t b = 2, s = 1024;
+  const int64_t full = b * s * H * 2;
+  const BlockCost embed = block_cost(tiny_embed(), context(b, s, 2), round_cluster(), round_params());
+  // Vocab-parallel lookup: partial rows all-reduced.
+  EXPECT_EQ(embed.fwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full}}));
+  EXPECT_TRUE(embed.bwd_collectives.empty());
+  const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round_cluster(), round_params());
+  // Vocab-parallel cross-entropy: max, sum-exp and target logit, fp32 per token.
+  const int64_t per_token = b * s * 4;
+  EXPECT_EQ(head.fwd_collectives, (std::vector<BlockCollective>{
+                                      {Axis::tp, AR, per_token}, {Axis::tp, AR, per_token}, {Axis::tp, AR, per_token}}));
+  // Column-parallel lm_head: input gradient all-reduced.
+  EXPECT_EQ(head.bwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full}}));
+}
+
+TEST(block_cost, cp_collectives_gather_k_and_v) {
+  const int64_t b = 1, s = 2048, cp = 2;
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, cp), round_cluster(), round_params());
+  const int64_t k_local = b * (s / cp) * K * D * 2, v_local = b * (s / cp) * K * D * 2;
+  const int64_t gathered = (k_local + v_local) * cp;
+  EXPECT_EQ(cost.fwd_collectives, (std::vector<BlockCollective>{{Axis::cp, AG, gathered}}));
+  EXPECT_EQ(cost.bwd_collectives, (std::vector<BlockCollective>{{Axis::cp, AG, gathered}, {Axis::cp, RS, gathered}}));
+}
+
+TEST(block_cost, no_collectives_without_tp_or_cp) {
+  const BlockCost cost = block_cost(tiny_layer(), context(2, 1024), round_cluster(), round_params());
+  EXPECT_TRUE(cost.fwd_collectives.empty());
+  EXPECT_TRUE(cost.bwd_collectives.empty());
+}
+
+// ---- parameters and model FLOPs ----
+
+TEST(block_cost, param_elements) {
+  const int64_t total = H + H * A * D + 2 * H * K * D + A * D * H + H + 3 * H * F;
+  EXPECT_EQ(total, 36992);
+  const BlockCost tp1 = block_cost(tiny_layer(), context(1, 128), round_cluster(), round_params());
+  EXPECT_EQ(tp1.param_elements_total, total);
+  EXPECT_EQ(tp1.param_elements_local, total);
+  const BlockCost tp2 = block_cost(tiny_layer(), context(1, 128, 2), round_cluster(), round_params());
+  const int64_t local = H + H * (A / 2) * D + 2 * H * (K / 2) * D + (A / 2) * D * H + H + 3 * H * (F / 2);
+  EXPECT_EQ(tp2.param_elements_local, local);
+  EXPECT_EQ(tp2.param_elements_total, total);
+  // tp = 4: k = 2 heads round up to 1 per rank (replicated).
+  const BlockCost tp4 = block_cost(tiny_layer(), context(1, 128, 4), round_cluster(), round_params());
+  EXPECT_EQ(tp4.param_elements_local, H + H * 1 * D + 2 * H * 1 * D + 1 * D * H + H + 3 * H * (F / 4));
+  // Vocab rounds up: ceil(256 / 3) = 86 rows per rank.
+  const BlockCost embed = block_cost(tiny_embed(), context(1, 128, 3), round_cluster(), round_params());
+  EXPECT_EQ(embed.param_elements_local, 86 * H);
+  EXPECT_EQ(embed.param_elements_total, V * H);
+}
+
+TEST(block_cost, model_flops) {
+  const int64_t b = 2, s = 1024;
+  const double tokens = double(b * s);
+  const double matmul_params = double(H * A * D + 2 * H * K * D + A * D * H + 3 * H * F);
+  const double attention = 3.0 * 2.0 * b * s * s / 2.0 * A * (D + D);  // causal, fwd + 2x bwd
+  const double correct = 6.0 * matmul_params * tokens + attention;
+  for (auto [tp, cp, sp] : {std::tuple{1, 1, false}, std::tuple{2, 1, true}, std::tuple{1, 2, false}}) {
+    const BlockCost cost = block_cost(tiny_layer(), context(b, s, tp, cp, sp), round_cluster(), round_params());
+    expect_near_rel(cost.model_flops, correct);
+  }
+  const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round_cluster(), round_params());
+  expect_near_rel(head.model_flops, 6.0 * H * V * tokens);
+  EXPECT_EQ(block_cost(tiny_embed(), context(b, s), round_cluster(), round_params()).model_flops, 0.0);
+}
+
+}  // namespace
+}  // namespace mgt::cost

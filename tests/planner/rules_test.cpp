@@ -1,0 +1,271 @@
+// Tests for the planning rules (planner/src/rules.cpp): model_facts, and every rejection in
+// first_broken_rule with its exact message, on hand-built plans.
+#include "mgt/planner/rules.hpp"
+
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/model_loader.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using mgt::cost::TrainingSettings;
+using mgt::ir::Plan;
+using mgt::plan::first_broken_rule;
+using mgt::plan::model_facts;
+using mgt::plan::ModelFacts;
+using mgt::plan::RuleOptions;
+
+std::string example(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/examples/models/" + name; }
+
+const mgt::ir::Graph& llama8b() {
+  static const mgt::ir::Graph graph = mgt::ir::load_model(example("Llama-3.1-8B.json"));
+  return graph;
+}
+
+const ModelFacts& llama8b_facts() {
+  static const ModelFacts facts = model_facts(llama8b());
+  return facts;
+}
+
+mgt::ir::ClusterSpec h100() { return mgt::ir::cluster_preset("h100-sxm"); }
+
+Plan make_plan(int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp, int64_t micro_batch = 1) {
+  Plan p;
+  p.dp_replicate = dp_replicate;
+  p.dp_shard = dp_shard;
+  p.cp = cp;
+  p.tp = tp;
+  p.micro_batch = micro_batch;
+  return p;
+}
+
+TrainingSettings settings(int64_t seq_len = 8192, int64_t global_batch_seqs = 512) {
+  TrainingSettings s;
+  s.seq_len = seq_len;
+  s.global_batch_tokens = seq_len * global_batch_seqs;
+  return s;
+}
+
+RuleOptions options(int64_t gpus, bool cross_node_tp = false) {
+  RuleOptions o;
+  o.num_gpus = gpus;
+  o.allow_cross_node_tp = cross_node_tp;
+  return o;
+}
+
+std::string broken(const Plan& plan, const ModelFacts& facts, const mgt::ir::ClusterSpec& cluster,
+                   const TrainingSettings& s, const RuleOptions& o) {
+  const auto r = first_broken_rule(plan, facts, cluster, s, o);
+  return r ? *r : std::string("<none>");
+}
+
+// ---- model_facts ---------------------------------------------------------------------------------
+
+TEST(ModelFacts, Llama8BListsHeadsKvHeadsAndFfn) {
+  const ModelFacts& facts = llama8b_facts();
+  EXPECT_TRUE(facts.has_attention);
+  const auto has = [&](const std::string& field, int64_t size) {
+    return std::find(facts.tp_divisible.begin(), facts.tp_divisible.end(), std::make_pair(field, size)) !=
+           facts.tp_divisible.end();
+  };
+  EXPECT_TRUE(has("num_key_value_heads", 8));
+  EXPECT_TRUE(has("num_attention_heads", 32));
+  EXPECT_TRUE(has("intermediate_size", 14336));
+  // The vocabulary is padded to a multiple of tp, so it is not a divisibility fact.
+  for (const auto& [field, size] : facts.tp_divisible) {
+    EXPECT_NE(size, 128256) << field;
+    EXPECT_FALSE(field.empty());
+  }
+  // Each (field, size) appears once although every layer copy and tensor repeats it.
+  auto sorted = facts.tp_divisible;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+}
+
+TEST(ModelFacts, MlpGraphHasNoAttention) {
+  const ModelFacts facts = model_facts(mgt::ir::load_model(example("mlp.graph.json")));
+  EXPECT_FALSE(facts.has_attention);
+  ASSERT_FALSE(facts.tp_divisible.empty());
+  bool has_ffn = false;
+  for (const auto& [field, size] : facts.tp_divisible)
+    if (size == 4096) has_ffn = true;
+  EXPECT_TRUE(has_ffn) << "the 4096-wide f dim splits over tp";
+}
+
+TEST(ModelFacts, MixtralListsKvHeads) {
+  const ModelFacts facts = model_facts(mgt::ir::load_model(example("Mixtral-8x7B.json")));
+  EXPECT_TRUE(facts.has_attention);
+  EXPECT_NE(std::find(facts.tp_divisible.begin(), facts.tp_divisible.end(),
+                      std::make_pair(std::string("num_key_value_heads"), int64_t(8))),
+            facts.tp_divisible.end());
+}
+
+// ---- first_broken_rule: valid plans -----------------------------------------------------------------
+
+TEST(FirstBrokenRule, ValidPlansPass) {
+  const auto c = h100();
+  const auto s = settings();
+  EXPECT_EQ(broken(make_plan(1, 8, 1, 1), llama8b_facts(), c, s, options(8)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 4, 1, 2), llama8b_facts(), c, s, options(8)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 8), llama8b_facts(), c, s, options(8)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 2, 4, 1), llama8b_facts(), c, s, options(8)), "<none>");
+  EXPECT_EQ(broken(make_plan(2, 2, 1, 2), llama8b_facts(), c, s, options(8)), "<none>") << "HSDP + tp is fine";
+  EXPECT_EQ(broken(make_plan(8, 1, 1, 1), llama8b_facts(), c, s, options(8)), "<none>") << "pure DDP is fine";
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 1, 16), llama8b_facts(), c, s, options(1)), "<none>");
+  EXPECT_EQ(broken(make_plan(2, 8, 1, 1, 16), llama8b_facts(), c, s, options(16)), "<none>");
+}
+
+// ---- product ---------------------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, ProductMustEqualGpus) {
+  const auto c = h100();
+  const auto s = settings();
+  EXPECT_EQ(broken(make_plan(1, 3, 1, 1), llama8b_facts(), c, s, options(8)),
+            "dp_replicate*dp_shard*cp*tp*pp=3 must equal --gpus 8");
+  EXPECT_EQ(broken(make_plan(2, 4, 2, 1), llama8b_facts(), c, s, options(8)),
+            "dp_replicate*dp_shard*cp*tp*pp=16 must equal --gpus 8");
+  Plan with_pp = make_plan(1, 4, 1, 1);
+  with_pp.pp = 2;
+  EXPECT_EQ(broken(with_pp, llama8b_facts(), c, s, options(4)), "dp_replicate*dp_shard*cp*tp*pp=8 must equal --gpus 4");
+  // The product is checked first: this plan also breaks the kv-heads rule.
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 16), llama8b_facts(), c, s, options(8)),
+            "dp_replicate*dp_shard*cp*tp*pp=16 must equal --gpus 8");
+}
+
+// ---- tp divisibility -------------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, TpMustDivideKvHeads) {
+  const auto s = settings();
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 16), llama8b_facts(), h100(), s, options(16)),
+            "tp=16 must divide num_key_value_heads=8");
+  // Even when tp may cross nodes.
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 16), llama8b_facts(), h100(), s, options(16, true)),
+            "tp=16 must divide num_key_value_heads=8");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 16), llama8b_facts(), h100(), s, options(32)),
+            "tp=16 must divide num_key_value_heads=8");
+}
+
+TEST(FirstBrokenRule, TpMustDivideEveryFactInOrder) {
+  ModelFacts facts;
+  facts.has_attention = true;
+  facts.tp_divisible = {{"num_attention_heads", 12}, {"num_key_value_heads", 4}, {"intermediate_size", 3072}};
+  const auto s = settings();
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 8), facts, h100(), s, options(8)), "tp=8 must divide num_attention_heads=12");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 3), facts, h100(), s, options(6)), "tp=3 must divide num_key_value_heads=4");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 4), facts, h100(), s, options(8)), "<none>");
+}
+
+// ---- tp within the NVLink domain / node ------------------------------------------------------------
+
+TEST(FirstBrokenRule, TpBeyondNvlinkDomainNeedsTheFlag) {
+  ModelFacts facts;
+  facts.has_attention = true;
+  facts.tp_divisible = {{"num_attention_heads", 64}, {"num_key_value_heads", 16}};
+  const auto s = settings();
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 16), facts, h100(), s, options(16)),
+            "tp=16 exceeds one 8-GPU NVLink domain (pass --allow-cross-node-tp to allow)");
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 16), facts, h100(), s, options(16, true)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 8), facts, h100(), s, options(16)), "<none>");
+}
+
+TEST(FirstBrokenRule, TpBeyondPcieNodeNeedsTheFlag) {
+  // No NVLink (nvlink_domain_gpus 1): the node is the tp domain and the message says "node".
+  auto cluster = h100();
+  cluster.nvlink_domain_gpus = 1;
+  cluster.gpus_per_node = 4;
+  const auto s = settings();
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 8), llama8b_facts(), cluster, s, options(8)),
+            "tp=8 exceeds one 4-GPU node (pass --allow-cross-node-tp to allow)");
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 8), llama8b_facts(), cluster, s, options(8, true)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 4), llama8b_facts(), cluster, s, options(8)), "<none>");
+}
+
+TEST(FirstBrokenRule, TpMustTileTheDomain) {
+  // tp=3 fits in 8 GPUs by count but 3 groups do not tile an 8-GPU domain.
+  ModelFacts facts;
+  facts.has_attention = true;
+  facts.tp_divisible = {{"num_attention_heads", 24}};
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 3), facts, h100(), settings(8184), options(6)),
+            "tp=3 must divide the 8-GPU NVLink domain so no tp group straddles two (pass --allow-cross-node-tp to "
+            "allow)");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 3), facts, h100(), settings(8184), options(6, true)), "<none>");
+}
+
+TEST(FirstBrokenRule, Gb200Nvl72AllowsTpAcrossTrays) {
+  const auto cluster = mgt::ir::cluster_preset("gb200-nvl72");
+  ASSERT_GT(cluster.nvlink_domain_gpus, cluster.gpus_per_node);
+  ModelFacts facts;
+  facts.has_attention = true;
+  facts.tp_divisible = {{"num_attention_heads", 64}};
+  const int64_t tp = cluster.gpus_per_node * 2;
+  if (cluster.nvlink_domain_gpus % tp != 0) GTEST_SKIP() << "domain " << cluster.nvlink_domain_gpus;
+  EXPECT_EQ(broken(make_plan(1, 1, 1, tp), facts, cluster, settings(), options(tp)), "<none>");
+}
+
+// ---- cp needs attention ----------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, CpNeedsAttention) {
+  const ModelFacts facts = model_facts(mgt::ir::load_model(example("mlp.graph.json")));
+  ASSERT_FALSE(facts.has_attention);
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 1), facts, h100(), settings(), options(2)),
+            "cp=2 needs attention layers to split the sequence");
+  EXPECT_EQ(broken(make_plan(1, 2, 4, 1), facts, h100(), settings(), options(8)),
+            "cp=4 needs attention layers to split the sequence");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 1), facts, h100(), settings(), options(2)), "<none>");
+  // The same plan is fine on a model with attention.
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 1), llama8b_facts(), h100(), settings(), options(2)), "<none>");
+}
+
+// ---- seq_len divisibility --------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, SeqLenDivisibleBy2CpTp) {
+  // Without cp, sequence parallelism alone needs seq_len divisible by tp.
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 2), llama8b_facts(), h100(), settings(4098), options(4)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 4), llama8b_facts(), h100(), settings(4098), options(4)),
+            "seq_len=4098 must be divisible by tp=4 (sequence parallel splits it over tp)");
+  EXPECT_EQ(broken(make_plan(1, 2, 2, 1), llama8b_facts(), h100(), settings(4098), options(4)),
+            "seq_len=4098 must be divisible by 2*cp*tp=4");
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 4), llama8b_facts(), h100(), settings(4104), options(8)),
+            "seq_len=4104 must be divisible by 2*cp*tp=16");
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 4), llama8b_facts(), h100(), settings(4096), options(8)), "<none>");
+  // Without tp or cp the sequence is not split: any length is fine.
+  EXPECT_EQ(broken(make_plan(1, 4, 1, 1), llama8b_facts(), h100(), settings(4099), options(4)), "<none>");
+}
+
+// ---- the Accelerate rule ---------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, AccelerateForbidsPureReplicationWithTpOrCp) {
+  const std::string msg = "dp_replicate>1 with dp_shard=1 cannot combine with tp or cp (Accelerate rule; use dp_shard)";
+  EXPECT_EQ(broken(make_plan(2, 1, 1, 4), llama8b_facts(), h100(), settings(), options(8)), msg);
+  EXPECT_EQ(broken(make_plan(4, 1, 2, 1), llama8b_facts(), h100(), settings(), options(8)), msg);
+  EXPECT_EQ(broken(make_plan(2, 1, 2, 2), llama8b_facts(), h100(), settings(), options(8)), msg);
+  EXPECT_EQ(broken(make_plan(2, 2, 1, 2), llama8b_facts(), h100(), settings(), options(8)), "<none>");
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 4), llama8b_facts(), h100(), settings(), options(8)), "<none>");
+}
+
+// ---- the global batch ------------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, GlobalBatchSmallerThanReplicasTimesMicroBatch) {
+  EXPECT_EQ(broken(make_plan(1, 8, 1, 1), llama8b_facts(), h100(), settings(8192, 4), options(8)),
+            "global batch of 4 sequences is smaller than dp_replicate*dp_shard*micro_batch=8");
+  EXPECT_EQ(broken(make_plan(2, 2, 1, 2, 4), llama8b_facts(), h100(), settings(8192, 8), options(8)),
+            "global batch of 8 sequences is smaller than dp_replicate*dp_shard*micro_batch=16");
+  EXPECT_EQ(broken(make_plan(1, 1, 1, 8), llama8b_facts(), h100(), settings(8192, 1), options(8)), "<none>");
+}
+
+TEST(FirstBrokenRule, GlobalBatchNotDivisible) {
+  EXPECT_EQ(broken(make_plan(1, 8, 1, 1), llama8b_facts(), h100(), settings(8192, 12), options(8)),
+            "global batch of 12 sequences does not divide by dp_replicate*dp_shard*micro_batch=8");
+  EXPECT_EQ(broken(make_plan(1, 2, 1, 4, 4), llama8b_facts(), h100(), settings(8192, 12), options(8)),
+            "global batch of 12 sequences does not divide by dp_replicate*dp_shard*micro_batch=8");
+  EXPECT_EQ(broken(make_plan(1, 4, 1, 2, 3), llama8b_facts(), h100(), settings(8192, 12), options(8)), "<none>");
+}
+
+}  // namespace

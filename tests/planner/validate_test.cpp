@@ -1,0 +1,361 @@
+// Tests for `mgt-plan validate` (planner/src/validate.cpp): synthetic validation documents turned
+// into Graph / ClusterSpec / Plan / TrainingSettings field by field, the FLOP conventions against
+// hand formulas, error and percentile arithmetic, skips with reasons, malformed documents, and every
+// file in examples/validation loading. No calibration bounds here (the calibration test does that).
+#include "mgt/planner/validate.hpp"
+
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/ir/error.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+using mgt::plan::FlopConvention;
+using mgt::plan::MetricKind;
+using mgt::plan::ValidationResult;
+using mgt::plan::ValidationSource;
+
+json h100_block() {
+  return json::parse(R"({
+    "gpu": "H100-SXM5-80GB", "peak_dense_tflops": {"bf16": 989, "fp16": 989, "fp8": 1979, "tf32": 495},
+    "hbm_gb": 80, "hbm_bw_TBps": 3.35, "nvlink_bw_GBps_per_gpu_bidir": 900, "gpus_per_node": 8,
+    "nvlink_domain_gpus": 8, "nics_per_node": 8, "nic_gbps": 400})");
+}
+
+/// A Llama-like dense row (8B-style, 2 layers to stay small) with an iteration time.
+json llama_row() {
+  return json::parse(R"({
+    "id": "llama_row", "system": "h100",
+    "model": {"name": "Llama-mini", "type": "dense", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+              "num_kv_heads": 8, "head_dim": 128, "ffn_hidden_size": 14336, "vocab_size": 128256, "seq_length": 8192,
+              "activation": "swiglu", "normalization": "rmsnorm", "tied_embeddings": false, "params_B": 1.0},
+    "training": {"global_batch_size_seqs": 64, "micro_batch_size": 2, "seq_length": 4096},
+    "parallel": {"num_gpus": 16, "dp": 8, "tp": 2, "pp": 1, "vpp": null, "cp": 1, "ep": 1,
+                 "sequence_parallel": true, "zero_stage": 3, "fsdp": true},
+    "recompute": "selective", "precision": "bf16",
+    "measured": {"iteration_time_s": 2.5}})");
+}
+
+/// A Megatron-GPT-like row (plain GeLU MLP, LayerNorm).
+json gpt_row() {
+  return json::parse(R"({
+    "id": "gpt_row", "system": "h100",
+    "model": {"name": "GPT-mini", "type": "dense", "num_layers": 4, "hidden_size": 2048, "num_attention_heads": 16,
+              "num_kv_heads": 16, "head_dim": 128, "ffn_hidden_size": 8192, "vocab_size": 51200, "seq_length": 2048,
+              "activation": "gelu", "normalization": "layernorm", "tied_embeddings": false, "params_B": 0.33},
+    "training": {"global_batch_size_seqs": 32, "micro_batch_size": 1, "seq_length": 2048},
+    "parallel": {"num_gpus": 8, "dp": 8, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero_stage": 0, "fsdp": false},
+    "recompute": "full", "precision": "fp16 mixed",
+    "measured": {}})");
+}
+
+ValidationSource source_with(const std::vector<json>& rows, const std::string& notes = "",
+                             const json& block = h100_block()) {
+  json doc = {{"source", "synthetic"}, {"source_notes", notes}, {"hardware", {{"h100", block}}}, {"rows", rows}};
+  return mgt::plan::validation_source_from_json(doc, "synthetic.json");
+}
+
+bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)); }
+
+TEST(Validation, LlamaRowBuildsGraphClusterPlanAndSettings) {
+  const ValidationSource src = source_with({llama_row()});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  // Model: gated MLP -> llama family, sizes from the row.
+  EXPECT_EQ(s.shape.family, "llama");
+  EXPECT_EQ(s.shape.layers, 2);
+  EXPECT_EQ(s.shape.kv_heads, 8);
+  EXPECT_EQ(s.shape.head_dim, 128);
+  EXPECT_EQ(s.shape.ffn, 14336);
+  EXPECT_TRUE(s.shape.gated);
+  EXPECT_EQ(s.graph.info.num_layers, 2);
+  EXPECT_EQ(s.graph.info.num_kv_heads, 8);
+  EXPECT_EQ(s.graph.info.vocab_size, 128256);
+  EXPECT_EQ(s.graph.info.name, "Llama-mini");
+  const json cfg = mgt::plan::hf_config(s.shape, 4096);
+  EXPECT_EQ(cfg["model_type"], "llama");
+  EXPECT_EQ(cfg["intermediate_size"], 14336);
+  EXPECT_EQ(cfg["max_position_embeddings"], 4096);
+  // Cluster: every stated number from the hardware block.
+  EXPECT_EQ(s.cluster.name, "h100");
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.peak_bf16_flops_per_s, 989e12);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.peak_fp16_flops_per_s, 989e12);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.peak_fp8_flops_per_s, 1979e12);
+  EXPECT_EQ(s.cluster.gpu.hbm_bytes, 80ll << 30);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.hbm_bytes_per_s, 3.35e12);
+  EXPECT_DOUBLE_EQ(s.cluster.nvlink_bytes_per_s, 450e9);  // 900 bidirectional / 2
+  EXPECT_EQ(s.cluster.gpus_per_node, 8);
+  EXPECT_EQ(s.cluster.nvlink_domain_gpus, 8);
+  EXPECT_EQ(s.cluster.nics_per_node, 8);
+  EXPECT_DOUBLE_EQ(s.cluster.nic_bytes_per_s, 50e9);  // 400 Gbit/s
+  // Plan: FSDP -> dp_shard = dp, zero 3.
+  EXPECT_EQ(s.num_gpus, 16);
+  EXPECT_EQ(s.plan.dp_shard, 8);
+  EXPECT_EQ(s.plan.dp_replicate, 1);
+  EXPECT_EQ(s.plan.tp, 2);
+  EXPECT_EQ(s.plan.pp, 1);
+  EXPECT_EQ(s.plan.cp, 1);
+  EXPECT_EQ(s.plan.micro_batch, 2);
+  EXPECT_EQ(s.plan.zero_stage.value_or(-1), 3);
+  EXPECT_TRUE(s.plan.sequence_parallel.value_or(false));
+  EXPECT_EQ(s.plan.recompute, mgt::ir::Recompute::selective);
+  // Settings.
+  EXPECT_EQ(s.settings.seq_len, 4096);
+  EXPECT_EQ(s.settings.global_batch_tokens, 64 * 4096);
+  EXPECT_EQ(s.settings.compute_dtype, mgt::ir::DType::bf16);
+  EXPECT_FALSE(s.settings.fp8_linears);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 989e12);
+}
+
+TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {
+  const ValidationSource src = source_with({llama_row()});
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  const ValidationResult& r = results[0];
+  ASSERT_FALSE(r.skipped) << *r.skipped;
+  EXPECT_EQ(r.metric, "iteration_time_s");
+  EXPECT_EQ(r.kind, MetricKind::throughput);
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  const auto e = mgt::cost::Estimator(s.graph, s.cluster, s.num_gpus, s.settings).estimate(s.plan);
+  EXPECT_DOUBLE_EQ(*r.predicted, e.step_time_s);
+  EXPECT_DOUBLE_EQ(*r.measured, 2.5);
+  EXPECT_DOUBLE_EQ(*r.error, (e.step_time_s - 2.5) / 2.5);
+  ASSERT_TRUE(r.estimate.has_value());
+}
+
+TEST(Validation, ParallelMappingsAndDefaults) {
+  json row = gpt_row();
+  // ZeRO-1 (distributed optimizer) shards over dp.
+  row["parallel"]["zero_stage"] = 1;
+  auto s = mgt::plan::setup_row(source_with({row}), row);
+  EXPECT_EQ(s.plan.dp_shard, 8);
+  EXPECT_EQ(s.plan.zero_stage.value_or(-1), 1);
+  // Plain DDP replicates.
+  row["parallel"]["zero_stage"] = 0;
+  s = mgt::plan::setup_row(source_with({row}), row);
+  EXPECT_EQ(s.plan.dp_replicate, 8);
+  EXPECT_EQ(s.plan.dp_shard, 1);
+  EXPECT_EQ(s.plan.zero_stage.value_or(-1), 0);
+  EXPECT_EQ(s.plan.recompute, mgt::ir::Recompute::full);
+  EXPECT_EQ(s.settings.compute_dtype, mgt::ir::DType::f16);
+  EXPECT_EQ(s.shape.family, "gpt2");
+  // Unstated dp, micro batch and zero stage take documented defaults, listed as assumptions.
+  row["parallel"]["dp"] = nullptr;
+  row["parallel"]["zero_stage"] = nullptr;
+  row["training"]["micro_batch_size"] = nullptr;
+  row["recompute"] = "full (block, 3 layers)";
+  s = mgt::plan::setup_row(source_with({row}), row);
+  EXPECT_EQ(s.plan.dp_replicate, 8);
+  EXPECT_EQ(s.plan.micro_batch, 1);
+  EXPECT_EQ(s.plan.recompute_layers.value_or(0), 3);
+  auto has = [&](const std::string& text) {
+    for (const auto& a : s.assumptions)
+      if (a.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("parallel.dp not stated"));
+  EXPECT_TRUE(has("micro_batch_size not stated: 1"));
+  EXPECT_TRUE(has("zero_stage not stated: 0"));
+  // fp8 rows run their linears at the fp8 peak.
+  row["precision"] = "amp_fp8";
+  s = mgt::plan::setup_row(source_with({row}), row);
+  EXPECT_TRUE(s.settings.fp8_linears);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 1979e12);
+}
+
+TEST(Validation, FlopConventionsMatchHandFormulas) {
+  std::vector<std::string> assumptions;
+  const auto shape = mgt::plan::model_shape(gpt_row()["model"], assumptions);
+  const double l = 4, h = 2048, s = 2048, V = 51200;
+  using mgt::ir::Recompute;
+  // PaLM / Megatron-Core / Korthikanti model FLOPs: 72 l h^2 (1 + s/6h + V/12lh) for a GPT layer.
+  const double model = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::model, shape, 2048, Recompute::full, false), model));
+  // Korthikanti HFU with selective recompute: 72 l h^2 (1 + s/3h + V/12lh).
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::model, shape, 2048, Recompute::selective, true),
+                   72 * l * h * h * (1 + s / (3 * h) + V / (12 * l * h))));
+  // Full recompute hardware FLOPs = Megatron Eq. 3 with the 4x factor: 96 l h^2 (1 + s/6h + V/16lh).
+  const double eq3 = 96 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::model, shape, 2048, Recompute::full, true), eq3));
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::megatron_eq3, shape, 2048, Recompute::full, true), eq3));
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::megatron_eq3, shape, 2048, Recompute::none, true),
+                   72 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))));
+  // MosaicML llm-foundry: 6 N + 12 l h s with the published N; 8 N + 16 l h s for HFU with checkpointing.
+  const double N = 0.33e9;
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::mosaicml, shape, 2048, Recompute::full, false),
+                   6 * N + 12 * l * h * s));
+  EXPECT_TRUE(near(mgt::plan::flops_per_token(FlopConvention::mosaicml, shape, 2048, Recompute::full, true),
+                   8 * N + 16 * l * h * s));
+  // Convention detection.
+  EXPECT_EQ(mgt::plan::flop_convention("hardware TFLOPs incl. recompute (Megatron Eq.3 formula, 4x forward)", "", ""),
+            FlopConvention::megatron_eq3);
+  EXPECT_EQ(mgt::plan::flop_convention("", "mosaicml/llm-foundry README", ""), FlopConvention::mosaicml);
+  EXPECT_EQ(mgt::plan::flop_convention("", "pytorch/torchtitan benchmarks", ""), FlopConvention::torchtitan);
+  EXPECT_EQ(mgt::plan::flop_convention("", "Korthikanti et al.", "MFU"), FlopConvention::model);
+}
+
+TEST(Validation, MfuOnlyRowConvertedWithTheSourcesConvention) {
+  json row = gpt_row();
+  row["measured"] = {{"mfu", 0.4}};
+  const ValidationSource src = source_with({row}, "MPT models trained with mosaicml/llm-foundry");
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  const auto& r = results[0];
+  ASSERT_FALSE(r.skipped) << *r.skipped;
+  EXPECT_EQ(r.metric, "mfu");
+  const double l = 4, h = 2048, s = 2048;
+  const double flops = 6 * 0.33e9 + 12 * l * h * s;  // MFU: no recompute counted
+  EXPECT_TRUE(near(*r.predicted, r.estimate->tokens_per_s_per_gpu * flops / 989e12));
+  EXPECT_DOUBLE_EQ(*r.error, (*r.predicted - 0.4) / 0.4);
+
+  // Megatron Eq. 3 TFLOP/s (Narayanan 2021 / BLOOM) with the 4x recompute factor.
+  json eq3 = gpt_row();
+  eq3["measured"] = {{"tflops_per_gpu", 150.0}, {"tflops_kind", "Eq.3 FLOPs incl. recompute"}};
+  const ValidationSource src3 = source_with({eq3});
+  const auto r3 = mgt::plan::validate_row(src3, src3.rows[0]).at(0);
+  ASSERT_FALSE(r3.skipped) << *r3.skipped;
+  const double V = 51200;
+  EXPECT_TRUE(near(*r3.predicted, r3.estimate->tokens_per_s_per_gpu * 96 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / 1e12));
+}
+
+TEST(Validation, MetricPriorityAndMemorySecondRow) {
+  json row = gpt_row();
+  row["measured"] = {{"mfu", 0.4}, {"tokens_per_sec_total", 80000.0}, {"peak_memory_GiB", 20.0}};
+  const ValidationSource src = source_with({row});
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].metric, "tokens_per_sec_total");
+  EXPECT_TRUE(near(*results[0].predicted, results[0].estimate->tokens_per_s_per_gpu * 8));
+  EXPECT_EQ(results[1].metric, "peak_memory_GiB");
+  EXPECT_EQ(results[1].kind, MetricKind::memory);
+  EXPECT_TRUE(near(*results[1].predicted, double(results[1].estimate->memory.peak_bytes) / double(1ll << 30)));
+}
+
+TEST(Validation, OomRowMustBePredictedNotToFit) {
+  json row = gpt_row();
+  row["measured"] = {{"oom", true}, {"iteration_time_s", nullptr}};
+  json tiny = h100_block();
+  tiny["hbm_gb"] = 1;  // nothing fits in 1 GiB
+  const ValidationSource src = source_with({row}, "", tiny);
+  auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].metric, "oom");
+  EXPECT_EQ(results[0].kind, MetricKind::oom);
+  EXPECT_EQ(*results[0].error, 0.0);
+  json huge = h100_block();
+  huge["hbm_gb"] = 100000;
+  const ValidationSource src2 = source_with({row}, "", huge);
+  results = mgt::plan::validate_row(src2, src2.rows[0]);
+  EXPECT_EQ(*results.at(0).error, 1.0);
+  const auto summary = mgt::plan::summarize("s", "", results);
+  EXPECT_EQ(summary.oom_rows, 1);
+  EXPECT_EQ(summary.oom_predicted, 0);
+}
+
+TEST(Validation, RowsWithoutAComparableMetricAreSkippedWithAReason) {
+  json row = gpt_row();
+  row["measured"] = {{"per_layer_forward_ms", 7.7}, {"max_trainable_params_B", 40}};
+  json no_model = gpt_row();
+  no_model["id"] = "no_model";
+  no_model["model"] = {{"name", "x"}, {"type", "dense"}};
+  no_model["measured"] = {{"tflops_per_gpu", 41.4}};
+  const ValidationSource src = source_with({row, no_model});
+  const auto results = mgt::plan::validate_source(src);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0].skipped);
+  EXPECT_NE(results[0].skipped->find("no comparable metric"), std::string::npos);
+  EXPECT_NE(results[0].skipped->find("per_layer_forward_ms"), std::string::npos);
+  ASSERT_TRUE(results[1].skipped);
+  EXPECT_NE(results[1].skipped->find("model.num_layers"), std::string::npos);
+  const auto summary = mgt::plan::summarize("s", "", results);
+  EXPECT_EQ(summary.rows, 2);
+  EXPECT_EQ(summary.rows_skipped, 2);
+  EXPECT_EQ(summary.rows_compared, 0);
+}
+
+TEST(Validation, MalformedDocumentsNameTheField) {
+  auto field_of = [](const json& doc) {
+    try {
+      mgt::plan::validation_source_from_json(doc, "bad.json");
+    } catch (const mgt::ir::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos);
+      return e.field();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(field_of(json::array()), "");
+  EXPECT_EQ(field_of(json{{"source", "x"}}), "rows");
+  EXPECT_EQ(field_of(json{{"rows", 3}}), "rows");
+  EXPECT_EQ(field_of(json{{"hardware", {{"h100", h100_block()}}}, {"rows", {json{{"system", "h100"}}}}}), "rows[0].id");
+  EXPECT_EQ(field_of(json{{"hardware", {{"h100", h100_block()}}}, {"rows", {json{{"id", "a"}, {"system", "dgx"}}}}}),
+            "rows[0].system");
+  // A catalog has no rows and is not an error.
+  EXPECT_TRUE(mgt::plan::validation_source_from_json(json{{"models", json::object()}}, "catalog_models.json").catalog);
+}
+
+TEST(Validation, PercentilesAndErrorStats) {
+  const std::vector<double> v{10, 1, 9, 2, 8, 3, 7, 4, 6, 5};
+  EXPECT_DOUBLE_EQ(mgt::plan::percentile(v, 0.5), 5.5);
+  EXPECT_DOUBLE_EQ(mgt::plan::percentile(v, 0.9), 9.1);  // 9 + 0.1 * (10 - 9)
+  EXPECT_DOUBLE_EQ(mgt::plan::percentile({4.0}, 0.9), 4.0);
+  EXPECT_DOUBLE_EQ(mgt::plan::percentile({}, 0.5), 0.0);
+  std::vector<ValidationResult> results;
+  for (double e : {-0.3, 0.1, -0.05, 0.2, 0.0}) {
+    ValidationResult r;
+    r.id = std::to_string(results.size());
+    r.error = e;
+    results.push_back(r);
+  }
+  ValidationResult mem;
+  mem.kind = MetricKind::memory;
+  mem.error = 0.5;
+  results.push_back(mem);
+  const auto stats = mgt::plan::error_stats(results, MetricKind::throughput);
+  EXPECT_EQ(stats.count, 5);
+  EXPECT_DOUBLE_EQ(stats.median_abs_pct, 10.0);          // |errors| % sorted: 0 5 10 20 30
+  EXPECT_NEAR(stats.p90_abs_pct, 26.0, 1e-9);            // 20 + 0.6 * (30 - 20)
+  EXPECT_EQ(mgt::plan::error_stats(results, MetricKind::memory).count, 1);
+  const auto summary = mgt::plan::summarize("s", "", results);
+  ASSERT_EQ(summary.worst.size(), 5u);
+  EXPECT_DOUBLE_EQ(*summary.worst[0].error, 0.5);
+  EXPECT_DOUBLE_EQ(*summary.worst[1].error, -0.3);
+}
+
+TEST(Validation, EveryExampleFileLoadsAndEveryRowIsComparedOrSkippedWithAReason) {
+  const std::filesystem::path dir = std::filesystem::path(MGT_SOURCE_DIR) / "examples" / "validation";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json" || entry.path().filename().string().rfind("catalog_", 0) == 0) continue;
+    ++files;
+    SCOPED_TRACE(entry.path().string());
+    ValidationSource src;
+    ASSERT_NO_THROW(src = mgt::plan::read_validation_source(entry.path().string()));
+    EXPECT_FALSE(src.catalog);
+    EXPECT_FALSE(src.rows.empty());
+    std::vector<ValidationResult> results;
+    ASSERT_NO_THROW(results = mgt::plan::validate_source(src));
+    std::set<std::string> ids;
+    for (const auto& r : results) {
+      ids.insert(r.id);
+      if (r.skipped) {
+        EXPECT_FALSE(r.skipped->empty()) << r.id;
+      } else {
+        ASSERT_TRUE(r.predicted && r.measured && r.error) << r.id;
+        EXPECT_TRUE(std::isfinite(*r.predicted)) << r.id;
+        EXPECT_DOUBLE_EQ(*r.error, r.kind == MetricKind::oom ? *r.error : (*r.predicted - *r.measured) / *r.measured) << r.id;
+      }
+    }
+    EXPECT_EQ(ids.size(), src.rows.size());  // no row dropped silently
+  }
+  EXPECT_GE(files, 8);
+}
+
+}  // namespace
