@@ -40,6 +40,8 @@ struct Walk {
   std::set<std::string> produced;
   std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
+  double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
+  double fwd_flops = 0;                   // local forward FLOPs so far
 
   const ir::TensorDecl& tensor(const std::string& name) const {
     // ir::verify guarantees names resolve; the graph is verified on load.
@@ -135,7 +137,10 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     return flops / (peak * eff) + w.params.kernel_floor_s;
   };
   w.cost.fwd_compute_s += kernel_time(m, n, k);
-  w.cost.bwd_compute_s += kernel_time(m, k, n) + kernel_time(k, n, m);  // dA = dO.B^T, dB = A^T.dO
+  w.fwd_flops += flops;
+  const double d_b = kernel_time(k, n, m);  // dB = A^T.dO
+  w.cost.bwd_compute_s += kernel_time(m, k, n) + d_b;  // dA = dO.B^T
+  if (b.is_parameter) w.bwd_weight_s += d_b;
 
   // Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights, 3 x forward for
   // activation-activation contractions.
@@ -207,6 +212,7 @@ void cost_attention(Walk& w, const ir::Op& op) {
     return 2.0 * batch * s_q * s_kv * heads * (d_qk + d_v) * mask_fraction;
   };
   const double local_flops = fwd_flops(true);
+  w.fwd_flops += local_flops;
   // FlashAttention-2 (Dao 2023, §3.1): backward does 5 GEMM-like products to forward's 2.
   const double fwd_s = attention_time_s(local_flops, w.params.attention_fwd_efficiency, w.cluster, w.ctx.dtype, w.params);
   const double bwd_s = attention_time_s(2.5 * local_flops, w.params.attention_bwd_efficiency, w.cluster, w.ctx.dtype, w.params);
@@ -334,10 +340,14 @@ int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx) {
   return n;
 }
 
-BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
-                     const CostParams& params) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0};
+namespace {
+// Walks the ops once, recording each op's share as the difference of the running totals.
+Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
+              const CostParams& params, std::vector<OpCost>* per_op) {
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0, 0, 0};
   for (const auto& op : block.ops) {
+    const BlockCost before = w.cost;
+    const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;
     switch (op.kind) {
       case ir::OpKind::contraction: cost_contraction(w, op); break;
       case ir::OpKind::attention_core: cost_attention(w, op); break;
@@ -346,7 +356,34 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       default: cost_elementwise(w, op); break;
     }
     if (!op.output.empty()) w.produced.insert(op.output);
+    if (per_op) {
+      OpCost c;
+      c.fwd_s = w.cost.fwd_compute_s - before.fwd_compute_s;
+      c.bwd_weight_s = w.bwd_weight_s - weight_before;
+      c.bwd_data_s = w.cost.bwd_compute_s - before.bwd_compute_s - c.bwd_weight_s;
+      c.selective_recompute_s = w.cost.selective_recompute_s - before.selective_recompute_s;
+      c.fwd_flops = w.fwd_flops - flops_before;
+      c.fwd_collectives.assign(w.cost.fwd_collectives.begin() + ptrdiff_t(before.fwd_collectives.size()),
+                               w.cost.fwd_collectives.end());
+      c.bwd_collectives.assign(w.cost.bwd_collectives.begin() + ptrdiff_t(before.bwd_collectives.size()),
+                               w.cost.bwd_collectives.end());
+      per_op->push_back(std::move(c));
+    }
   }
+  return w;
+}
+}  // namespace
+
+std::vector<OpCost> op_costs(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
+                             const CostParams& params) {
+  std::vector<OpCost> out;
+  walk_ops(block, ctx, cluster, params, &out);
+  return out;
+}
+
+BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
+                     const CostParams& params) {
+  Walk w = walk_ops(block, ctx, cluster, params, nullptr);
 
   for (const auto& name : w.saved) {
     const auto& t = w.tensor(name);

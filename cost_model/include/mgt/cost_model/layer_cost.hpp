@@ -71,4 +71,21 @@ struct BlockCost {
 BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
                      const CostParams& params);
 
+/// The share of one op in its block's cost, for the schedule lowering and the simulator: the same
+/// numbers block_cost sums, so a simulated schedule and the estimator price kernels identically.
+struct OpCost {
+  double fwd_s = 0;
+  double bwd_data_s = 0;        ///< gradient with respect to the op's activation inputs
+  double bwd_weight_s = 0;      ///< gradient with respect to its parameters (0 for weightless ops)
+  double selective_recompute_s = 0;
+  double fwd_flops = 0;         ///< local FLOPs of the forward kernel(s)
+  std::vector<BlockCollective> fwd_collectives;  ///< issued after the op's forward kernel
+  std::vector<BlockCollective> bwd_collectives;  ///< issued around its backward
+  bool operator==(const OpCost&) const = default;
+};
+
+/// Per-op costs of `block` in op order (sums equal block_cost's totals).
+std::vector<OpCost> op_costs(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
+                             const CostParams& params);
+
 }  // namespace mgt::cost
