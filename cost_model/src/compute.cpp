@@ -22,7 +22,8 @@ double gemm_efficiency(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& c
   }
   const double half = params.gemm_half_efficiency_dim;
   auto along = [half](int64_t x) { return double(x) / (double(x) + half); };
-  return params.gemm_max_efficiency * along(m) * along(n) * along(k);
+  const double best = dtype == ir::DType::fp8 ? params.fp8_gemm_max_efficiency : params.gemm_max_efficiency;
+  return best * along(m) * along(n) * along(k);
 }
 
 double gemm_time_s(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& cluster, ir::DType dtype,

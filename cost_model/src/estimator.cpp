@@ -53,6 +53,10 @@ struct Estimator::StageLayout {
 };
 
 Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus,
+                     TrainingSettings settings)
+    : Estimator(graph, cluster, num_gpus, settings, default_cost_params(cluster.gpu)) {}
+
+Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus,
                      TrainingSettings settings, CostParams params)
     : graph_(graph), cluster_(cluster), num_gpus_(num_gpus), settings_(settings), params_(params),
       topology_(cluster, num_gpus, params) {

@@ -36,6 +36,7 @@ ClusterSpec make_h100_sxm() {
       "3.35 TB/s, NVLink4 900 GB/s bidir = 450 GB/s per direction, PCIe Gen5 x16 63 GB/s); DGX H100 "
       "(8 GPUs, 8x ConnectX-7 400 Gb/s NDR = 50 GB/s each); latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "H100-SXM5-80GB",
+           .arch = GpuArch::hopper,
            .peak_bf16_flops_per_s = 989.4e12,
            .peak_fp16_flops_per_s = 989.4e12,
            .peak_fp8_flops_per_s = 1978.9e12,
@@ -66,6 +67,7 @@ ClusterSpec make_a100_80g_sxm() {
       "NVLink3 600 GB/s bidir = 300 GB/s per direction, PCIe Gen4 x16 31.5 GB/s); DGX A100 (8 GPUs, "
       "8x ConnectX-6 HDR 200 Gb/s = 25 GB/s each); latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "A100-SXM4-80GB",
+           .arch = GpuArch::ampere,
            .peak_bf16_flops_per_s = 312e12,
            .peak_fp16_flops_per_s = 312e12,
            .peak_fp8_flops_per_s = 0,
@@ -111,6 +113,7 @@ ClusterSpec make_b200() {
       "75 fp32, 180 GB usable HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction); 8x "
       "ConnectX-7 400 Gb/s = 50 GB/s each, PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "B200",
+           .arch = GpuArch::blackwell,
            .peak_bf16_flops_per_s = 2250e12,
            .peak_fp16_flops_per_s = 2250e12,
            .peak_fp8_flops_per_s = 4500e12,
@@ -143,6 +146,7 @@ ClusterSpec make_gb200_nvl72() {
       "domain); compute tray = 4 GPUs with 4x ConnectX-7 400 Gb/s = 50 GB/s each (DGX GB200: 72 per rack), "
       "PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "GB200",
+           .arch = GpuArch::blackwell,
            .peak_bf16_flops_per_s = 2500e12,
            .peak_fp16_flops_per_s = 2500e12,
            .peak_fp8_flops_per_s = 5000e12,
@@ -176,6 +180,7 @@ ClusterSpec make_rtx4090_pcie() {
       "no NVLink); 8 GPUs per node and one 100 Gb/s NIC (12.5 GB/s) per node assumed; latencies from NCCL "
       "tuning.cc hwLat (assumed)";
   c.gpu = {.name = "RTX-4090-24GB",
+           .arch = GpuArch::ada,
            .peak_bf16_flops_per_s = 165.2e12,
            .peak_fp16_flops_per_s = 165.2e12,
            .peak_fp8_flops_per_s = 330.3e12,

@@ -119,12 +119,32 @@ DType parse_dtype(const FieldReader& r, const std::string& key) {
 const std::set<std::string> kCollectiveOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                               "send_recv"};
 
+}  // namespace
+
+std::string to_string(GpuArch arch) {
+  switch (arch) {
+    case GpuArch::ampere: return "ampere";
+    case GpuArch::ada: return "ada";
+    case GpuArch::hopper: return "hopper";
+    case GpuArch::blackwell: return "blackwell";
+  }
+  return "hopper";
+}
+
+namespace {
+
 GpuSpec gpu_from_json(const nlohmann::json& obj, const std::string& source) {
   FieldReader r(obj, "gpu.", source);
-  r.reject_unknown_keys({"name", "peak_bf16_flops_per_s", "peak_fp16_flops_per_s", "peak_fp8_flops_per_s",
+  r.reject_unknown_keys({"name", "arch", "peak_bf16_flops_per_s", "peak_fp16_flops_per_s", "peak_fp8_flops_per_s",
                          "peak_fp32_flops_per_s", "hbm_bytes", "hbm_bytes_per_s"});
   GpuSpec gpu;
   gpu.name = r.string("name");
+  const std::string arch = r.string("arch");
+  bool known = false;
+  for (GpuArch a : {GpuArch::ampere, GpuArch::ada, GpuArch::hopper, GpuArch::blackwell})
+    if (to_string(a) == arch) { gpu.arch = a; known = true; }
+  if (!known) throw InputError(source, "gpu.arch", "unknown GPU generation \"" + arch + "\"",
+                               "use ampere, ada, hopper or blackwell");
   gpu.peak_bf16_flops_per_s = r.number("peak_bf16_flops_per_s", /*positive=*/true);
   gpu.peak_fp16_flops_per_s = r.optional_number("peak_fp16_flops_per_s", 0, /*positive=*/false);
   gpu.peak_fp8_flops_per_s = r.optional_number("peak_fp8_flops_per_s", 0, /*positive=*/false);
@@ -245,6 +265,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
 
 nlohmann::json to_json(const ClusterSpec& c) {
   nlohmann::json gpu = {{"name", c.gpu.name},
+                        {"arch", to_string(c.gpu.arch)},
                         {"peak_bf16_flops_per_s", c.gpu.peak_bf16_flops_per_s},
                         {"peak_fp16_flops_per_s", c.gpu.peak_fp16_flops_per_s},
                         {"peak_fp8_flops_per_s", c.gpu.peak_fp8_flops_per_s},

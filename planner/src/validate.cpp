@@ -765,7 +765,8 @@ std::string estimator_reason(const std::exception& e) { return e.what(); }
 
 }  // namespace
 
-std::vector<ValidationResult> validate_row(const ValidationSource& source, const json& row) {
+std::vector<ValidationResult> validate_row(const ValidationSource& source, const json& row,
+                                           const CostParamsFor& params_for) {
   ValidationResult base;
   base.id = row["id"].get<std::string>();
   base.source = source.name;
@@ -797,7 +798,7 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
   base.hbm_bytes = s.cluster.gpu.hbm_bytes;
   cost::Estimate e;
   try {
-    const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings);
+    const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings, params_for(s.cluster.gpu));
     e = estimator.estimate(s.plan);
   } catch (const std::exception& ex) {
     auto out = skip("estimator: " + estimator_reason(ex));
@@ -826,10 +827,10 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
   return out;
 }
 
-std::vector<ValidationResult> validate_source(const ValidationSource& source) {
+std::vector<ValidationResult> validate_source(const ValidationSource& source, const CostParamsFor& params_for) {
   std::vector<ValidationResult> out;
   for (const auto& row : source.rows) {
-    auto rs = validate_row(source, row);
+    auto rs = validate_row(source, row, params_for);
     out.insert(out.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
   }
   return out;

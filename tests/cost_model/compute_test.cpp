@@ -22,9 +22,19 @@ ir::ClusterSpec round_cluster() {
   return cluster;
 }
 
+// Fixed curve constants for these tests (not the calibrated defaults, which may move).
+CostParams curve_params() {
+  CostParams params;
+  params.gemm_max_efficiency = 0.70;
+  params.gemm_half_efficiency_dim = 96.0;
+  params.kernel_floor_s = 4.0e-6;
+  params.hbm_efficiency = 0.80;
+  return params;
+}
+
 TEST(gemm_efficiency, default_curve_is_product_of_saturating_dims) {
   const ir::ClusterSpec cluster = round_cluster();
-  const CostParams params;  // defaults: max 0.70, half dim 96
+  const CostParams params = curve_params();  // defaults: max 0.70, half dim 96
   // m = 4096, n = 1024, k = 96: k sits exactly at the half point.
   const double correct = 0.70 * (4096.0 / (4096.0 + 96.0)) * (1024.0 / (1024.0 + 96.0)) * 0.5;
   const double result = gemm_efficiency(4096, 1024, 96, cluster, ir::DType::bf16, params);
@@ -33,7 +43,7 @@ TEST(gemm_efficiency, default_curve_is_product_of_saturating_dims) {
 }
 
 TEST(gemm_efficiency, zero_half_dim_gives_max_efficiency) {
-  CostParams params;
+  CostParams params = curve_params();
   params.gemm_max_efficiency = 0.5;
   params.gemm_half_efficiency_dim = 0;
   EXPECT_DOUBLE_EQ(gemm_efficiency(17, 64, 4096, round_cluster(), ir::DType::bf16, params), 0.5);
@@ -41,7 +51,7 @@ TEST(gemm_efficiency, zero_half_dim_gives_max_efficiency) {
 
 TEST(gemm_time_s, two_mnk_over_peak_times_efficiency_plus_floor) {
   const ir::ClusterSpec cluster = round_cluster();
-  const CostParams params;  // default curve and 4 us floor
+  const CostParams params = curve_params();  // default curve and 4 us floor
   const int64_t m = 8192, n = 4096, k = 2048;
   const double eff = 0.70 * (8192.0 / 8288.0) * (4096.0 / 4192.0) * (2048.0 / 2144.0);
   const double correct = 2.0 * 8192 * 4096 * 2048 / (1e15 * eff) + 4e-6;
@@ -53,7 +63,7 @@ TEST(gemm_time_s, two_mnk_over_peak_times_efficiency_plus_floor) {
 }
 
 TEST(gemm_time_s, round_params) {
-  CostParams params;
+  CostParams params = curve_params();
   params.gemm_max_efficiency = 0.5;
   params.gemm_half_efficiency_dim = 0;
   params.kernel_floor_s = 0;
@@ -62,13 +72,13 @@ TEST(gemm_time_s, round_params) {
 }
 
 TEST(gemm_time_s, empty_gemm_is_free) {
-  const CostParams params;
+  const CostParams params = curve_params();
   EXPECT_EQ(gemm_time_s(0, 128, 128, round_cluster(), ir::DType::bf16, params), 0.0);
   EXPECT_EQ(gemm_time_s(128, 128, -1, round_cluster(), ir::DType::bf16, params), 0.0);
 }
 
 TEST(memory_bound_time_s, bytes_over_effective_bandwidth_plus_floor) {
-  CostParams params;
+  CostParams params = curve_params();
   params.hbm_efficiency = 0.8;
   params.kernel_floor_s = 4e-6;
   // 8e9 B at 0.8 TB/s = 10 ms, plus 4 us.
@@ -80,7 +90,7 @@ TEST(memory_bound_time_s, bytes_over_effective_bandwidth_plus_floor) {
 }
 
 TEST(attention_time_s, flops_over_peak_times_efficiency_plus_floor) {
-  CostParams params;
+  CostParams params = curve_params();
   params.kernel_floor_s = 5e-6;
   // 1e12 FLOP at 0.45 of 1 PFLOP/s.
   EXPECT_NEAR(attention_time_s(1e12, 0.45, round_cluster(), ir::DType::bf16, params), 1e12 / (0.45e15) + 5e-6, 1e-15);
@@ -98,7 +108,7 @@ TEST(gemm_efficiency, measured_table_nearest_in_log_work) {
       {.m = 10000, .n = 10000, .k = 10000, .dtype = ir::DType::bf16, .efficiency = 0.8},
       {.m = 3000, .n = 1000, .k = 1000, .dtype = ir::DType::fp8, .efficiency = 0.9},
   };
-  const CostParams params;
+  const CostParams params = curve_params();
   // Work 3e9: |ln 3e9 - ln 1e9| = ln 3 < |ln 3e9 - ln 1e12| = ln 333: the 1e9 row.
   EXPECT_DOUBLE_EQ(gemm_efficiency(3000, 1000, 1000, cluster, ir::DType::bf16, params), 0.5);
   // Work 5e10 (ln distance 3.9 from 1e9, 3.0 from 1e12): the 1e12 row.

@@ -1,5 +1,5 @@
 // Tests for the cluster graph and link_for_group / link_between, with hand-computed expectations
-// from the preset numbers and CostParams defaults (nvlink 0.80, network 0.85, pcie 0.70).
+// from the preset numbers and fixed link efficiencies (nvlink 0.80, network 0.85, pcie 0.70).
 #include "mgt/cost_model/topology.hpp"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,18 @@ namespace {
 
 GroupPlacement group(std::vector<AxisPlacement> axes) { return GroupPlacement{std::move(axes)}; }
 
-Topology topo(const std::string& preset, int64_t num_gpus) { return Topology(ir::cluster_preset(preset), num_gpus); }
+// The link efficiencies these expectations use, fixed here so calibration of the defaults cannot move them.
+CostParams link_params() {
+  CostParams params;
+  params.nvlink_efficiency = 0.80;
+  params.network_efficiency = 0.85;
+  params.pcie_efficiency = 0.70;
+  return params;
+}
+
+Topology topo(const std::string& preset, int64_t num_gpus) {
+  return Topology(ir::cluster_preset(preset), num_gpus, link_params());
+}
 
 TEST(link_for_group, h100_tp8_stays_on_nvlink) {
   Topology t = topo("h100-sxm", 8);

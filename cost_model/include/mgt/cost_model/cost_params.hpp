@@ -3,6 +3,8 @@
 // calibrates them against ../shared/validation.
 #pragma once
 
+#include "mgt/ir/cluster_spec.hpp"
+
 #include <cstdint>
 
 namespace mgt::cost {
@@ -13,31 +15,36 @@ struct CostParams {
   /// dense peak at 8k x 8k x 8k on H100 (public cuBLAS benchmarks); 0.70 leaves the launch gaps and
   /// clock throttling of a real step (MosaicML llm-foundry MPT-7B at seq 2048 on 8 H100: MFU 0.46).
   double gemm_max_efficiency = 0.70;
+  /// The same for GEMMs in fp8 (Transformer Engine linears), as a fraction of the fp8 peak: fp8
+  /// kernels reach a smaller share of their doubled peak (scaling, casts, amax bookkeeping).
+  double fp8_gemm_max_efficiency = 0.45;
   /// Dimension at which a GEMM reaches half of its best efficiency along that dimension (tile
   /// quantisation and wave effects; 128 is one CUTLASS tile edge).
-  double gemm_half_efficiency_dim = 96.0;
+  double gemm_half_efficiency_dim = 77.0;
   /// Flash-attention forward efficiency relative to dense peak (FlashAttention-2 paper §4: 50-73 % of
   /// A100 peak fwd, ~35-45 % of H100 peak; FA3 reaches 0.6-0.75 on H100). Backward runs at
   /// `attention_bwd_efficiency` (FA2 backward is ~20 % slower per FLOP than forward).
   double attention_fwd_efficiency = 0.45;
   double attention_bwd_efficiency = 0.35;
-  /// Fraction of HBM bandwidth that elementwise / norm / softmax kernels reach.
-  double hbm_efficiency = 0.80;
+  /// Fraction of HBM bandwidth that elementwise / norm / softmax kernels reach in eager PyTorch
+  /// (fitted 0.60: unfused kernels re-read their inputs; STREAM-like copies reach ~0.9).
+  double hbm_efficiency = 0.60;
   /// Launch + tail floor of one kernel (CUDA launch ~3-5 us plus tail; Megatron profiles).
   double kernel_floor_s = 4.0e-6;
 
   // --- communication (docs/cost-model.md §3) ---
   /// NCCL busbw / raw link bandwidth inside an NVLink domain (nccl-tests all_reduce on DGX H100:
-  /// ~360-380 GB/s of 450 GB/s per direction).
-  double nvlink_efficiency = 0.80;
-  /// NCCL busbw / raw NIC bandwidth across nodes (InfiniBand NDR with GPUDirect RDMA: ~0.85-0.9).
-  double network_efficiency = 0.85;
+  /// ~360-380 GB/s of 450 GB/s per direction, i.e. 0.80-0.85; the fit sits at the upper bound).
+  double nvlink_efficiency = 0.85;
+  /// NCCL busbw / raw NIC bandwidth across nodes (InfiniBand with GPUDirect RDMA: ~0.85-0.92; fitted
+  /// 0.92).
+  double network_efficiency = 0.92;
   /// NCCL busbw / raw bandwidth over PCIe (no NVLink), through host bridges.
   double pcie_efficiency = 0.70;
   /// Slow-down of compute kernels while a communication kernel shares the SMs (NCCL uses 8-32 SMs
   /// of 132 on H100; measured 5-15 % in overlap studies, e.g. Megatron "Reducing activation
   /// recomputation" §5, torchtitan FSDP2 notes).
-  double overlap_compute_slowdown = 0.08;
+  double overlap_compute_slowdown = 0.10;
 
   // --- memory (docs/cost-model.md §4) ---
   /// CUDA context + cuBLAS/cuDNN workspaces per GPU (~0.5-1 GiB on H100 with PyTorch).
@@ -45,14 +52,19 @@ struct CostParams {
   /// NCCL internal buffers per communicator (NCCL_BUFFSIZE 4 MiB x channels x peers, ~200 MiB for the
   /// few communicators a 4-D mesh creates).
   int64_t nccl_buffer_bytes = 256ll << 20;
-  /// PyTorch caching-allocator fragmentation: reserved / allocated at peak (5-10 % typical).
-  double allocator_fragmentation = 0.07;
+  /// PyTorch caching-allocator fragmentation: reserved / allocated at peak (5-15 % typical; fitted
+  /// 0.115 on the measured peaks of BLOOM and nanotron).
+  double allocator_fragmentation = 0.115;
 
   // --- fixed costs (docs/cost-model.md §5) ---
   /// Host-side overhead per micro-batch (Python dispatch, data loader hand-off).
-  double per_microbatch_overhead_s = 2.0e-3;
+  double per_microbatch_overhead_s = 1.4e-3;
   /// Per optimizer step (zero_grad, scheduler, logging, synchronisation).
   double per_step_overhead_s = 10.0e-3;
 };
+
+/// The calibrated defaults for a GPU generation (docs/cost-model.md §7): the physical constants above
+/// with kernel efficiencies per architecture. What `Estimator` uses unless given explicit params.
+CostParams default_cost_params(const ir::GpuSpec& gpu);
 
 }  // namespace mgt::cost

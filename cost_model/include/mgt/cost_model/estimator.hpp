@@ -69,8 +69,10 @@ struct Estimate {
 /// costs); use one Estimator per thread.
 class Estimator {
  public:
+  /// With the calibrated constants for the cluster's GPU generation (default_cost_params).
+  Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus, TrainingSettings settings);
   Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus, TrainingSettings settings,
-            CostParams params = {});
+            CostParams params);
   ~Estimator();
   Estimator(Estimator&&) noexcept;
 

@@ -12,8 +12,14 @@
 
 namespace mgt::ir {
 
+/// GPU generation: kernel efficiencies differ by generation at the same fraction of peak
+/// (cost::default_cost_params).
+enum class GpuArch { ampere, ada, hopper, blackwell };
+std::string to_string(GpuArch arch);
+
 struct GpuSpec {
   std::string name;                         ///< e.g. "H100-SXM5-80GB"
+  GpuArch arch = GpuArch::hopper;           ///< "arch" in mgt.cluster/1: ampere | ada | hopper | blackwell
   double peak_bf16_flops_per_s = 0;         ///< dense tensor-core peak
   double peak_fp16_flops_per_s = 0;         ///< dense; 0 = same as bf16
   double peak_fp8_flops_per_s = 0;          ///< dense; 0 = not supported

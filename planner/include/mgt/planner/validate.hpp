@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -131,9 +132,15 @@ struct ValidationResult {
 /// priority, then memory metrics, then "oom" (only when true).
 std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const nlohmann::json& measured);
 
+/// The cost constants to estimate with, per GPU: cost::default_cost_params unless a calibration run
+/// supplies others (bench/calibrate.cpp).
+using CostParamsFor = std::function<cost::CostParams(const ir::GpuSpec&)>;
+
 /// Compares one row: one result per comparable metric, or one skipped result with the reason.
-std::vector<ValidationResult> validate_row(const ValidationSource& source, const nlohmann::json& row);
-std::vector<ValidationResult> validate_source(const ValidationSource& source);
+std::vector<ValidationResult> validate_row(const ValidationSource& source, const nlohmann::json& row,
+                                           const CostParamsFor& params_for = cost::default_cost_params);
+std::vector<ValidationResult> validate_source(const ValidationSource& source,
+                                              const CostParamsFor& params_for = cost::default_cost_params);
 
 /// Linear interpolation between closest ranks (numpy's default), p in [0, 1]; 0 for an empty list.
 double percentile(std::vector<double> values, double p);
