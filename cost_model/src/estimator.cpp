@@ -386,11 +386,21 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     dp_time = std::max(ar - slowest.bwd, last);
   } else {
     if (zero <= 2) {
-      // ZeRO-1: reduce-scatter grads once per step; ZeRO-2 keeps only a gradient shard, so it must
-      // reduce-scatter after every micro-batch (DeepSpeed stage 2). Then all-gather updated bf16 params.
-      const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, slowest_params * kGradBytes, shard_link);
-      dp_time += (zero == 2 ? ga : 1.0) * rs;
-      dp_time += collective_time_s(CollectiveKind::all_gather, shard_group, slowest_params * kWorkingBytes, shard_link);
+      // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps
+      // only a gradient shard, so it reduce-scatters under every micro-batch's backward (DeepSpeed
+      // stage 2). The updated bf16 params are all-gathered under the next forward (Megatron
+      // --overlap-grad-reduce / --overlap-param-gather, DeepSpeed overlap_comm). The last bucket of
+      // each has nothing to hide under.
+      const int64_t grad_bytes = slowest_params * kGradBytes, param_bytes = slowest_params * kWorkingBytes;
+      const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, grad_bytes, shard_link);
+      const double rs_last = collective_time_s(CollectiveKind::reduce_scatter, shard_group,
+                                               std::min(kLastBucketBytes, grad_bytes), shard_link);
+      const double ag = collective_time_s(CollectiveKind::all_gather, shard_group, param_bytes, shard_link);
+      const double ag_last = collective_time_s(CollectiveKind::all_gather, shard_group,
+                                               std::min(kLastBucketBytes, param_bytes), shard_link);
+      const double fwd = slowest.compute - slowest.bwd;
+      dp_time += (zero == 2 ? ga : 1.0) * std::max(rs - slowest.bwd, rs_last);
+      dp_time += std::max(ag - fwd, ag_last);
     }
     // HSDP / replicated shards: all-reduce of the local gradient shard across dp_replicate.
     const double ar = collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
