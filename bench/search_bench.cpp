@@ -39,6 +39,7 @@ void BM_EstimateCandidates405B(benchmark::State& state) {
   mgt::plan::SearchOptions options;
   options.rules.num_gpus = c.gpus;
   const auto facts = mgt::plan::model_facts(c.graph);
+  options.num_layers = facts.num_layers;  // pipeline (pp, vpp) candidates included, as in a search
   std::vector<mgt::ir::Plan> valid;
   for (const auto& p : mgt::plan::enumerate_candidates(c.gpus, options))
     if (!mgt::plan::first_broken_rule(p, facts, c.cluster, c.settings, options.rules)) valid.push_back(p);
