@@ -96,6 +96,19 @@ Loaded load(const PlanOptions& o) {
                          std::to_string(settings.global_batch_tokens) + " tokens is not a whole number of " +
                              std::to_string(settings.seq_len) + "-token sequences",
                          "use a multiple of --seq-len");
+  if (o.precision == "bf16") {
+    settings.compute_dtype = ir::DType::bf16;
+  } else if (o.precision == "fp16") {
+    settings.compute_dtype = ir::DType::f16;
+  } else if (o.precision == "fp8") {
+    settings.compute_dtype = ir::DType::bf16;
+    settings.fp8_linears = true;
+    if (l.cluster.gpu.peak_fp8_flops_per_s <= 0)
+      throw ir::InputError("--precision", "", "fp8 needs fp8 tensor cores; " + l.cluster.gpu.name + " has none",
+                           "use --precision bf16, or a Hopper or newer cluster");
+  } else {
+    throw ir::InputError("--precision", "", "unknown precision \"" + o.precision + "\"", "use bf16, fp16 or fp8");
+  }
   l.run.model_path = o.model_path;
   l.run.cluster_arg = o.cluster;
   l.run.num_gpus = o.gpus;

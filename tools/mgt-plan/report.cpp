@@ -45,7 +45,8 @@ std::string format_header(const RunContext& run) {
          ", global batch " + with_commas(run.settings.global_batch_tokens) + " tokens = " +
          with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") + "\n";
   out += std::string("          ") + (run.settings.fp8_linears ? "fp8 linears, " : "") +
-         "bf16 compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
+         (run.settings.compute_dtype == ir::DType::f16 ? "fp16" : "bf16") +
+         " compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
          "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); ep inside dp_shard x cp;\n"
          "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp)\n";
   return out;
@@ -179,7 +180,8 @@ nlohmann::json run_to_json(const RunContext& run) {
   nlohmann::json settings = {{"seq_len", run.settings.seq_len},
                              {"global_batch_tokens", run.settings.global_batch_tokens},
                              {"global_batch_seqs", run.settings.global_batch_seqs()},
-                             {"compute_dtype", "bf16"},
+                             {"compute_dtype", ir::to_string(run.settings.compute_dtype)},
+                             {"fp8_linears", run.settings.fp8_linears},
                              {"master_weights_dtype", "fp32"},
                              {"gradients_dtype", "fp32"},
                              {"optimizer", "AdamW, fp32 states"},
