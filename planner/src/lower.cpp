@@ -1,1 +1,451 @@
-// placeholder: being written
+// Lowering driver (docs/lowering.md): resolves the plan, builds the mesh, the per-stage layout and
+// the pipeline order once, runs the passes of lower_passes.cpp in order (each verified in debug
+// builds and tests) and materialises the programs.
+#include "mgt/planner/lower.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+namespace mgt::plan {
+
+namespace lowering {
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+int64_t State::group_nodes(const std::vector<std::string>& axes) {
+  auto it = nodes_cache.find(axes);
+  if (it != nodes_cache.end()) return it->second;
+  const auto& mesh = schedule.mesh.axes;
+  std::vector<int64_t> strides(mesh.size(), 1);
+  for (size_t i = mesh.size(); i-- > 1;) strides[i - 1] = strides[i] * mesh[i].size;
+  std::vector<int64_t> ranks{0};
+  for (const auto& name : axes) {
+    const auto a = ir::axis_index(schedule.mesh, name);
+    if (!a) continue;
+    std::vector<int64_t> next;
+    next.reserve(ranks.size() * size_t(mesh[*a].size));
+    for (int64_t r : ranks)
+      for (int64_t c = 0; c < mesh[*a].size; ++c) next.push_back(r + c * strides[*a]);
+    ranks = std::move(next);
+  }
+  const int64_t per_node = std::max<int64_t>(1, cluster->gpus_per_node);
+  std::set<int64_t> nodes;
+  for (int64_t r : ranks) nodes.insert(r / per_node);
+  return nodes_cache[axes] = int64_t(nodes.size());
+}
+
+ir::Collective State::collective(ir::CollectiveKind kind, const std::vector<std::string>& axes, int64_t bytes,
+                                 ir::DType dtype, std::string buffer) {
+  ir::Collective c;
+  c.kind = kind;
+  c.axes = axes;
+  c.group_size = ir::group_size(schedule.mesh, axes);
+  c.nodes = group_nodes(axes);
+  c.bytes = bytes;
+  c.dtype = dtype;
+  c.buffer = std::move(buffer);
+  return c;
+}
+
+int64_t add(Stage& stage, Key key, ir::Stream stream, ir::Payload op, std::vector<int64_t> deps) {
+  Node n;
+  n.key = key;
+  n.instr.stream = stream;
+  n.instr.deps = std::move(deps);
+  n.instr.op = std::move(op);
+  stage.nodes.push_back(std::move(n));
+  return int64_t(stage.nodes.size()) - 1;
+}
+
+namespace {
+std::vector<int64_t> sorted_handles(const Stage& stage) {
+  std::vector<int64_t> order(stage.nodes.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return stage.nodes[size_t(a)].key < stage.nodes[size_t(b)].key; });
+  return order;
+}
+}  // namespace
+
+void materialize(State& state) {
+  for (size_t p = 0; p < state.stages.size(); ++p) {
+    const Stage& stage = state.stages[p];
+    const std::vector<int64_t> order = sorted_handles(stage);
+    std::vector<int64_t> pos(order.size());
+    for (size_t i = 0; i < order.size(); ++i) pos[size_t(order[i])] = int64_t(i);
+    auto& out = state.schedule.programs[p].instructions;
+    out.clear();
+    out.reserve(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      ir::Instruction in = stage.nodes[size_t(order[i])].instr;
+      in.id = int64_t(i);
+      for (auto& d : in.deps) d = pos[size_t(d)];
+      std::sort(in.deps.begin(), in.deps.end());
+      in.deps.erase(std::unique(in.deps.begin(), in.deps.end()), in.deps.end());
+      if (auto* w = std::get_if<ir::Wait>(&in.op)) w->on = pos[size_t(w->on)];
+      out.push_back(std::move(in));
+    }
+  }
+}
+
+void index_computes(State& state) {
+  for (Stage& stage : state.stages) {
+    stage.compute_order.clear();
+    for (int64_t h : sorted_handles(stage))
+      if (std::holds_alternative<ir::Compute>(stage.nodes[size_t(h)].instr.op)) stage.compute_order.push_back(h);
+    stage.next_compute.assign(stage.nodes.size(), -1);
+    stage.prev_compute.assign(stage.nodes.size(), -1);
+    for (size_t i = 0; i < stage.compute_order.size(); ++i) {
+      const int64_t h = stage.compute_order[i];
+      if (i + 1 < stage.compute_order.size()) stage.next_compute[size_t(h)] = stage.compute_order[i + 1];
+      if (i > 0) stage.prev_compute[size_t(h)] = stage.compute_order[i - 1];
+    }
+    for (auto& task : stage.unit_nodes)
+      for (UnitNodes& u : task) {
+        u.first = u.last = -1;
+        for (const auto* list : {&u.fwd, &u.recompute, &u.bwd_data, &u.bwd_weight})
+          for (int64_t h : *list) {
+            if (h < 0) continue;
+            const Key& k = stage.nodes[size_t(h)].key;
+            if (u.first < 0 || k < stage.nodes[size_t(u.first)].key) u.first = h;
+            if (u.last < 0 || stage.nodes[size_t(u.last)].key < k) u.last = h;
+          }
+      }
+  }
+}
+
+namespace {
+
+// ---- plan resolution (the estimator's preconditions, estimator.cpp Estimator::estimate) ----
+void resolve_plan(State& s, const ir::Graph& graph, int64_t num_gpus, int64_t num_layers) {
+  ir::Plan& plan = s.plan;
+  if (ir::world_size(plan) != num_gpus)
+    throw ir::InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
+                         "plan uses " + std::to_string(ir::world_size(plan)) + " GPUs, not --gpus " +
+                             std::to_string(num_gpus),
+                         "make the product equal the GPU count");
+  const int64_t virtual_stages = plan.pp * plan.vpp;
+  if (num_layers % virtual_stages != 0 && (num_layers + 2) % virtual_stages != 0)
+    throw ir::InputError("--plan", "pp*vpp",
+                         std::to_string(num_layers) + " layers do not split into pp*vpp=" +
+                             std::to_string(virtual_stages) + " pipeline chunks",
+                         "choose pp*vpp dividing the layer count, or the layer count + 2");
+  const int64_t experts = graph.info.num_experts;
+  if ((plan.dp_shard * plan.cp) % plan.ep != 0 || (experts > 0 ? experts % plan.ep != 0 : plan.ep != 1))
+    throw ir::InputError("--plan", "ep",
+                         "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" +
+                             std::to_string(plan.dp_shard * plan.cp) + " and the expert count " +
+                             std::to_string(experts),
+                         "ep borrows ranks from dp_shard x cp; use ep=1 for dense models");
+  if (plan.ep > 1 && plan.cp > 1 && plan.cp % plan.ep != 0 && plan.ep % plan.cp != 0)
+    throw ir::InputError("--plan", "ep",
+                         "the lowering nests ep with cp, but neither of ep=" + std::to_string(plan.ep) +
+                             " and cp=" + std::to_string(plan.cp) + " divides the other",
+                         "choose ep and cp as powers of two");
+  const int64_t replicas = plan.dp_replicate * plan.dp_shard;
+  const int64_t seqs = s.settings.global_batch_seqs();
+  if (seqs <= 0 || seqs % (replicas * plan.micro_batch) != 0)
+    throw ir::InputError("--plan", "micro_batch",
+                         "global batch of " + std::to_string(seqs) + " sequences does not divide into " +
+                             std::to_string(replicas) + " data-parallel replicas x micro_batch " +
+                             std::to_string(plan.micro_batch),
+                         "change --global-batch-tokens, micro_batch or the data-parallel sizes");
+  s.grad_accum = seqs / (replicas * plan.micro_batch);
+  if (plan.grad_accum && *plan.grad_accum != s.grad_accum)
+    throw ir::InputError("--plan", "grad_accum",
+                         "grad_accum " + std::to_string(*plan.grad_accum) + " disagrees with the global batch, which needs " +
+                             std::to_string(s.grad_accum),
+                         "drop grad_accum to derive it");
+  if (plan.vpp > 1 && (plan.pp == 1 || s.grad_accum % plan.pp != 0))
+    throw ir::InputError("--plan", "vpp",
+                         "the interleaved schedule needs pp > 1 and grad_accum (" + std::to_string(s.grad_accum) +
+                             ") divisible by pp=" + std::to_string(plan.pp),
+                         "use vpp=1 or a batch with a multiple of pp micro-batches");
+  plan.grad_accum = s.grad_accum;
+  plan.sequence_parallel = ir::sequence_parallel(plan);
+  plan.zero_stage = ir::zero_stage(plan);
+  s.zero = *plan.zero_stage;
+}
+
+// ---- mesh (docs/lowering.md "Mesh"): pp, dp_replicate, dp_shard, cp / ep nested, tp ----
+void build_mesh(State& s) {
+  const ir::Plan& p = s.plan;
+  auto& axes = s.schedule.mesh.axes;
+  axes = {{"pp", p.pp}, {"dp_replicate", p.dp_replicate}};
+  std::vector<std::string> shard, expert;
+  if (p.ep == 1) {
+    axes.push_back({"dp_shard", p.dp_shard});
+    axes.push_back({"cp", p.cp});
+    s.cp_axes = {"cp"};
+    shard = {"dp_shard", "cp"};
+    expert = shard;
+  } else if (p.cp % p.ep == 0) {  // ep inside cp (cp > 1)
+    axes.push_back({"dp_shard", p.dp_shard});
+    axes.push_back({"cp", p.cp / p.ep});
+    axes.push_back({"ep", p.ep});
+    s.cp_axes = {"cp", "ep"};
+    s.ep_axes = {"ep"};
+    shard = {"dp_shard", "cp", "ep"};
+    expert = {"dp_shard", "cp"};
+  } else {  // ep spans all of cp and part of dp_shard
+    axes.push_back({"dp_shard", p.dp_shard * p.cp / p.ep});
+    axes.push_back({"ep", p.ep / p.cp});
+    axes.push_back({"cp", p.cp});
+    s.cp_axes = {"cp"};
+    s.ep_axes = {"ep", "cp"};
+    shard = {"dp_shard", "ep", "cp"};
+    expert = {"dp_shard"};
+  }
+  axes.push_back({"tp", p.tp});
+  s.tp_axes = {"tp"};
+  s.replicate_axes = {"dp_replicate"};
+  // Groups name only axes of size > 1 (a collective over a size-1 group is not emitted).
+  auto prune = [&](std::vector<std::string> list) {
+    std::erase_if(list, [&](const std::string& a) { return ir::group_size(s.schedule.mesh, {a}) == 1; });
+    return list;
+  };
+  s.cp_axes = prune(s.cp_axes);
+  s.ep_axes = prune(s.ep_axes);
+  s.shard_axes = prune(shard);
+  s.expert_shard_axes = prune(expert);
+  std::vector<std::string> dp{"dp_replicate"};
+  dp.insert(dp.end(), shard.begin(), shard.end());
+  s.dp_axes = prune(dp);
+  s.shard_group = p.dp_shard * p.cp;
+  s.expert_shard_group = std::max<int64_t>(1, s.shard_group / p.ep);
+  s.fsdp = s.zero == 3 && s.shard_group > 1;
+}
+
+void build_block_infos(State& s) {
+  const ir::Graph& g = *s.graph;
+  for (const auto& block : g.blocks) {
+    BlockInfo info;
+    info.cost = cost::block_cost(block, s.ctx, *s.cluster, cost::CostParams{});
+    const auto costs = cost::op_costs(block, s.ctx, *s.cluster, cost::CostParams{});
+    for (size_t j = 0; j < block.ops.size(); ++j) {
+      const ir::Op& op = block.ops[j];
+      OpInfo o;
+      o.cost = costs[j];
+      o.fwd_flops = std::llround(costs[j].fwd_flops);
+      o.is_loss = op.kind == ir::OpKind::softmax_cross_entropy;
+      o.is_attention = op.kind == ir::OpKind::attention_core;
+      o.has_weight_grad = costs[j].bwd_weight_s > 0;
+      o.selective = block.is_layer && costs[j].selective_recompute_s > 0;
+      std::vector<std::string> names = op.inputs;
+      if (!op.output.empty()) names.push_back(op.output);
+      for (const auto& name : names) {
+        const ir::TensorDecl* t = ir::find_tensor(block, name);
+        if (!t) continue;
+        o.bytes += cost::local_elements(*t, s.ctx) * ir::dtype_bytes(s.ctx.dtype);
+        const bool in_tp = s.ctx.tp > 1 && std::any_of(t->dims.begin(), t->dims.end(),
+                                                        [](const ir::Dim& d) { return cost::is_tp_dim(d.name); });
+        for (const auto& d : t->dims)
+          if (std::none_of(o.dims.begin(), o.dims.end(), [&](const ir::Dim& x) { return x.name == d.name; }))
+            o.dims.push_back({d.name, cost::local_dim_size(d, s.ctx, in_tp)});
+      }
+      for (const auto& c : costs[j].fwd_collectives) {
+        info.fwd_ws_bytes = std::max(info.fwd_ws_bytes, c.bytes);
+        if (c.axis != cost::BlockCollective::Axis::cp)
+          info.recompute_collective_bytes = std::max(info.recompute_collective_bytes, c.bytes);
+      }
+      for (const auto& c : costs[j].bwd_collectives) info.bwd_collective_bytes = std::max(info.bwd_collective_bytes, c.bytes);
+      info.ops.push_back(std::move(o));
+    }
+    if (block.is_layer && s.boundary_bytes == 0) s.boundary_bytes = info.cost.boundary_bytes;
+    s.blocks.push_back(std::move(info));
+  }
+}
+
+// Tied parameters (Graph::tied_parameters): elements of the second copy when both sit on one stage.
+struct Tie {
+  size_t first_block, second_block;
+  int64_t local_elements;
+};
+std::vector<Tie> find_ties(const State& s) {
+  const ir::Graph& g = *s.graph;
+  auto block_index = [&](const std::string& q) -> std::optional<size_t> {
+    const std::string name = q.substr(0, q.find('.'));
+    for (size_t b = 0; b < g.blocks.size(); ++b)
+      if (g.blocks[b].name == name) return b;
+    return std::nullopt;
+  };
+  std::vector<Tie> ties;
+  for (const auto& [first, second] : g.tied_parameters) {
+    const auto b1 = block_index(first), b2 = block_index(second);
+    if (!b1 || !b2) continue;
+    const ir::TensorDecl* t = ir::find_tensor(g.blocks[*b2], second.substr(second.find('.') + 1));
+    if (!t) continue;
+    int64_t local = 1;
+    for (const auto& d : t->dims) local *= cost::is_tp_dim(d.name) ? ceil_div(d.size, s.plan.tp) : d.size;
+    ties.push_back({*b1, *b2, local});
+  }
+  return ties;
+}
+
+// ---- stage layout: estimator.cpp StageLayout, copy by copy ----
+void build_layout(State& s, int64_t num_layers) {
+  const ir::Plan& p = s.plan;
+  const ir::Graph& g = *s.graph;
+  const int64_t V = p.pp * p.vpp;
+  const bool uneven = num_layers % V != 0;
+  const int64_t per_chunk = uneven ? (num_layers + 2) / V : num_layers / V;
+  auto chunk_of = [&](int64_t layer) -> int64_t {
+    if (per_chunk == 0) return 0;
+    if (!uneven) return layer / per_chunk;
+    if (layer < per_chunk - 1) return 0;
+    return std::min(V - 1, 1 + (layer - (per_chunk - 1)) / std::max<int64_t>(1, per_chunk));
+  };
+  std::vector<std::vector<Unit>> virt(static_cast<size_t>(V));
+  int64_t layer = 0;
+  for (size_t b = 0; b < g.blocks.size(); ++b) {
+    const auto& block = g.blocks[b];
+    for (int64_t r = 0; r < block.repeat; ++r) {
+      const int64_t v = block.is_layer ? chunk_of(layer) : (layer == 0 ? 0 : chunk_of(layer - 1));
+      virt[size_t(v)].push_back({int32_t(b), r, false, 0});
+      if (block.is_layer) ++layer;
+    }
+  }
+  // Full recompute: the first recompute_layers layer copies of every chunk (all when unset).
+  if (p.recompute == ir::Recompute::full)
+    for (auto& chunk : virt) {
+      int64_t done = 0;
+      for (Unit& u : chunk)
+        if (g.blocks[size_t(u.block)].is_layer && (!p.recompute_layers || done < *p.recompute_layers)) {
+          u.full_recompute = true;
+          ++done;
+        }
+    }
+  const auto ties = find_ties(s);
+  const int64_t shard = s.zero >= 1 ? s.shard_group : 1;
+  const int64_t expert_shard = s.zero >= 1 ? s.expert_shard_group : 1;
+  s.stages.resize(size_t(p.pp));
+  for (int64_t k = 0; k < p.pp; ++k) {
+    Stage& st = s.stages[size_t(k)];
+    st.index = k;
+    for (int64_t c = 0; c < p.vpp; ++c) st.chunks.push_back(virt[size_t(c * p.pp + k)]);
+    std::vector<Unit*> first_of(g.blocks.size(), nullptr);
+    for (auto& chunk : st.chunks)
+      for (Unit& u : chunk) {
+        if (!first_of[size_t(u.block)]) first_of[size_t(u.block)] = &u;
+        const auto& c = s.blocks[size_t(u.block)].cost;
+        st.params += c.param_elements_local;
+        st.expert += c.expert_param_elements_local;
+      }
+    for (const Tie& t : ties)
+      if (first_of[t.first_block] && first_of[t.second_block]) {
+        first_of[t.second_block]->tied_elements += t.local_elements;
+        st.params -= t.local_elements;
+      }
+    st.shard_params = ceil_div(st.params - st.expert, shard) + ceil_div(st.expert, expert_shard);
+  }
+}
+
+// ---- pipeline order (Narayanan et al. 2021 §2; Megatron-LM schedules.py) ----
+void build_tasks(State& s) {
+  const int64_t pp = s.plan.pp, vpp = s.plan.vpp, ga = s.grad_accum;
+  for (Stage& st : s.stages) {
+    const int64_t k = st.index;
+    if (vpp == 1) {
+      const int64_t warmup = std::min(pp - k - 1, ga);
+      for (int64_t m = 0; m < warmup; ++m) st.tasks.push_back({true, 0, m});
+      for (int64_t i = 0; i < ga - warmup; ++i) {
+        st.tasks.push_back({true, 0, warmup + i});
+        st.tasks.push_back({false, 0, i});
+      }
+      for (int64_t m = ga - warmup; m < ga; ++m) st.tasks.push_back({false, 0, m});
+      continue;
+    }
+    const int64_t total = ga * vpp;
+    const int64_t warmup = ga == pp ? total : std::min((pp - k - 1) * 2 + (vpp - 1) * pp, total);
+    auto fwd_task = [&](int64_t i) {
+      return Task{true, int32_t((i % (pp * vpp)) / pp), (i / (pp * vpp)) * pp + i % pp};
+    };
+    auto bwd_task = [&](int64_t i) {
+      return Task{false, int32_t(vpp - 1 - (i % (pp * vpp)) / pp), (i / (pp * vpp)) * pp + i % pp};
+    };
+    for (int64_t i = 0; i < warmup; ++i) st.tasks.push_back(fwd_task(i));
+    for (int64_t i = 0; i < total - warmup; ++i) {
+      st.tasks.push_back(fwd_task(warmup + i));
+      st.tasks.push_back(bwd_task(i));
+    }
+    for (int64_t i = total - warmup; i < total; ++i) st.tasks.push_back(bwd_task(i));
+  }
+}
+
+bool is_memory_rule(const std::string& problem) {
+  for (const char* rule : {"use-before-alloc", "use-after-free", "double-alloc", "double-free", "leak", "buffer-size"})
+    if (problem.rfind(rule, 0) == 0) return true;
+  return false;
+}
+
+void verify_pass(State& s, const std::string& pass, bool memory_done) {
+  materialize(s);
+  std::vector<std::string> problems = ir::verify(s.schedule);
+  if (!memory_done) std::erase_if(problems, is_memory_rule);
+  if (problems.empty()) return;
+  std::string text = "lowering pass '" + pass + "' broke the schedule: " + problems[0];
+  for (size_t i = 1; i < problems.size() && i < 3; ++i) text += "; " + problems[i];
+  throw std::logic_error(text);
+}
+
+struct Pass {
+  const char* name;
+  void (*run)(State&);
+};
+constexpr Pass kPasses[] = {
+    {"compute", compute_pass}, {"recompute", recompute_pass}, {"tp", tp_pass},     {"cp", cp_pass},
+    {"ep", ep_pass},           {"fsdp", fsdp_pass},           {"dp", dp_pass},     {"zero", zero_pass},
+    {"pp", pp_pass},           {"optimizer", optimizer_pass}, {"memory", memory_pass},
+};
+
+}  // namespace
+}  // namespace lowering
+
+std::vector<std::string> lowering_pass_names() {
+  std::vector<std::string> names{"mesh"};
+  for (const auto& p : lowering::kPasses) names.emplace_back(p.name);
+  return names;
+}
+
+ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, const cost::TrainingSettings& settings,
+                               int64_t num_gpus, const ir::ClusterSpec& cluster, const LowerOptions& options) {
+  using namespace lowering;
+  State s;
+  s.graph = &graph;
+  s.cluster = &cluster;
+  s.settings = settings;
+  s.plan = plan;
+  int64_t num_layers = 0;
+  for (const auto& b : graph.blocks)
+    if (b.is_layer) num_layers += b.repeat;
+  resolve_plan(s, graph, num_gpus, num_layers);
+  s.ctx = cost::ShardContext{s.plan.micro_batch, settings.seq_len, s.plan.tp,          s.plan.cp,
+                             *s.plan.sequence_parallel, settings.compute_dtype, s.plan.ep, settings.fp8_linears};
+  build_mesh(s);
+  build_block_infos(s);
+  build_layout(s, num_layers);
+  build_tasks(s);
+
+  s.schedule.model = graph.info.name;
+  s.schedule.plan = s.plan;
+  s.schedule.num_gpus = num_gpus;
+  const int64_t ranks_per_stage = num_gpus / s.plan.pp;
+  for (const Stage& st : s.stages)
+    ir::add_program(s.schedule, "stage" + std::to_string(st.index), {{"pp", st.index}}, ranks_per_stage);
+  if (options.verify_each_pass) verify_pass(s, "mesh", false);
+  for (const auto& pass : kPasses) {
+    pass.run(s);
+    if (options.verify_each_pass) verify_pass(s, pass.name, std::string(pass.name) == "memory");
+  }
+  if (!options.verify_each_pass) materialize(s);
+  return std::move(s.schedule);
+}
+
+}  // namespace mgt::plan

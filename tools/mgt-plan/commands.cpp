@@ -1,7 +1,9 @@
 // The mgt-plan subcommands: load inputs, call the planner / estimator, print.
 #include "commands.hpp"
 
+#include "compile_command.hpp"
 #include "report.hpp"
+#include "simulate_command.hpp"
 
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/ir/error.hpp"
@@ -183,14 +185,35 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   return 0;
 }
 
-int run_estimate(const PlanOptions& o, const std::string& plan_text) {
-  const ir::Plan plan = ir::parse_plan_argument(plan_text);
+namespace {
+// Loads everything a single-plan command needs and checks the plan against the planner's rules.
+Loaded load_for_plan(const PlanOptions& o, const ir::Plan& plan) {
   Loaded l = load(o);
-  l.run.graph = &l.graph;
-  l.run.cluster = &l.cluster;
   const plan::ModelFacts facts = plan::model_facts(l.graph);
   if (auto broken = plan::first_broken_rule(plan, facts, l.cluster, l.run.settings, {o.gpus, o.allow_cross_node_tp}))
     throw ir::InputError("--plan", "", *broken, "change the plan or the flags");
+  return l;
+}
+}  // namespace
+
+int run_simulate(const PlanOptions& o, const std::string& plan_text, const std::string& trace_path,
+                 const std::string& svg_path) {
+  const ir::Plan plan = ir::parse_plan_argument(plan_text);
+  const Loaded l = load_for_plan(o, plan);
+  return run_simulate(l.graph, l.cluster, plan, l.run.settings, o.gpus, trace_path, svg_path, o.json);
+}
+
+int run_compile(const PlanOptions& o, const std::string& plan_text, const std::string& out_path, bool text) {
+  const ir::Plan plan = ir::parse_plan_argument(plan_text);
+  const Loaded l = load_for_plan(o, plan);
+  return run_compile(l.graph, l.cluster, plan, l.run.settings, o.gpus, out_path, text);
+}
+
+int run_estimate(const PlanOptions& o, const std::string& plan_text) {
+  const ir::Plan plan = ir::parse_plan_argument(plan_text);
+  Loaded l = load_for_plan(o, plan);
+  l.run.graph = &l.graph;
+  l.run.cluster = &l.cluster;
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings);
   const cost::Estimate e = estimator.estimate(plan);
   const int64_t hbm = l.cluster.gpu.hbm_bytes;

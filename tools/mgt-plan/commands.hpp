@@ -22,6 +22,11 @@ struct PlanOptions {
 
 int run_search(const PlanOptions& options, int64_t top, const std::string& emit);
 int run_estimate(const PlanOptions& options, const std::string& plan_text);
+/// `simulate`: lower the plan to a Schedule, simulate it, print the step and memory breakdowns.
+int run_simulate(const PlanOptions& options, const std::string& plan_text, const std::string& trace_path,
+                 const std::string& svg_path);
+/// `compile`: the Schedule ranks run, as mgt.schedule/1 JSON (or text) to `out_path` ("-" = stdout).
+int run_compile(const PlanOptions& options, const std::string& plan_text, const std::string& out_path, bool text);
 int run_inspect(const std::string& model_path, const std::optional<std::string>& seq_len, bool json);
 
 /// "4M" -> 4194304, "8k" -> 8192, "1G" -> 1073741824, "100" -> 100 (binary suffixes, as

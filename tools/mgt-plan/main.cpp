@@ -75,6 +75,26 @@ int main(int argc, char** argv) {
   estimate->add_option("--plan", plan_text, "plan as inline JSON ('{\"dp_shard\":4,\"tp\":2}') or a mgt.plan/1 file")
       ->required();
 
+  auto* simulate = app.add_subcommand("simulate", "one plan in detail: the compiled schedule simulated, step "
+                                                  "breakdown, memory over time, Chrome trace and SVG");
+  mgt::cli::PlanOptions simulate_options;
+  RawPlanFlags simulate_raw;
+  std::string simulate_plan, trace_path, svg_path;
+  add_plan_options(*simulate, simulate_options, simulate_raw);
+  simulate->add_option("--plan", simulate_plan, "plan as inline JSON or a mgt.plan/1 file")->required();
+  simulate->add_option("--trace", trace_path, "write a Chrome-trace JSON (open in Perfetto)");
+  simulate->add_option("--svg", svg_path, "write an SVG with the step breakdown and memory over time");
+
+  auto* compile = app.add_subcommand("compile", "the schedule every rank class runs (mgt.schedule/1)");
+  mgt::cli::PlanOptions compile_options;
+  RawPlanFlags compile_raw;
+  std::string compile_plan, compile_out = "-";
+  bool compile_text = false;
+  add_plan_options(*compile, compile_options, compile_raw);
+  compile->add_option("--plan", compile_plan, "plan as inline JSON or a mgt.plan/1 file")->required();
+  compile->add_option("--out", compile_out, "output file (default - = stdout)");
+  compile->add_flag("--text", compile_text, "write the human-readable text form instead of JSON");
+
   auto* validate = app.add_subcommand(
       "validate", "predicted vs measured on published training runs (shared/validation format): per source "
                   "median and p90 error, the worst rows");
@@ -93,6 +113,14 @@ int main(int argc, char** argv) {
       return mgt::cli::run_inspect(inspect_model, seq, inspect_json);
     }
     if (*validate) return mgt::cli::run_validate(validate_files, validate_json);
+    if (*simulate) {
+      resolve_plan_flags(*simulate, simulate_raw, simulate_options);
+      return mgt::cli::run_simulate(simulate_options, simulate_plan, trace_path, svg_path);
+    }
+    if (*compile) {
+      resolve_plan_flags(*compile, compile_raw, compile_options);
+      return mgt::cli::run_compile(compile_options, compile_plan, compile_out, compile_text);
+    }
     if (*estimate) {
       resolve_plan_flags(*estimate, estimate_raw, estimate_options);
       return mgt::cli::run_estimate(estimate_options, plan_text);
