@@ -48,6 +48,7 @@ struct Estimator::StageLayout {
     std::vector<int64_t> copies;  // per graph block: copies held by this stage
     int64_t index = 0;            // smallest physical stage index with this composition
     int64_t layers = 0;
+    int64_t count = 1;            // physical stages with this composition
   };
   std::vector<Stage> stages;      // distinct compositions only
 };
@@ -163,9 +164,12 @@ const Estimator::StageLayout& Estimator::layout_for(const ir::Plan& plan) const 
   std::map<std::vector<int64_t>, size_t> seen;
   for (int64_t k = 0; k < plan.pp; ++k) {
     const auto& c = copies[size_t(k)];
-    if (seen.count(c)) continue;
+    if (auto it = seen.find(c); it != seen.end()) {
+      ++layout->stages[it->second].count;
+      continue;
+    }
     seen[c] = layout->stages.size();
-    StageLayout::Stage stage{c, k, 0};
+    StageLayout::Stage stage{c, k, 0, 1};
     for (size_t b = 0; b < n; ++b)
       if (graph_.blocks[b].is_layer) stage.layers += c[b];
     layout->stages.push_back(std::move(stage));
@@ -288,12 +292,14 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   // ---- per stage: one micro-batch (docs/cost-model.md §5) ----
   struct StageTime {
     double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
+    double hsdp = 0;  // once per step: the replica all-reduces FSDP2 chains after each reduce-scatter
     double total() const { return compute + recompute + tp + cp + ep + fsdp + pp; }
   };
   double model_flops = 0;  // whole model, one micro-batch of one replica
   for (size_t b = 0; b < s.blocks.size(); ++b) model_flops += double(graph_.blocks[b].repeat) * s.blocks[b].cost.model_flops;
 
   StageTime slowest;
+  double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
   int64_t slowest_params = 0, slowest_expert = 0;
   for (const auto& stage : layout.stages) {
     StageTime st;
@@ -305,6 +311,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
                           : 1.0;
     double hidden_cp = 0;
     std::vector<FsdpRun> runs;
+    std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
     int64_t params = 0, expert = 0;
     for (size_t b = 0; b < s.blocks.size(); ++b) {
       const int64_t copies = stage.copies[b];
@@ -339,7 +346,19 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
         const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, dense * kGradBytes, shard_link) +
                           collective_time_s(CollectiveKind::reduce_scatter, expert_shard_group,
                                             c.expert_param_elements_local * kGradBytes, shard_link);
-        runs.push_back({copies, ag, rs, c.fwd_compute_s, c.bwd_compute_s});
+        // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
+        // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
+        // backward, the recomputed forward.
+        double fwd_window = c.fwd_compute_s + blk.tp_fwd_s + (blk.cp_fwd_s - cp_fwd_hidden);
+        double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + (blk.cp_bwd_s - cp_bwd_hidden);
+        if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
+        if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s);
+        runs.push_back({copies, ag, rs, fwd_window, bwd_window});
+        run_all_reduce.push_back(collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate,
+                                                   ceil_div(dense, shard_group) * kGradBytes, replicate_link) +
+                                 collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate,
+                                                   ceil_div(c.expert_param_elements_local, expert_shard_group) * kGradBytes,
+                                                   replicate_link));
       }
       if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
         // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
@@ -351,14 +370,25 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     const FsdpExposure f = fsdp_exposure(runs);
     // Compute runs slower while NCCL kernels share the SMs; booked with the traffic that causes it.
     st.fsdp = f.exposed + params_.overlap_compute_slowdown * f.hidden;
+    if (fsdp && plan.dp_replicate > 1) {
+      // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
+      // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
+      std::vector<FsdpRun> last = runs;
+      for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
+      const FsdpExposure fl = fsdp_exposure(last);
+      st.hsdp = (fl.exposed - f.exposed) + params_.overlap_compute_slowdown * (fl.hidden - f.hidden);
+    }
     st.cp += params_.overlap_compute_slowdown * hidden_cp;
+    all_stages_s += double(stage.count) * st.total();
     if (st.total() > slowest.total()) slowest = st;
     if (params > slowest_params) { slowest_params = params; slowest_expert = expert; }
   }
 
-  // ---- pipeline schedule: 1F1B / interleaved, bubble (pp - 1) / vpp slots (Narayanan 2021 §2.2) ----
+  // ---- pipeline schedule: 1F1B / interleaved (Narayanan 2021 §2.2) ----
+  // The slowest stage runs every micro-batch; filling and draining the pipe adds the other stages'
+  // time for one micro-batch, divided over vpp chunks: (pp - 1) / vpp slots when stages are equal,
+  // less when only the last (LM head) or first stage is heavy.
   const double ga = double(grad_accum);
-  const double bubble_slots = double(plan.pp - 1) / double(plan.vpp);
   t.compute_s = ga * slowest.compute;
   t.recompute_s = ga * slowest.recompute;
   t.exposed_tp_s = ga * slowest.tp;
@@ -366,7 +396,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   t.exposed_ep_s = ga * slowest.ep;
   t.exposed_pp_s = ga * slowest.pp;
   t.exposed_fsdp_s = ga * slowest.fsdp;
-  t.bubble_s = bubble_slots * slowest.total();
+  t.bubble_s = (all_stages_s - slowest.total()) / double(plan.vpp);
 
   // ---- once per step: gradient synchronisation outside FSDP, optimizer, fixed costs ----
   const int64_t dense_params = slowest_params - slowest_expert;
@@ -402,10 +432,13 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
       dp_time += (zero == 2 ? ga : 1.0) * std::max(rs - slowest.bwd, rs_last);
       dp_time += std::max(ag - fwd, ag_last);
     }
-    // HSDP / replicated shards: all-reduce of the local gradient shard across dp_replicate.
-    const double ar = collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
-                                        replicate_link);
-    dp_time += std::max(0.0, ar - (zero == 3 ? slowest.bwd : 0.0));
+    if (zero == 3) {
+      dp_time += slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
+    } else {
+      // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
+      dp_time += collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
+                                   replicate_link);
+    }
   }
   t.exposed_dp_s = dp_time;
   t.optimizer_s = memory_bound_time_s(params_shard * kOptimizerTrafficBytes, cluster_, params_);
