@@ -506,11 +506,18 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
           sm.fsdp_buffers_bytes = largest_block * (2 * kWorkingBytes + kWorkingBytes + kGradBytes);
         break;
     }
-    // Micro-batches in flight on stage k under 1F1B: pp - k; interleaving adds (pp - 1) / vpp
-    // chunk-sized micro-batches on the first stage (Korthikanti et al. 2022 §4.2.3).
-    double in_flight = double(plan.pp - stage.index);
-    if (plan.vpp > 1) in_flight *= 1.0 + double(plan.pp - 1) / double(plan.pp * plan.vpp);
-    in_flight = std::min(in_flight, ga * (plan.vpp > 1 ? 1.0 + double(plan.pp - 1) / double(plan.pp * plan.vpp) : 1.0));
+    // Micro-batches in flight on stage k (Megatron schedules): 1F1B warms up pp - k - 1 forwards,
+    // so pp - k are live, at most grad_accum; the interleaved schedule warms up
+    // 2 (pp - k - 1) + (vpp - 1) pp chunks of 1/vpp of the stage's layers, at most all grad_accum * vpp
+    // chunks. On the first stage that is pp (1 + (pp - 1) / (pp vpp)) (Korthikanti et al. 2022 §4.2.3).
+    const int64_t k = stage.index;
+    double in_flight = 0;
+    if (plan.vpp == 1) {
+      in_flight = double(std::min<int64_t>(grad_accum, plan.pp - k));
+    } else {
+      const int64_t chunks = std::min<int64_t>(grad_accum * plan.vpp, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
+      in_flight = double(chunks) / double(plan.vpp);
+    }
     in_flight = std::max(in_flight, 1.0);
     sm.activations_bytes = int64_t(std::llround(in_flight * per_microbatch_saved));
     // Backward holds one layer's rematerialised activations (full recompute) and the gradients of the

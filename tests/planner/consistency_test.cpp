@@ -32,6 +32,7 @@ struct Case {
 struct Diff {
   std::string what;
   double step_rel = 0, memory_rel = 0;
+  bool pipelined_or_expert = false;  // pp > 1 or ep > 1: the classes docs/simulator.md §8 lists
 };
 
 double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
@@ -56,6 +57,7 @@ double median(std::vector<double> v) {
 struct Stats {
   std::vector<double> step, memory;
   std::vector<Diff> outside;
+  size_t flat_plans = 0;  // pp == 1 and ep == 1
 };
 
 Stats compare_random_plans() {
@@ -69,7 +71,7 @@ Stats compare_random_plans() {
   const ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
   std::vector<double> step_diffs, memory_diffs;
   std::vector<Diff> failures;
-  size_t simulated = 0;
+  size_t simulated = 0, flat = 0;
   for (const Case& c : cases) {
     const ir::Graph graph = ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/" + c.model);
     cost::TrainingSettings settings;
@@ -97,7 +99,8 @@ Stats compare_random_plans() {
       const cost::SimulationResult r = simulator.simulate(s);
       ++simulated;
       Diff d{std::string(c.model) + " " + ir::to_string(e.plan), rel(r.step_time_s, e.step_time_s),
-             rel(double(r.peak_bytes), double(e.memory.peak_bytes))};
+             rel(double(r.peak_bytes), double(e.memory.peak_bytes)), p.pp > 1 || p.ep > 1};
+      if (!d.pipelined_or_expert) ++flat;
       step_diffs.push_back(d.step_rel);
       memory_diffs.push_back(d.memory_rel);
       if (d.step_rel > 0.05 || d.memory_rel > 0.05) {
@@ -108,31 +111,35 @@ Stats compare_random_plans() {
       }
     }
   }
-  return Stats{step_diffs, memory_diffs, failures};
+  return Stats{step_diffs, memory_diffs, failures, flat};
 }
 
-// What must hold today: most plans agree (the median within 5 %). The per-plan 5 % bound is the
-// DISABLED_ test below, which fails on the known modelling mismatches listed in docs/simulator.md §8
-// until the estimator and the lowering agree on them.
-TEST(consistency, estimator_and_simulator_agree_on_most_plans) {
+// What holds today (docs/simulator.md §8): the medians within 5 %; without pipeline or expert
+// parallelism at least 85 % of plans within 5 % on both step time and peak memory; with them at least
+// 60 %. The remaining differences are listed there with their cause (FSDP prefetch depth, the
+// lowering's interleaved warm-up, expert-parallel FSDP groups). Tightening these bounds is the goal;
+// loosening them is a regression.
+TEST(consistency, estimator_and_simulator_agree) {
   const Stats s = compare_random_plans();
-  const auto& step_diffs = s.step;
-  const auto& memory_diffs = s.memory;
-  const size_t simulated = step_diffs.size();
-  const double max_step = step_diffs.empty() ? 0 : *std::max_element(step_diffs.begin(), step_diffs.end());
-  const double max_mem = memory_diffs.empty() ? 0 : *std::max_element(memory_diffs.begin(), memory_diffs.end());
+  const size_t simulated = s.step.size();
+  size_t flat_outside = 0;
+  for (const auto& d : s.outside) flat_outside += d.pipelined_or_expert ? 0 : 1;
+  const size_t deep = simulated - s.flat_plans, deep_outside = s.outside.size() - flat_outside;
+  const double max_step = s.step.empty() ? 0 : *std::max_element(s.step.begin(), s.step.end());
+  const double max_mem = s.memory.empty() ? 0 : *std::max_element(s.memory.begin(), s.memory.end());
   std::printf("consistency: %zu plans; step time |sim-est|/est median %.3f %% max %.3f %%; peak memory median %.3f %% "
               "max %.3f %%\n",
-              simulated, 100 * median(step_diffs), 100 * max_step, 100 * median(memory_diffs), 100 * max_mem);
-  std::printf("consistency: %zu plans outside 5 %%\n", s.outside.size());
-  EXPECT_GE(simulated, 200u);
-  EXPECT_LT(median(step_diffs), 0.05);
-  EXPECT_LT(median(memory_diffs), 0.05);
-}
-
-TEST(consistency, DISABLED_every_plan_within_5_percent) {
-  for (const auto& f : compare_random_plans().outside)
-    ADD_FAILURE() << f.what << "\n  step " << 100 * f.step_rel << " % memory " << 100 * f.memory_rel << " %";
+              simulated, 100 * median(s.step), 100 * max_step, 100 * median(s.memory), 100 * max_mem);
+  std::printf("consistency: within 5 %%: %zu of %zu plans without pp/ep, %zu of %zu with pp or ep\n",
+              s.flat_plans - flat_outside, s.flat_plans, deep - deep_outside, deep);
+  for (const auto& d : s.outside)
+    if (!d.pipelined_or_expert) std::printf("outside 5 %%: %s\n", d.what.c_str());
+  ASSERT_GE(simulated, 200u);
+  ASSERT_GE(s.flat_plans, 80u);
+  EXPECT_LT(median(s.step), 0.05);
+  EXPECT_LT(median(s.memory), 0.05);
+  EXPECT_GE(double(s.flat_plans - flat_outside), 0.85 * double(s.flat_plans));
+  EXPECT_GE(double(deep - deep_outside), 0.60 * double(deep));
 }
 
 }  // namespace
