@@ -285,6 +285,18 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const GroupPlacement shard_placement{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
   const GroupPlacement replicate_placement{{AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
   const LinkEstimate shard_link = topology_.link_for_group(shard_placement);
+  // Routed experts shard over what ep leaves of dp_shard x cp. ep sits innermost in that block
+  // (just outside tp): inside cp when ep divides cp, else spanning cp and part of dp_shard
+  // (docs/lowering.md "Mesh"), so the expert group strides over the ep ranks.
+  GroupPlacement expert_placement = shard_placement;
+  if (plan.ep > 1) {
+    if (plan.cp % plan.ep == 0)
+      expert_placement = {{AxisPlacement{plan.cp / plan.ep, plan.tp * plan.ep},
+                           AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
+    else
+      expert_placement = {{AxisPlacement{plan.dp_shard * plan.cp / plan.ep, plan.tp * plan.ep}}};
+  }
+  const LinkEstimate expert_link = topology_.link_for_group(expert_placement);
   const LinkEstimate replicate_link = topology_.link_for_group(replicate_placement);
   const int64_t pp_stride = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
   const bool fsdp = zero == 3 && shard_group > 1;
@@ -342,10 +354,10 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
         const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
         const double ag = collective_time_s(CollectiveKind::all_gather, shard_group, dense * kWorkingBytes, shard_link) +
                           collective_time_s(CollectiveKind::all_gather, expert_shard_group,
-                                            c.expert_param_elements_local * kWorkingBytes, shard_link);
+                                            c.expert_param_elements_local * kWorkingBytes, expert_link);
         const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, dense * kGradBytes, shard_link) +
                           collective_time_s(CollectiveKind::reduce_scatter, expert_shard_group,
-                                            c.expert_param_elements_local * kGradBytes, shard_link);
+                                            c.expert_param_elements_local * kGradBytes, expert_link);
         // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
         // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
         // backward, the recomputed forward.
@@ -456,6 +468,8 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   for (const auto& stage : layout.stages) {
     MemoryBreakdown sm;
     int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
+    int64_t second_block = 0;      // the next largest block copy: the prefetch partner of the largest
+    int64_t largest_layer_block = 0;
     double per_microbatch_saved = 0;
     double full_fraction = 0;
     if (plan.recompute == ir::Recompute::full && stage.layers > 0)
@@ -469,7 +483,14 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
       const BlockCost& c = blk.cost;
       params += copies * c.param_elements_local;
       expert += copies * c.expert_param_elements_local;
-      largest_block = std::max(largest_block, c.param_elements_local);
+      const int64_t p_local = c.param_elements_local;
+      if (p_local >= largest_block) {
+        second_block = copies > 1 ? p_local : largest_block;
+        largest_block = p_local;
+      } else {
+        second_block = std::max(second_block, p_local);
+      }
+      if (blk.is_layer) largest_layer_block = std::max(largest_layer_block, p_local);
       double saved = double(c.saved_bytes_none);
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
       if (blk.is_layer && full_fraction > 0)
@@ -503,7 +524,12 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
         sm.gradients_bytes = shard_params * kGradBytes;
         sm.optimizer_bytes = shard_params * kAdamBytes;
         if (fsdp)  // current + prefetched block unsharded in bf16, plus one block's unsharded grads (bf16 -> fp32)
-          sm.fsdp_buffers_bytes = largest_block * (2 * kWorkingBytes + kWorkingBytes + kGradBytes);
+          // The block in use and the one prefetched beside it, unsharded in bf16; one block's
+          // unsharded gradient (bf16, then fp32 for the reduce-scatter); with pp, each chunk's last
+          // layer block stays gathered while its micro-batches are in flight (docs/lowering.md, FSDP).
+          sm.fsdp_buffers_bytes = (largest_block + second_block) * kWorkingBytes +
+                                  largest_block * (kWorkingBytes + kGradBytes) +
+                                  (plan.pp > 1 ? plan.vpp * largest_layer_block * kWorkingBytes : 0);
         break;
     }
     // Micro-batches in flight on stage k (Megatron schedules): 1F1B warms up pp - k - 1 forwards,

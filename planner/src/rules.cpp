@@ -68,6 +68,9 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
       return "ep=" + std::to_string(plan.ep) + " must divide " + facts.experts_field + "=" + std::to_string(facts.num_experts);
     if ((plan.dp_shard * plan.cp) % plan.ep != 0)
       return "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" + std::to_string(plan.dp_shard * plan.cp);
+    // The mesh nests ep inside cp, or cp inside ep: one must divide the other.
+    if (plan.cp % plan.ep != 0 && plan.ep % plan.cp != 0)
+      return "ep=" + std::to_string(plan.ep) + " and cp=" + std::to_string(plan.cp) + " must divide one another";
   }
   // Load-balanced causal CP cuts the sequence into 2*cp chunks, each split over tp by SP; without CP,
   // sequence parallelism alone splits it over tp.

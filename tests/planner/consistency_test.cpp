@@ -116,7 +116,7 @@ Stats compare_random_plans() {
 
 // What holds today (docs/simulator.md §8): the medians within 5 %; without pipeline or expert
 // parallelism at least 85 % of plans within 5 % on both step time and peak memory; with them at least
-// 60 %. The remaining differences are listed there with their cause (FSDP prefetch depth, the
+// 70 %. The remaining differences are listed there with their cause (FSDP prefetch depth, the
 // lowering's interleaved warm-up, expert-parallel FSDP groups). Tightening these bounds is the goal;
 // loosening them is a regression.
 TEST(consistency, estimator_and_simulator_agree) {
@@ -133,13 +133,13 @@ TEST(consistency, estimator_and_simulator_agree) {
   std::printf("consistency: within 5 %%: %zu of %zu plans without pp/ep, %zu of %zu with pp or ep\n",
               s.flat_plans - flat_outside, s.flat_plans, deep - deep_outside, deep);
   for (const auto& d : s.outside)
-    if (!d.pipelined_or_expert) std::printf("outside 5 %%: %s\n", d.what.c_str());
+    std::printf("outside 5 %%: %s\n  step %.1f %% memory %.1f %%\n", d.what.c_str(), 100 * d.step_rel, 100 * d.memory_rel);
   ASSERT_GE(simulated, 200u);
   ASSERT_GE(s.flat_plans, 80u);
   EXPECT_LT(median(s.step), 0.05);
   EXPECT_LT(median(s.memory), 0.05);
   EXPECT_GE(double(s.flat_plans - flat_outside), 0.85 * double(s.flat_plans));
-  EXPECT_GE(double(deep - deep_outside), 0.60 * double(deep));
+  EXPECT_GE(double(deep - deep_outside), 0.70 * double(deep));
 }
 
 }  // namespace
