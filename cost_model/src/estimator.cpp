@@ -468,7 +468,8 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   for (const auto& stage : layout.stages) {
     MemoryBreakdown sm;
     int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
-    int64_t second_block = 0;      // the next largest block copy: the prefetch partner of the largest
+    int64_t largest_pair = 0;      // two consecutive block copies (FSDP's current + prefetched)
+    int64_t previous_block = -1;
     int64_t largest_layer_block = 0;
     double per_microbatch_saved = 0;
     double full_fraction = 0;
@@ -484,12 +485,11 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
       params += copies * c.param_elements_local;
       expert += copies * c.expert_param_elements_local;
       const int64_t p_local = c.param_elements_local;
-      if (p_local >= largest_block) {
-        second_block = copies > 1 ? p_local : largest_block;
-        largest_block = p_local;
-      } else {
-        second_block = std::max(second_block, p_local);
-      }
+      largest_block = std::max(largest_block, p_local);
+      // FSDP holds a copy and the one prefetched after it: the largest adjacent pair of copies.
+      if (copies > 1) largest_pair = std::max(largest_pair, 2 * p_local);
+      if (previous_block >= 0) largest_pair = std::max(largest_pair, previous_block + p_local);
+      previous_block = p_local;
       if (blk.is_layer) largest_layer_block = std::max(largest_layer_block, p_local);
       double saved = double(c.saved_bytes_none);
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
@@ -527,7 +527,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
           // The block in use and the one prefetched beside it, unsharded in bf16; one block's
           // unsharded gradient (bf16, then fp32 for the reduce-scatter); with pp, each chunk's last
           // layer block stays gathered while its micro-batches are in flight (docs/lowering.md, FSDP).
-          sm.fsdp_buffers_bytes = (largest_block + second_block) * kWorkingBytes +
+          sm.fsdp_buffers_bytes = std::max(largest_pair, largest_block) * kWorkingBytes +
                                   largest_block * (kWorkingBytes + kGradBytes) +
                                   (plan.pp > 1 ? plan.vpp * largest_layer_block * kWorkingBytes : 0);
         break;
