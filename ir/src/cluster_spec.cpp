@@ -98,21 +98,10 @@ class FieldReader {
   const std::string& source_;
 };
 
-// DType names as written in files; they match the enumerator names (and ir::to_string(DType)).
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::fp8: return "fp8";
-  }
-  return "?";
-}
 
 DType parse_dtype(const FieldReader& r, const std::string& key) {
-  std::string s = r.string(key);
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::fp8})
-    if (s == dtype_name(d)) return d;
+  const std::string s = r.string(key);
+  if (auto d = dtype_from_string(s)) return *d;
   throw InputError(r.source(), r.path(key), "unknown dtype \"" + s + "\"", "use one of f32, bf16, f16, fp8");
 }
 
@@ -274,7 +263,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
                         {"hbm_bytes_per_s", c.gpu.hbm_bytes_per_s}};
   nlohmann::json gemm = nlohmann::json::array();
   for (const auto& g : c.gemm_table)
-    gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", dtype_name(g.dtype)}, {"efficiency", g.efficiency}});
+    gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", to_string(g.dtype)}, {"efficiency", g.efficiency}});
   nlohmann::json coll = nlohmann::json::array();
   for (const auto& m : c.collective_table)
     coll.push_back({{"op", m.op},

@@ -31,6 +31,12 @@ std::string to_string(DType dtype) {
   return "?";
 }
 
+std::optional<DType> dtype_from_string(std::string_view text) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::fp8})
+    if (text == to_string(d)) return d;
+  return std::nullopt;
+}
+
 namespace {
 constexpr std::array<std::pair<OpKind, const char*>, 9> kOpKindNames{{
     {OpKind::contraction, "contraction"},

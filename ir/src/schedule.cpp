@@ -47,12 +47,6 @@ std::optional<CollectiveKind> collective_kind_from_string(std::string_view text)
 std::optional<BufferKind> buffer_kind_from_string(std::string_view text) {
   return enum_of<BufferKind>(kBufferKindNames, text);
 }
-std::optional<DType> dtype_from_string(std::string_view text) {
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::fp8})
-    if (text == to_string(d)) return d;
-  return std::nullopt;
-}
-
 Program& add_program(Schedule& schedule, std::string name, std::vector<AxisCoord> coords, int64_t num_ranks) {
   Program program;
   program.name = std::move(name);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,8 @@ namespace mgt::ir {
 enum class DType { f32, bf16, f16, fp8 };
 int64_t dtype_bytes(DType dtype);
 std::string to_string(DType dtype);
+/// Parses the names to_string writes ("f32", "bf16", "f16", "fp8"); nullopt otherwise.
+std::optional<DType> dtype_from_string(std::string_view text);
 
 /// Dimension names shared by frontends, the estimator and the planner (DESIGN.md, "The IR"):
 ///   b batch, s sequence, h hidden, a attention heads, k kv heads, d head dim, f ffn,

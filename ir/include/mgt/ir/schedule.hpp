@@ -64,7 +64,6 @@ std::optional<Stream> stream_from_string(std::string_view text);
 std::optional<Phase> phase_from_string(std::string_view text);
 std::optional<CollectiveKind> collective_kind_from_string(std::string_view text);
 std::optional<BufferKind> buffer_kind_from_string(std::string_view text);
-std::optional<DType> dtype_from_string(std::string_view text);
 
 /// A kernel (or fused group of kernels) of the graph on this rank's local shard.
 struct Compute {
