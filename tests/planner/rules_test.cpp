@@ -269,3 +269,58 @@ TEST(FirstBrokenRule, GlobalBatchNotDivisible) {
 }
 
 }  // namespace
+
+// ---- pipeline and expert parallel rules (issue 3) ---------------------------------------------------
+
+namespace {
+Plan with(Plan p, int64_t pp, int64_t vpp, int64_t ep = 1) {
+  p.pp = pp;
+  p.vpp = vpp;
+  p.ep = ep;
+  return p;
+}
+}  // namespace
+
+TEST(FirstBrokenRule, PipelineChunksMustSplitTheLayers) {
+  // Llama-3.1-8B has 32 layers: pp*vpp must divide 32 or 34 (first and last chunk one layer lighter).
+  const auto& f = llama8b_facts();
+  EXPECT_EQ(f.num_layers, 32);
+  EXPECT_EQ(broken(with(make_plan(1, 4, 1, 1), 2, 1), f, h100(), settings(), options(8)), "<none>");
+  EXPECT_EQ(broken(with(make_plan(1, 4, 1, 1), 2, 4), f, h100(), settings(), options(8)), "<none>");   // 8 | 32
+  EXPECT_EQ(broken(with(make_plan(1, 1, 1, 1), 2, 17), f, h100(), settings(), options(2)), "<none>");  // 34 | 34
+  EXPECT_EQ(broken(with(make_plan(1, 2, 1, 1), 3, 1), f, h100(), settings(), options(6)),
+            "pp*vpp=3 must divide num_hidden_layers=32 or num_hidden_layers+2");
+  EXPECT_EQ(broken(with(make_plan(1, 1, 1, 1), 1, 2), f, h100(), settings(), options(1)), "vpp=2 needs pp > 1");
+}
+
+TEST(FirstBrokenRule, PipelineNeedsEnoughMicroBatches) {
+  const auto& f = llama8b_facts();
+  // 512 sequences over dp 64 x mbs 2 = 4 micro-batches: pp 8 cannot fill, pp 4 can.
+  EXPECT_EQ(broken(with(make_plan(1, 64, 1, 1, 2), 8, 1), f, h100(), settings(8192, 512), options(512)),
+            "pp=8 needs at least pp micro-batches per step, got grad_accum=4");
+  EXPECT_EQ(broken(with(make_plan(1, 64, 1, 1, 2), 4, 1), f, h100(), settings(8192, 512), options(256)), "<none>");
+  // Interleaving: grad_accum must be a multiple of pp (Megatron): 6 micro-batches on pp 4 fail.
+  EXPECT_EQ(broken(with(make_plan(1, 1, 1, 1, 1), 4, 2), f, h100(), settings(8192, 6), options(4)),
+            "vpp>1 needs grad_accum divisible by pp=4, got 6");
+}
+
+TEST(FirstBrokenRule, ExpertParallelNeedsExpertsAndNestsWithCp) {
+  const auto mixtral = model_facts(mgt::ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/Mixtral-8x7B.json"));
+  EXPECT_EQ(mixtral.num_experts, 8);
+  EXPECT_EQ(broken(with(make_plan(1, 8, 1, 1), 1, 1, 8), mixtral, h100(), settings(), options(8)), "<none>");
+  EXPECT_EQ(broken(with(make_plan(1, 4, 1, 2), 1, 1, 4), mixtral, h100(), settings(), options(8)), "<none>");
+  EXPECT_EQ(broken(with(make_plan(1, 8, 1, 1), 1, 1, 3), mixtral, h100(), settings(), options(8)),
+            "ep=3 must divide " + mixtral.experts_field + "=8");
+  EXPECT_EQ(broken(with(make_plan(1, 2, 1, 4), 1, 1, 4), mixtral, h100(), settings(), options(8)),
+            "ep=4 must divide dp_shard*cp=2");
+  // ep and cp must nest: cp 4 with ep 8 over dp_shard 2 x cp 4 = 8 is fine (cp | ep); on 12 GPUs,
+  // dp_shard 3 x cp 4 with ep 2 nests too (ep | cp).
+  EXPECT_EQ(broken(with(make_plan(1, 2, 4, 1), 1, 1, 8), mixtral, h100(), settings(), options(8)), "<none>");
+  EXPECT_EQ(broken(with(make_plan(1, 3, 4, 1), 1, 1, 2), mixtral, h100(), settings(8184, 384), options(12)), "<none>");
+  // cp 3 and ep 2 do not nest (neither divides the other), though ep divides dp_shard*cp = 6.
+  EXPECT_EQ(broken(with(make_plan(1, 2, 3, 1), 1, 1, 2), mixtral, h100(), settings(8184, 384), options(6)),
+            "ep=2 and cp=3 must divide one another");
+  // A dense model has no experts to split.
+  EXPECT_EQ(broken(with(make_plan(1, 8, 1, 1), 1, 1, 2), llama8b_facts(), h100(), settings(), options(8)),
+            "ep=2 needs a mixture-of-experts model");
+}
