@@ -541,7 +541,10 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     if (plan.vpp == 1) {
       in_flight = double(std::min<int64_t>(grad_accum, plan.pp - k));
     } else {
-      const int64_t chunks = std::min<int64_t>(grad_accum * plan.vpp, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
+      // Megatron warms up every chunk when grad_accum == pp (schedules.py, all_warmup_microbatches).
+      const int64_t all = grad_accum * plan.vpp;
+      const int64_t chunks =
+          grad_accum == plan.pp ? all : std::min<int64_t>(all, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
       in_flight = double(chunks) / double(plan.vpp);
     }
     in_flight = std::max(in_flight, 1.0);
