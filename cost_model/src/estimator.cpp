@@ -422,10 +422,12 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     const GroupPlacement all{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp},
                               AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
     const LinkEstimate link = topology_.link_for_group(all);
+    // DDP all-reduces 25 MiB buckets, each paying the ring latency: n_buckets separate collectives.
     const int64_t bytes = slowest_params * kGradBytes;
-    const double ar = collective_time_s(CollectiveKind::all_reduce, group, bytes, link);
-    const double last = collective_time_s(CollectiveKind::all_reduce, group, std::min(kLastBucketBytes, bytes), link);
-    dp_time = std::max(ar - slowest.bwd, last);
+    const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
+    const double per_bucket = collective_time_s(CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
+    const double ar = double(buckets) * per_bucket;
+    dp_time = std::max(ar - slowest.bwd, per_bucket);
   } else {
     if (zero <= 2) {
       // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps
