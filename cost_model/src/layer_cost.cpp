@@ -130,7 +130,8 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     const double peak = ir::peak_flops_per_s(w.cluster.gpu, gemm_dtype);
     if (std::min({mm, nn, kk}) < 16) {
       const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
-      return std::max(flops / (peak * w.params.gemm_max_efficiency), w.memory_time(bytes) - w.params.kernel_floor_s) +
+      const double best = gemm_dtype == ir::DType::fp8 ? w.params.fp8_gemm_max_efficiency : w.params.gemm_max_efficiency;
+      return std::max(flops / (peak * best), w.memory_time(bytes) - w.params.kernel_floor_s) +
              w.params.kernel_floor_s;
     }
     const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, gemm_dtype, w.params);
