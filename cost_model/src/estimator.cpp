@@ -190,6 +190,7 @@ struct FsdpRun {
 struct FsdpExposure {
   double exposed = 0;
   double hidden = 0;
+  double ends = 0;  ///< of `exposed`: the first all-gather and the last reduce-scatter of a micro-batch
 };
 FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs) {
   FsdpExposure out;
@@ -205,7 +206,12 @@ FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs) {
     const FsdpRun& next = i + 1 < runs.size() ? runs[i + 1] : none;
     const double c = double(r.copies);
     // forward
-    if (i == 0) out.exposed += r.ag; else overlap(r.ag, prev.fwd);
+    if (i == 0) {
+      out.exposed += r.ag;
+      out.ends += r.ag;
+    } else {
+      overlap(r.ag, prev.fwd);
+    }
     for (int64_t j = 1; j < r.copies; ++j) overlap(r.ag, r.fwd);
     // backward: copy j of this run, with its neighbours in forward order
     if (r.copies == 1) {
@@ -220,7 +226,10 @@ FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs) {
       }
     }
   }
-  if (!runs.empty()) out.exposed += runs.front().rs;  // the last reduce-scatter of backward
+  if (!runs.empty()) {  // the last reduce-scatter of backward
+    out.exposed += runs.front().rs;
+    out.ends += runs.front().rs;
+  }
   return out;
 }
 
@@ -381,7 +390,10 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     params -= tied_on_stage(stage.copies, s);
     const FsdpExposure f = fsdp_exposure(runs);
     // Compute runs slower while NCCL kernels share the SMs; booked with the traffic that causes it.
-    st.fsdp = f.exposed + params_.overlap_compute_slowdown * f.hidden;
+    // Between micro-batches the stream runs on: the next forward's first all-gather is prefetched in
+    // the previous backward and the last reduce-scatter runs under the next forward, so the chain's
+    // two ends are exposed once per step, not per micro-batch (booked per micro-batch as 1/ga).
+    st.fsdp = f.exposed - f.ends * (1.0 - 1.0 / double(grad_accum)) + params_.overlap_compute_slowdown * f.hidden;
     if (fsdp && plan.dp_replicate > 1) {
       // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
       // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).

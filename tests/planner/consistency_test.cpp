@@ -115,8 +115,8 @@ Stats compare_random_plans() {
 }
 
 // What holds today (docs/simulator.md §8): the medians within 5 %; without pipeline or expert
-// parallelism at least 85 % of plans within 5 % on both step time and peak memory; with them at least
-// 75 %. The remaining differences are listed there with their cause (FSDP prefetch depth, the
+// parallelism at least 88 % of plans within 5 % on both step time and peak memory; with them at least
+// 78 %. The remaining differences are listed there with their cause (FSDP prefetch depth, the
 // lowering's interleaved warm-up, expert-parallel FSDP groups). Tightening these bounds is the goal;
 // loosening them is a regression.
 TEST(consistency, estimator_and_simulator_agree) {
@@ -138,8 +138,8 @@ TEST(consistency, estimator_and_simulator_agree) {
   ASSERT_GE(s.flat_plans, 80u);
   EXPECT_LT(median(s.step), 0.05);
   EXPECT_LT(median(s.memory), 0.05);
-  EXPECT_GE(double(s.flat_plans - flat_outside), 0.85 * double(s.flat_plans));
-  EXPECT_GE(double(deep - deep_outside), 0.75 * double(deep));
+  EXPECT_GE(double(s.flat_plans - flat_outside), 0.88 * double(s.flat_plans));
+  EXPECT_GE(double(deep - deep_outside), 0.78 * double(deep));
 }
 
 }  // namespace
