@@ -7,6 +7,8 @@
 
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/cost_model/topology.hpp"
+
+#include "tiny_llama.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <gtest/gtest.h>
@@ -38,74 +40,16 @@ ir::TensorDecl tensor(const std::string& name, const std::string& dims, bool par
   return t;
 }
 
-ir::Op make_op(const std::string& name, ir::OpKind kind, std::vector<std::string> inputs, const std::string& output,
-               const std::string& einsum = {}) {
-  ir::Op op;
-  op.name = name;
-  op.kind = kind;
-  op.inputs = std::move(inputs);
-  op.output = output;
-  op.einsum = einsum;
-  return op;
-}
 
-ir::Block embed_block() {
-  ir::Block embed;
-  embed.name = "embed";
-  embed.is_layer = false;
-  embed.tensors = {tensor("wte", "vh", true), tensor("out", "bsh")};
-  embed.ops = {make_op("token_embedding", ir::OpKind::embedding, {"wte"}, "out")};
-  return embed;
-}
 
-ir::Block head_block() {
-  using Kind = ir::OpKind;
-  ir::Block head;
-  head.name = "head";
-  head.is_layer = false;
-  head.tensors = {tensor("x", "bsh"), tensor("final_norm_w", "h", true), tensor("x_norm", "bsh"),
-                  tensor("w_lm_head", "hv", true), tensor("logits", "bsv")};
-  head.ops = {make_op("final_norm", Kind::norm, {"x", "final_norm_w"}, "x_norm"),
-              make_op("lm_head", Kind::contraction, {"x_norm", "w_lm_head"}, "logits", "bsh,hv->bsv"),
-              make_op("loss", Kind::softmax_cross_entropy, {"logits"}, "")};
-  return head;
-}
 
 // A Llama-like layer: norm, q/k/v, rope, causal attention, o, residual, norm, gate/up, silu_glu,
 // down, residual.
-ir::Block dense_layer(int64_t repeat) {
-  using Kind = ir::OpKind;
-  ir::Block layer;
-  layer.name = "layer";
-  layer.repeat = repeat;
-  layer.tensors = {tensor("x", "bsh"),          tensor("attn_norm_w", "h", true), tensor("attn_in", "bsh"),
-                   tensor("wq", "had", true),   tensor("q", "bsad"),              tensor("wk", "hkd", true),
-                   tensor("k", "bskd"),         tensor("wv", "hkd", true),        tensor("v", "bskd"),
-                   tensor("q_rot", "bsad"),     tensor("k_rot", "bskd"),          tensor("attn", "bsad"),
-                   tensor("wo", "adh", true),   tensor("attn_out", "bsh"),        tensor("h1", "bsh"),
-                   tensor("mlp_norm_w", "h", true), tensor("mlp_in", "bsh"),      tensor("w_gate", "hf", true),
-                   tensor("gate", "bsf"),       tensor("w_up", "hf", true),       tensor("up", "bsf"),
-                   tensor("act_out", "bsf"),    tensor("w_down", "fh", true),     tensor("mlp_out", "bsh"),
-                   tensor("out", "bsh")};
-  layer.ops = {make_op("attn_norm", Kind::norm, {"x", "attn_norm_w"}, "attn_in"),
-               make_op("q_proj", Kind::contraction, {"attn_in", "wq"}, "q", "bsh,had->bsad"),
-               make_op("k_proj", Kind::contraction, {"attn_in", "wk"}, "k", "bsh,hkd->bskd"),
-               make_op("v_proj", Kind::contraction, {"attn_in", "wv"}, "v", "bsh,hkd->bskd"),
-               make_op("q_rope", Kind::rope, {"q"}, "q_rot"),
-               make_op("k_rope", Kind::rope, {"k"}, "k_rot"),
-               make_op("attention", Kind::attention_core, {"q_rot", "k_rot", "v"}, "attn"),
-               make_op("o_proj", Kind::contraction, {"attn", "wo"}, "attn_out", "bsad,adh->bsh"),
-               make_op("attn_residual", Kind::residual, {"x", "attn_out"}, "h1"),
-               make_op("mlp_norm", Kind::norm, {"h1", "mlp_norm_w"}, "mlp_in"),
-               make_op("gate_proj", Kind::contraction, {"mlp_in", "w_gate"}, "gate", "bsh,hf->bsf"),
-               make_op("up_proj", Kind::contraction, {"mlp_in", "w_up"}, "up", "bsh,hf->bsf"),
-               make_op("act", Kind::activation, {"gate", "up"}, "act_out"),
-               make_op("down_proj", Kind::contraction, {"act_out", "w_down"}, "mlp_out", "bsf,fh->bsh"),
-               make_op("mlp_residual", Kind::residual, {"h1", "mlp_out"}, "out")};
-  layer.ops[6].causal = true;
-  layer.ops[12].activation = ir::ActivationKind::silu_glu;
-  return layer;
-}
+
+ir::Block embed_block() { return tiny::embed(); }
+ir::Block head_block() { return tiny::head(); }
+ir::Block dense_layer(int64_t repeat) { return tiny::layer(repeat); }
+using tiny::make_op;
 
 ir::Graph dense_graph(int64_t layers) {
   ir::Graph g;

@@ -3,6 +3,8 @@
 // formulas of docs/cost-model.md §2 and §4 by listing tensors and kernels one by one.
 #include "mgt/cost_model/layer_cost.hpp"
 
+#include "tiny_llama.hpp"
+
 #include "mgt/ir/error.hpp"
 
 #include <gtest/gtest.h>
@@ -14,85 +16,20 @@
 namespace mgt::cost {
 namespace {
 
-constexpr int64_t H = 64, A = 4, K = 2, D = 16, F = 128, V = 256;
+using tiny::A, tiny::D, tiny::F, tiny::H, tiny::K, tiny::V, tiny::make_op, tiny::tensor;
 
-// ---- graph builder ----
+// ---- graph builder (tests/cost_model/tiny_llama.hpp) ----
 
-ir::TensorDecl tensor(const std::string& name, const std::string& dims, bool parameter = false) {
-  const std::map<char, int64_t> sizes{{'b', 0}, {'s', 0}, {'h', H}, {'a', A}, {'k', K}, {'d', D}, {'f', F}, {'v', V}};
-  ir::TensorDecl t{name, {}, parameter};
-  for (char c : dims) t.dims.push_back({c, sizes.at(c)});
-  return t;
-}
+ir::Block tiny_layer(int64_t repeat = 1) { return tiny::layer(repeat); }
+ir::Block tiny_embed() { return tiny::embed(); }
+ir::Block tiny_head() { return tiny::head(); }
 
-ir::Op make_op(const std::string& name, ir::OpKind kind, std::vector<std::string> inputs, const std::string& output,
-               const std::string& einsum = {}) {
-  ir::Op op;
-  op.name = name;
-  op.kind = kind;
-  op.inputs = std::move(inputs);
-  op.output = output;
-  op.einsum = einsum;
-  return op;
-}
+
 
 // norm -> q/k/v -> rope(q), rope(k) -> attention -> o -> residual -> norm -> gate/up -> silu_glu ->
 // down -> residual.
-ir::Block tiny_layer(int64_t repeat = 1) {
-  ir::Block b;
-  b.name = "layer";
-  b.repeat = repeat;
-  b.is_layer = true;
-  b.tensors = {tensor("x", "bsh"),          tensor("attn_norm_w", "h", true), tensor("attn_in", "bsh"),
-               tensor("wq", "had", true),   tensor("q", "bsad"),              tensor("wk", "hkd", true),
-               tensor("k", "bskd"),         tensor("wv", "hkd", true),        tensor("v", "bskd"),
-               tensor("q_rot", "bsad"),     tensor("k_rot", "bskd"),          tensor("attn", "bsad"),
-               tensor("wo", "adh", true),   tensor("attn_out", "bsh"),        tensor("h1", "bsh"),
-               tensor("mlp_norm_w", "h", true), tensor("mlp_in", "bsh"),      tensor("w_gate", "hf", true),
-               tensor("gate", "bsf"),       tensor("w_up", "hf", true),       tensor("up", "bsf"),
-               tensor("act_out", "bsf"),    tensor("w_down", "fh", true),     tensor("mlp_out", "bsh"),
-               tensor("out", "bsh")};
-  using K_ = ir::OpKind;
-  b.ops = {make_op("attn_norm", K_::norm, {"x", "attn_norm_w"}, "attn_in"),
-           make_op("q_proj", K_::contraction, {"attn_in", "wq"}, "q", "bsh,had->bsad"),
-           make_op("k_proj", K_::contraction, {"attn_in", "wk"}, "k", "bsh,hkd->bskd"),
-           make_op("v_proj", K_::contraction, {"attn_in", "wv"}, "v", "bsh,hkd->bskd"),
-           make_op("q_rope", K_::rope, {"q"}, "q_rot"),
-           make_op("k_rope", K_::rope, {"k"}, "k_rot"),
-           make_op("attention", K_::attention_core, {"q_rot", "k_rot", "v"}, "attn"),
-           make_op("o_proj", K_::contraction, {"attn", "wo"}, "attn_out", "bsad,adh->bsh"),
-           make_op("attn_residual", K_::residual, {"x", "attn_out"}, "h1"),
-           make_op("mlp_norm", K_::norm, {"h1", "mlp_norm_w"}, "mlp_in"),
-           make_op("gate_proj", K_::contraction, {"mlp_in", "w_gate"}, "gate", "bsh,hf->bsf"),
-           make_op("up_proj", K_::contraction, {"mlp_in", "w_up"}, "up", "bsh,hf->bsf"),
-           make_op("act", K_::activation, {"gate", "up"}, "act_out"),
-           make_op("down_proj", K_::contraction, {"act_out", "w_down"}, "mlp_out", "bsf,fh->bsh"),
-           make_op("mlp_residual", K_::residual, {"h1", "mlp_out"}, "out")};
-  b.ops[6].causal = true;
-  b.ops[12].activation = ir::ActivationKind::silu_glu;
-  return b;
-}
 
-ir::Block tiny_embed() {
-  ir::Block b;
-  b.name = "embed";
-  b.is_layer = false;
-  b.tensors = {tensor("wte", "vh", true), tensor("out", "bsh")};
-  b.ops = {make_op("token_embedding", ir::OpKind::embedding, {"wte"}, "out")};
-  return b;
-}
 
-ir::Block tiny_head() {
-  ir::Block b;
-  b.name = "head";
-  b.is_layer = false;
-  b.tensors = {tensor("x", "bsh"), tensor("final_norm_w", "h", true), tensor("x_norm", "bsh"),
-               tensor("w_lm_head", "hv", true), tensor("logits", "bsv")};
-  b.ops = {make_op("final_norm", ir::OpKind::norm, {"x", "final_norm_w"}, "x_norm"),
-           make_op("lm_head", ir::OpKind::contraction, {"x_norm", "w_lm_head"}, "logits", "bsh,hv->bsv"),
-           make_op("loss", ir::OpKind::softmax_cross_entropy, {"logits"}, "")};
-  return b;
-}
 
 // One contraction "bsh,hf->bsf" and nothing else.
 ir::Block single_contraction(int64_t f = F) {
