@@ -243,8 +243,30 @@ int64_t Estimator::tied_on_stage(const std::vector<int64_t>& copies, const Shape
   return duplicate;
 }
 
-Estimate Estimator::estimate(const ir::Plan& input_plan) const {
-  ir::Plan plan = input_plan;
+// Everything a plan fixes once: the resolved plan and its data-parallel groups on the mesh
+// (pp, dp_replicate, dp_shard, cp, tp), tp innermost.
+struct Estimator::PlanContext {
+  ir::Plan plan;  // grad_accum, sequence_parallel, zero_stage resolved
+  int64_t grad_accum = 1, zero = 0, replicas = 1;
+  int64_t shard_group = 1;         // FSDP/ZeRO shard over dp_shard x cp (torchtitan)
+  int64_t expert_shard_group = 1;  // what ep leaves of it for routed experts
+  int64_t pp_stride = 1;
+  bool fsdp = false;
+  LinkEstimate shard_link, expert_link, replicate_link;
+};
+
+// One micro-batch on one pipeline stage (docs/cost-model.md §5).
+struct Estimator::StageTime {
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
+  double hsdp = 0;  // once per step: the replica all-reduces FSDP2 chains after each reduce-scatter
+  int64_t params = 0, expert_params = 0;  // on this stage, after tp / ep, before data-parallel sharding
+  double total() const { return compute + recompute + tp + cp + ep + fsdp + pp; }
+};
+
+Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
+  PlanContext x;
+  ir::Plan& plan = x.plan;
+  plan = input_plan;
   if (ir::world_size(plan) != num_gpus_)
     throw ir::InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
                          "plan uses " + std::to_string(ir::world_size(plan)) + " GPUs, not --gpus " +
@@ -263,156 +285,299 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
                              std::to_string(plan.dp_shard * plan.cp) + " and the expert count " +
                              std::to_string(graph_.info.num_experts),
                          "ep borrows ranks from dp_shard x cp; use ep=1 for dense models");
-  const int64_t replicas = plan.dp_replicate * plan.dp_shard;  // model replicas that see distinct sequences
+  x.replicas = plan.dp_replicate * plan.dp_shard;  // model replicas that see distinct sequences
   const int64_t seqs = settings_.global_batch_seqs();
-  if (seqs % (replicas * plan.micro_batch) != 0)
+  if (seqs % (x.replicas * plan.micro_batch) != 0)
     throw ir::InputError("--plan", "micro_batch",
                          "global batch of " + std::to_string(seqs) + " sequences does not divide into " +
-                             std::to_string(replicas) + " data-parallel replicas x micro_batch " +
+                             std::to_string(x.replicas) + " data-parallel replicas x micro_batch " +
                              std::to_string(plan.micro_batch),
                          "change --global-batch-tokens, micro_batch or the data-parallel sizes");
-  const int64_t grad_accum = seqs / (replicas * plan.micro_batch);
-  if (plan.grad_accum && *plan.grad_accum != grad_accum)
+  x.grad_accum = seqs / (x.replicas * plan.micro_batch);
+  if (plan.grad_accum && *plan.grad_accum != x.grad_accum)
     throw ir::InputError("--plan", "grad_accum",
                          "grad_accum " + std::to_string(*plan.grad_accum) +
-                             " disagrees with the global batch, which needs " + std::to_string(grad_accum),
+                             " disagrees with the global batch, which needs " + std::to_string(x.grad_accum),
                          "drop grad_accum to derive it");
-  plan.grad_accum = grad_accum;
+  plan.grad_accum = x.grad_accum;
   plan.sequence_parallel = ir::sequence_parallel(plan);
   plan.zero_stage = ir::zero_stage(plan);
-  const int64_t zero = *plan.zero_stage;
+  x.zero = *plan.zero_stage;
 
-  const ShapeSummary& s = summary_for(plan);
-  const StageLayout& layout = layout_for(plan);
-  Estimate e;
-  TimeBreakdown& t = e.time;
-  MemoryBreakdown& m = e.memory;
-
-  // ---- groups on the mesh (pp, dp_replicate, dp_shard, cp, tp), tp innermost ----
-  const int64_t shard_group = plan.dp_shard * plan.cp;  // FSDP/ZeRO shard over dp_shard x cp (torchtitan)
-  const int64_t expert_shard_group = std::max<int64_t>(1, shard_group / plan.ep);
-  const GroupPlacement shard_placement{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
-  const GroupPlacement replicate_placement{{AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
-  const LinkEstimate shard_link = topology_.link_for_group(shard_placement);
+  x.shard_group = plan.dp_shard * plan.cp;
+  x.expert_shard_group = std::max<int64_t>(1, x.shard_group / plan.ep);
+  x.pp_stride = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
+  x.fsdp = x.zero == 3 && x.shard_group > 1;
+  const GroupPlacement shard{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
+  x.shard_link = topology_.link_for_group(shard);
   // Routed experts shard over what ep leaves of dp_shard x cp. ep sits innermost in that block
   // (just outside tp): inside cp when ep divides cp, else spanning cp and part of dp_shard
   // (docs/lowering.md "Mesh"), so the expert group strides over the ep ranks.
-  GroupPlacement expert_placement = shard_placement;
+  GroupPlacement expert = shard;
   if (plan.ep > 1) {
     if (plan.cp % plan.ep == 0)
-      expert_placement = {{AxisPlacement{plan.cp / plan.ep, plan.tp * plan.ep},
-                           AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
+      expert = {{AxisPlacement{plan.cp / plan.ep, plan.tp * plan.ep}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
     else
-      expert_placement = {{AxisPlacement{plan.dp_shard * plan.cp / plan.ep, plan.tp * plan.ep}}};
+      expert = {{AxisPlacement{plan.dp_shard * plan.cp / plan.ep, plan.tp * plan.ep}}};
   }
-  const LinkEstimate expert_link = topology_.link_for_group(expert_placement);
-  const LinkEstimate replicate_link = topology_.link_for_group(replicate_placement);
-  const int64_t pp_stride = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
-  const bool fsdp = zero == 3 && shard_group > 1;
+  x.expert_link = topology_.link_for_group(expert);
+  x.replicate_link = topology_.link_for_group(
+      {{AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}});
+  return x;
+}
 
-  // ---- per stage: one micro-batch (docs/cost-model.md §5) ----
-  struct StageTime {
-    double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
-    double hsdp = 0;  // once per step: the replica all-reduces FSDP2 chains after each reduce-scatter
-    double total() const { return compute + recompute + tp + cp + ep + fsdp + pp; }
+namespace {
+// Full recompute of N layers per chunk (Megatron --recompute-num-layers) as a fraction of the
+// stage's layers; 1 when every layer is checkpointed, 0 without full recompute.
+double full_recompute_fraction(const ir::Plan& plan, int64_t stage_layers) {
+  if (plan.recompute != ir::Recompute::full || stage_layers == 0) return 0.0;
+  if (!plan.recompute_layers) return 1.0;
+  return std::min(1.0, double(*plan.recompute_layers * plan.vpp) / double(stage_layers));
+}
+}  // namespace
+
+Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
+                                           int64_t stage_layers, const PlanContext& x) const {
+  const ir::Plan& plan = x.plan;
+  StageTime st;
+  const double full_fraction = full_recompute_fraction(plan, stage_layers);
+  double hidden_cp = 0;
+  std::vector<FsdpRun> runs;
+  std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    const int64_t copies = copies_per_block[b];
+    if (copies == 0) continue;
+    const auto& blk = s.blocks[b];
+    const BlockCost& c = blk.cost;
+    const double r = double(copies);
+    st.compute += r * (c.fwd_compute_s + c.bwd_compute_s);
+    st.bwd += r * c.bwd_compute_s;
+    st.tp += r * (blk.tp_fwd_s + blk.tp_bwd_s);
+    st.ep += r * blk.ep_s;
+    if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.recompute += r * c.selective_recompute_s;
+    if (blk.is_layer && full_fraction > 0) {
+      st.recompute += full_fraction * r * c.fwd_compute_s;
+      st.tp += full_fraction * r * blk.tp_fwd_s;  // the recomputed forward repeats its collectives
+      st.ep += full_fraction * r * blk.ep_s / 2;  // ... and its dispatch / combine
+    }
+    // Ring-style CP exchange overlaps the attention kernels (Liu et al. 2023, Ring Attention §3).
+    const double cp_fwd_hidden = std::min(blk.cp_fwd_s, c.attention_fwd_s);
+    const double cp_bwd_hidden = std::min(blk.cp_bwd_s, c.attention_bwd_s);
+    st.cp += r * (blk.cp_fwd_s - cp_fwd_hidden + blk.cp_bwd_s - cp_bwd_hidden);
+    hidden_cp += r * (cp_fwd_hidden + cp_bwd_hidden);
+    st.params += copies * c.param_elements_local;
+    st.expert_params += copies * c.expert_param_elements_local;
+    if (x.fsdp) {
+      // FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
+      // reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group.
+      const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
+      const int64_t expert = c.expert_param_elements_local;
+      const double ag =
+          collective_time_s(CollectiveKind::all_gather, x.shard_group, dense * kWorkingBytes, x.shard_link) +
+          collective_time_s(CollectiveKind::all_gather, x.expert_shard_group, expert * kWorkingBytes, x.expert_link);
+      const double rs =
+          collective_time_s(CollectiveKind::reduce_scatter, x.shard_group, dense * kGradBytes, x.shard_link) +
+          collective_time_s(CollectiveKind::reduce_scatter, x.expert_shard_group, expert * kGradBytes, x.expert_link);
+      // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
+      // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
+      // backward, the recomputed forward.
+      const double fwd_window = c.fwd_compute_s + blk.tp_fwd_s + (blk.cp_fwd_s - cp_fwd_hidden);
+      double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + (blk.cp_bwd_s - cp_bwd_hidden);
+      if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
+      if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s);
+      runs.push_back({copies, ag, rs, fwd_window, bwd_window});
+      run_all_reduce.push_back(
+          collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.shard_group) * kGradBytes,
+                            x.replicate_link) +
+          collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate,
+                            ceil_div(expert, x.expert_shard_group) * kGradBytes, x.replicate_link));
+    }
+    if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
+      // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
+      const LinkEstimate p2p = topology_.link_between(0, x.pp_stride);
+      st.pp = 2.0 * double(plan.vpp) * collective_time_s(CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
+    }
+  }
+  st.params -= tied_on_stage(copies_per_block, s);
+  const FsdpExposure f = fsdp_exposure(runs);
+  // Compute runs slower while NCCL kernels share the SMs; booked with the traffic that causes it.
+  // Between micro-batches the stream runs on: the next forward's first all-gather is prefetched in
+  // the previous backward and the last reduce-scatter runs under the next forward, so the chain's
+  // two ends are exposed once per step, not per micro-batch (booked per micro-batch as 1/ga).
+  st.fsdp = f.exposed - f.ends * (1.0 - 1.0 / double(x.grad_accum)) + params_.overlap_compute_slowdown * f.hidden;
+  if (x.fsdp && plan.dp_replicate > 1) {
+    // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
+    // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
+    std::vector<FsdpRun> last = runs;
+    for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
+    const FsdpExposure fl = fsdp_exposure(last);
+    st.hsdp = (fl.exposed - f.exposed) + params_.overlap_compute_slowdown * (fl.hidden - f.hidden);
+  }
+  st.cp += params_.overlap_compute_slowdown * hidden_cp;
+  return st;
+}
+
+double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
+                                       int64_t params_shard) const {
+  const ir::Plan& plan = x.plan;
+  if (x.zero == 0) {
+    // DDP over every replica and cp rank: fp32 grads all-reduced in 25 MiB buckets, each paying the
+    // ring latency, overlapped with the last backward except the last bucket.
+    const int64_t group = plan.dp_replicate * plan.dp_shard * plan.cp;
+    const GroupPlacement all{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp},
+                              AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
+    const LinkEstimate link = topology_.link_for_group(all);
+    const int64_t bytes = params * kGradBytes;
+    const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
+    const double per_bucket = collective_time_s(CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
+    return std::max(double(buckets) * per_bucket - slowest.bwd, per_bucket);
+  }
+  if (x.zero == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
+  // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a
+  // gradient shard, so it reduce-scatters under every micro-batch's backward (DeepSpeed stage 2).
+  // The updated bf16 params are all-gathered under the next forward (Megatron --overlap-grad-reduce /
+  // --overlap-param-gather, DeepSpeed overlap_comm). The last bucket of each has nothing to hide under.
+  const int64_t grad_bytes = params * kGradBytes, param_bytes = params * kWorkingBytes;
+  auto collective = [&](CollectiveKind kind, int64_t bytes) {
+    return collective_time_s(kind, x.shard_group, bytes, x.shard_link);
   };
-  double model_flops = 0;  // whole model, one micro-batch of one replica
-  for (size_t b = 0; b < s.blocks.size(); ++b) model_flops += double(graph_.blocks[b].repeat) * s.blocks[b].cost.model_flops;
+  const double rs = collective(CollectiveKind::reduce_scatter, grad_bytes);
+  const double rs_last = collective(CollectiveKind::reduce_scatter, std::min(kLastBucketBytes, grad_bytes));
+  const double ag = collective(CollectiveKind::all_gather, param_bytes);
+  const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, param_bytes));
+  const double fwd = slowest.compute - slowest.bwd;
+  double t = (x.zero == 2 ? double(x.grad_accum) : 1.0) * std::max(rs - slowest.bwd, rs_last);
+  t += std::max(ag - fwd, ag_last);
+  // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
+  t += collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes, x.replicate_link);
+  return t;
+}
 
+MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
+                                        int64_t stage_layers, int64_t stage_index, const PlanContext& x) const {
+  const ir::Plan& plan = x.plan;
+  MemoryBreakdown sm;
+  int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
+  int64_t largest_pair = 0;  // two consecutive block copies (FSDP's current + prefetched)
+  int64_t previous_block = -1;
+  int64_t largest_layer_block = 0;
+  double per_microbatch_saved = 0;
+  const double full_fraction = full_recompute_fraction(plan, stage_layers);
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    const int64_t copies = copies_per_block[b];
+    if (copies == 0) continue;
+    const auto& blk = s.blocks[b];
+    const BlockCost& c = blk.cost;
+    params += copies * c.param_elements_local;
+    expert += copies * c.expert_param_elements_local;
+    const int64_t p_local = c.param_elements_local;
+    largest_block = std::max(largest_block, p_local);
+    // FSDP holds a copy and the one prefetched after it: the largest adjacent pair of copies.
+    if (copies > 1) largest_pair = std::max(largest_pair, 2 * p_local);
+    if (previous_block >= 0) largest_pair = std::max(largest_pair, previous_block + p_local);
+    previous_block = p_local;
+    if (blk.is_layer) largest_layer_block = std::max(largest_layer_block, p_local);
+    double saved = double(c.saved_bytes_none);
+    if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
+    if (blk.is_layer && full_fraction > 0)
+      saved = full_fraction * double(c.saved_bytes_full) + (1.0 - full_fraction) * double(c.saved_bytes_none);
+    per_microbatch_saved += double(copies) * saved;
+    if (blk.is_layer) largest_saved_none = std::max(largest_saved_none, c.saved_bytes_none);
+    largest_tensor = std::max(largest_tensor, c.largest_tensor_bytes);
+    logits = std::max(logits, c.logits_bytes);
+  }
+  params -= tied_on_stage(copies_per_block, s);
+  const int64_t shard = x.zero >= 1 ? x.shard_group : 1;
+  const int64_t expert_shard = x.zero >= 1 ? x.expert_shard_group : 1;
+  const int64_t shard_params = ceil_div(params - expert, shard) + ceil_div(expert, expert_shard);
+  switch (x.zero) {
+    case 0:
+      sm.parameters_bytes = params * (kMasterBytes + kWorkingBytes);
+      sm.gradients_bytes = params * kGradBytes;
+      sm.optimizer_bytes = params * kAdamBytes;
+      break;
+    case 1:  // Megatron distributed optimizer: bf16 params, fp32 grads, sharded master + Adam
+      sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
+      sm.gradients_bytes = params * kGradBytes;
+      sm.optimizer_bytes = shard_params * kAdamBytes;
+      break;
+    case 2:
+      sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
+      sm.gradients_bytes = shard_params * kGradBytes;
+      sm.optimizer_bytes = shard_params * kAdamBytes;
+      break;
+    default:
+      sm.parameters_bytes = shard_params * kMasterBytes;
+      sm.gradients_bytes = shard_params * kGradBytes;
+      sm.optimizer_bytes = shard_params * kAdamBytes;
+      // The block in use and the one prefetched beside it, unsharded in bf16; one block's unsharded
+      // gradient (bf16, then fp32 for the reduce-scatter); with pp, each chunk's last layer block
+      // stays gathered while its micro-batches are in flight (docs/lowering.md, FSDP).
+      if (x.fsdp)
+        sm.fsdp_buffers_bytes = std::max(largest_pair, largest_block) * kWorkingBytes +
+                                largest_block * (kWorkingBytes + kGradBytes) +
+                                (plan.pp > 1 ? plan.vpp * largest_layer_block * kWorkingBytes : 0);
+      break;
+  }
+  // Micro-batches in flight on stage k (Megatron schedules): 1F1B warms up pp - k - 1 forwards, so
+  // pp - k are live, at most grad_accum; the interleaved schedule warms up 2 (pp - k - 1) + (vpp - 1) pp
+  // chunks of 1/vpp of the stage's layers, at most all grad_accum * vpp chunks, and all of them when
+  // grad_accum == pp (schedules.py). On the first stage that is pp (1 + (pp - 1) / (pp vpp))
+  // (Korthikanti et al. 2022 §4.2.3).
+  const int64_t k = stage_index;
+  double in_flight = 0;
+  if (plan.vpp == 1) {
+    in_flight = double(std::min<int64_t>(x.grad_accum, plan.pp - k));
+  } else {
+    const int64_t all = x.grad_accum * plan.vpp;
+    const int64_t chunks =
+        x.grad_accum == plan.pp ? all : std::min<int64_t>(all, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
+    in_flight = double(chunks) / double(plan.vpp);
+  }
+  in_flight = std::max(in_flight, 1.0);
+  sm.activations_bytes = int64_t(std::llround(in_flight * per_microbatch_saved));
+  // Backward holds one layer's rematerialised activations (full recompute) and the gradients of the
+  // two largest tensors in flight; the loss holds the logits working set.
+  const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
+  sm.transient_bytes = std::max(logits, backward_transient);
+  const int64_t allocated = sm.parameters_bytes + sm.gradients_bytes + sm.optimizer_bytes + sm.fsdp_buffers_bytes +
+                            sm.activations_bytes + sm.transient_bytes;
+  sm.overhead_bytes = params_.cuda_context_bytes + params_.nccl_buffer_bytes +
+                      int64_t(std::llround(params_.allocator_fragmentation * double(allocated)));
+  sm.peak_bytes = allocated + sm.overhead_bytes;
+  return sm;
+}
+
+// The estimate, top to bottom: resolve the plan, time every distinct pipeline stage, run the
+// pipeline schedule, add the once-per-step terms, take memory at the worst stage.
+Estimate Estimator::estimate(const ir::Plan& input_plan) const {
+  const PlanContext x = context_for(input_plan);
+  const ir::Plan& plan = x.plan;
+  const ShapeSummary& s = summary_for(plan);
+  const StageLayout& layout = layout_for(plan);
+  Estimate e;
+  e.plan = plan;
+  TimeBreakdown& t = e.time;
+
+  // ---- one micro-batch per stage; the slowest stage paces the pipeline ----
   StageTime slowest;
   double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
-  int64_t slowest_params = 0, slowest_expert = 0;
+  int64_t most_params = 0, most_expert_params = 0;
   for (const auto& stage : layout.stages) {
-    StageTime st;
-    // Full recompute of N layers per chunk (Megatron --recompute-num-layers): a fraction of the layers.
-    double full_fraction = 0;
-    if (plan.recompute == ir::Recompute::full && stage.layers > 0)
-      full_fraction = plan.recompute_layers
-                          ? std::min(1.0, double(*plan.recompute_layers * plan.vpp) / double(stage.layers))
-                          : 1.0;
-    double hidden_cp = 0;
-    std::vector<FsdpRun> runs;
-    std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
-    int64_t params = 0, expert = 0;
-    for (size_t b = 0; b < s.blocks.size(); ++b) {
-      const int64_t copies = stage.copies[b];
-      if (copies == 0) continue;
-      const auto& blk = s.blocks[b];
-      const BlockCost& c = blk.cost;
-      const double r = double(copies);
-      st.compute += r * (c.fwd_compute_s + c.bwd_compute_s);
-      st.bwd += r * c.bwd_compute_s;
-      st.tp += r * (blk.tp_fwd_s + blk.tp_bwd_s);
-      st.ep += r * blk.ep_s;
-      if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.recompute += r * c.selective_recompute_s;
-      if (blk.is_layer && full_fraction > 0) {
-        st.recompute += full_fraction * r * c.fwd_compute_s;
-        st.tp += full_fraction * r * blk.tp_fwd_s;  // the recomputed forward repeats its collectives
-        st.ep += full_fraction * r * blk.ep_s / 2;  // ... and its dispatch / combine
-      }
-      // Ring-style CP exchange overlaps the attention kernels (Liu et al. 2023, Ring Attention §3).
-      const double cp_fwd_hidden = std::min(blk.cp_fwd_s, c.attention_fwd_s);
-      const double cp_bwd_hidden = std::min(blk.cp_bwd_s, c.attention_bwd_s);
-      st.cp += r * (blk.cp_fwd_s - cp_fwd_hidden + blk.cp_bwd_s - cp_bwd_hidden);
-      hidden_cp += r * (cp_fwd_hidden + cp_bwd_hidden);
-      params += copies * c.param_elements_local;
-      expert += copies * c.expert_param_elements_local;
-      if (fsdp) {
-        // FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
-        // reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group.
-        const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
-        const double ag = collective_time_s(CollectiveKind::all_gather, shard_group, dense * kWorkingBytes, shard_link) +
-                          collective_time_s(CollectiveKind::all_gather, expert_shard_group,
-                                            c.expert_param_elements_local * kWorkingBytes, expert_link);
-        const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, dense * kGradBytes, shard_link) +
-                          collective_time_s(CollectiveKind::reduce_scatter, expert_shard_group,
-                                            c.expert_param_elements_local * kGradBytes, expert_link);
-        // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
-        // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
-        // backward, the recomputed forward.
-        double fwd_window = c.fwd_compute_s + blk.tp_fwd_s + (blk.cp_fwd_s - cp_fwd_hidden);
-        double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + (blk.cp_bwd_s - cp_bwd_hidden);
-        if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
-        if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s);
-        runs.push_back({copies, ag, rs, fwd_window, bwd_window});
-        run_all_reduce.push_back(collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate,
-                                                   ceil_div(dense, shard_group) * kGradBytes, replicate_link) +
-                                 collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate,
-                                                   ceil_div(c.expert_param_elements_local, expert_shard_group) * kGradBytes,
-                                                   replicate_link));
-      }
-      if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
-        // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
-        const LinkEstimate p2p = topology_.link_between(0, pp_stride);
-        st.pp = 2.0 * double(plan.vpp) * collective_time_s(CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
-      }
-    }
-    params -= tied_on_stage(stage.copies, s);
-    const FsdpExposure f = fsdp_exposure(runs);
-    // Compute runs slower while NCCL kernels share the SMs; booked with the traffic that causes it.
-    // Between micro-batches the stream runs on: the next forward's first all-gather is prefetched in
-    // the previous backward and the last reduce-scatter runs under the next forward, so the chain's
-    // two ends are exposed once per step, not per micro-batch (booked per micro-batch as 1/ga).
-    st.fsdp = f.exposed - f.ends * (1.0 - 1.0 / double(grad_accum)) + params_.overlap_compute_slowdown * f.hidden;
-    if (fsdp && plan.dp_replicate > 1) {
-      // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
-      // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
-      std::vector<FsdpRun> last = runs;
-      for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
-      const FsdpExposure fl = fsdp_exposure(last);
-      st.hsdp = (fl.exposed - f.exposed) + params_.overlap_compute_slowdown * (fl.hidden - f.hidden);
-    }
-    st.cp += params_.overlap_compute_slowdown * hidden_cp;
+    const StageTime st = stage_time(s, stage.copies, stage.layers, x);
     all_stages_s += double(stage.count) * st.total();
     if (st.total() > slowest.total()) slowest = st;
-    if (params > slowest_params) { slowest_params = params; slowest_expert = expert; }
+    if (st.params > most_params) {
+      most_params = st.params;
+      most_expert_params = st.expert_params;
+    }
   }
 
   // ---- pipeline schedule: 1F1B / interleaved (Narayanan 2021 §2.2) ----
   // The slowest stage runs every micro-batch; filling and draining the pipe adds the other stages'
   // time for one micro-batch, divided over vpp chunks: (pp - 1) / vpp slots when stages are equal,
   // less when only the last (LM head) or first stage is heavy.
-  const double ga = double(grad_accum);
+  const double ga = double(x.grad_accum);
   t.compute_s = ga * slowest.compute;
   t.recompute_s = ga * slowest.recompute;
   t.exposed_tp_s = ga * slowest.tp;
@@ -423,158 +588,29 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   t.bubble_s = (all_stages_s - slowest.total()) / double(plan.vpp);
 
   // ---- once per step: gradient synchronisation outside FSDP, optimizer, fixed costs ----
-  const int64_t dense_params = slowest_params - slowest_expert;
-  const int64_t shard = zero >= 1 ? shard_group : 1;
-  const int64_t expert_shard = zero >= 1 ? expert_shard_group : 1;
-  const int64_t params_shard = ceil_div(dense_params, shard) + ceil_div(slowest_expert, expert_shard);
-  double dp_time = 0;
-  if (zero == 0) {
-    // DDP over every replica and cp rank: all-reduce of fp32 grads, overlapped with the last backward.
-    const int64_t group = plan.dp_replicate * plan.dp_shard * plan.cp;
-    const GroupPlacement all{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp},
-                              AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
-    const LinkEstimate link = topology_.link_for_group(all);
-    // DDP all-reduces 25 MiB buckets, each paying the ring latency: n_buckets separate collectives.
-    const int64_t bytes = slowest_params * kGradBytes;
-    const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
-    const double per_bucket = collective_time_s(CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
-    const double ar = double(buckets) * per_bucket;
-    dp_time = std::max(ar - slowest.bwd, per_bucket);
-  } else {
-    if (zero <= 2) {
-      // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps
-      // only a gradient shard, so it reduce-scatters under every micro-batch's backward (DeepSpeed
-      // stage 2). The updated bf16 params are all-gathered under the next forward (Megatron
-      // --overlap-grad-reduce / --overlap-param-gather, DeepSpeed overlap_comm). The last bucket of
-      // each has nothing to hide under.
-      const int64_t grad_bytes = slowest_params * kGradBytes, param_bytes = slowest_params * kWorkingBytes;
-      const double rs = collective_time_s(CollectiveKind::reduce_scatter, shard_group, grad_bytes, shard_link);
-      const double rs_last = collective_time_s(CollectiveKind::reduce_scatter, shard_group,
-                                               std::min(kLastBucketBytes, grad_bytes), shard_link);
-      const double ag = collective_time_s(CollectiveKind::all_gather, shard_group, param_bytes, shard_link);
-      const double ag_last = collective_time_s(CollectiveKind::all_gather, shard_group,
-                                               std::min(kLastBucketBytes, param_bytes), shard_link);
-      const double fwd = slowest.compute - slowest.bwd;
-      dp_time += (zero == 2 ? ga : 1.0) * std::max(rs - slowest.bwd, rs_last);
-      dp_time += std::max(ag - fwd, ag_last);
-    }
-    if (zero == 3) {
-      dp_time += slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
-    } else {
-      // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
-      dp_time += collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
-                                   replicate_link);
-    }
-  }
-  t.exposed_dp_s = dp_time;
+  const int64_t shard = x.zero >= 1 ? x.shard_group : 1;
+  const int64_t expert_shard = x.zero >= 1 ? x.expert_shard_group : 1;
+  const int64_t params_shard =
+      ceil_div(most_params - most_expert_params, shard) + ceil_div(most_expert_params, expert_shard);
+  t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, params_shard);
   t.optimizer_s = memory_bound_time_s(params_shard * kOptimizerTrafficBytes, cluster_, params_);
   t.overhead_s = ga * params_.per_microbatch_overhead_s + params_.per_step_overhead_s;
 
   e.step_time_s = t.compute_s + t.recompute_s + t.exposed_tp_s + t.exposed_cp_s + t.exposed_ep_s + t.exposed_pp_s +
                   t.exposed_fsdp_s + t.bubble_s + t.exposed_dp_s + t.optimizer_s + t.overhead_s;
-  e.model_flops_per_step = model_flops * ga * double(replicas);
-  e.tokens_per_s_per_gpu = double(seqs * settings_.seq_len) / e.step_time_s / double(num_gpus_);
+  double model_flops = 0;  // whole model, one micro-batch of one replica
+  for (size_t b = 0; b < s.blocks.size(); ++b) model_flops += double(graph_.blocks[b].repeat) * s.blocks[b].cost.model_flops;
+  e.model_flops_per_step = model_flops * ga * double(x.replicas);
+  e.tokens_per_s_per_gpu = double(settings_.global_batch_seqs() * settings_.seq_len) / e.step_time_s / double(num_gpus_);
   e.mfu = e.model_flops_per_step /
           (e.step_time_s * double(num_gpus_) * ir::peak_flops_per_s(cluster_.gpu, settings_.compute_dtype));
   e.bottleneck = bottleneck_of(t, e.step_time_s);
 
   // ---- memory per GPU: the worst pipeline stage (docs/cost-model.md §4) ----
   for (const auto& stage : layout.stages) {
-    MemoryBreakdown sm;
-    int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
-    int64_t largest_pair = 0;      // two consecutive block copies (FSDP's current + prefetched)
-    int64_t previous_block = -1;
-    int64_t largest_layer_block = 0;
-    double per_microbatch_saved = 0;
-    double full_fraction = 0;
-    if (plan.recompute == ir::Recompute::full && stage.layers > 0)
-      full_fraction = plan.recompute_layers
-                          ? std::min(1.0, double(*plan.recompute_layers * plan.vpp) / double(stage.layers))
-                          : 1.0;
-    for (size_t b = 0; b < s.blocks.size(); ++b) {
-      const int64_t copies = stage.copies[b];
-      if (copies == 0) continue;
-      const auto& blk = s.blocks[b];
-      const BlockCost& c = blk.cost;
-      params += copies * c.param_elements_local;
-      expert += copies * c.expert_param_elements_local;
-      const int64_t p_local = c.param_elements_local;
-      largest_block = std::max(largest_block, p_local);
-      // FSDP holds a copy and the one prefetched after it: the largest adjacent pair of copies.
-      if (copies > 1) largest_pair = std::max(largest_pair, 2 * p_local);
-      if (previous_block >= 0) largest_pair = std::max(largest_pair, previous_block + p_local);
-      previous_block = p_local;
-      if (blk.is_layer) largest_layer_block = std::max(largest_layer_block, p_local);
-      double saved = double(c.saved_bytes_none);
-      if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
-      if (blk.is_layer && full_fraction > 0)
-        saved = full_fraction * double(c.saved_bytes_full) + (1.0 - full_fraction) * double(c.saved_bytes_none);
-      per_microbatch_saved += double(copies) * saved;
-      if (blk.is_layer) largest_saved_none = std::max(largest_saved_none, c.saved_bytes_none);
-      largest_tensor = std::max(largest_tensor, c.largest_tensor_bytes);
-      logits = std::max(logits, c.logits_bytes);
-    }
-    params -= tied_on_stage(stage.copies, s);
-    const int64_t dense = params - expert;
-    const int64_t shard_params = ceil_div(dense, shard) + ceil_div(expert, expert_shard);
-    switch (zero) {
-      case 0:
-        sm.parameters_bytes = params * (kMasterBytes + kWorkingBytes);
-        sm.gradients_bytes = params * kGradBytes;
-        sm.optimizer_bytes = params * kAdamBytes;
-        break;
-      case 1:  // Megatron distributed optimizer: bf16 params, fp32 grads, sharded master + Adam
-        sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
-        sm.gradients_bytes = params * kGradBytes;
-        sm.optimizer_bytes = shard_params * kAdamBytes;
-        break;
-      case 2:
-        sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
-        sm.gradients_bytes = shard_params * kGradBytes;
-        sm.optimizer_bytes = shard_params * kAdamBytes;
-        break;
-      default:
-        sm.parameters_bytes = shard_params * kMasterBytes;
-        sm.gradients_bytes = shard_params * kGradBytes;
-        sm.optimizer_bytes = shard_params * kAdamBytes;
-        if (fsdp)  // current + prefetched block unsharded in bf16, plus one block's unsharded grads (bf16 -> fp32)
-          // The block in use and the one prefetched beside it, unsharded in bf16; one block's
-          // unsharded gradient (bf16, then fp32 for the reduce-scatter); with pp, each chunk's last
-          // layer block stays gathered while its micro-batches are in flight (docs/lowering.md, FSDP).
-          sm.fsdp_buffers_bytes = std::max(largest_pair, largest_block) * kWorkingBytes +
-                                  largest_block * (kWorkingBytes + kGradBytes) +
-                                  (plan.pp > 1 ? plan.vpp * largest_layer_block * kWorkingBytes : 0);
-        break;
-    }
-    // Micro-batches in flight on stage k (Megatron schedules): 1F1B warms up pp - k - 1 forwards,
-    // so pp - k are live, at most grad_accum; the interleaved schedule warms up
-    // 2 (pp - k - 1) + (vpp - 1) pp chunks of 1/vpp of the stage's layers, at most all grad_accum * vpp
-    // chunks. On the first stage that is pp (1 + (pp - 1) / (pp vpp)) (Korthikanti et al. 2022 §4.2.3).
-    const int64_t k = stage.index;
-    double in_flight = 0;
-    if (plan.vpp == 1) {
-      in_flight = double(std::min<int64_t>(grad_accum, plan.pp - k));
-    } else {
-      // Megatron warms up every chunk when grad_accum == pp (schedules.py, all_warmup_microbatches).
-      const int64_t all = grad_accum * plan.vpp;
-      const int64_t chunks =
-          grad_accum == plan.pp ? all : std::min<int64_t>(all, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
-      in_flight = double(chunks) / double(plan.vpp);
-    }
-    in_flight = std::max(in_flight, 1.0);
-    sm.activations_bytes = int64_t(std::llround(in_flight * per_microbatch_saved));
-    // Backward holds one layer's rematerialised activations (full recompute) and the gradients of the
-    // two largest tensors in flight; the loss holds the logits working set.
-    const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
-    sm.transient_bytes = std::max(logits, backward_transient);
-    const int64_t allocated = sm.parameters_bytes + sm.gradients_bytes + sm.optimizer_bytes + sm.fsdp_buffers_bytes +
-                              sm.activations_bytes + sm.transient_bytes;
-    sm.overhead_bytes = params_.cuda_context_bytes + params_.nccl_buffer_bytes +
-                        int64_t(std::llround(params_.allocator_fragmentation * double(allocated)));
-    sm.peak_bytes = allocated + sm.overhead_bytes;
-    if (sm.peak_bytes > m.peak_bytes) m = sm;
+    const MemoryBreakdown sm = stage_memory(s, stage.copies, stage.layers, stage.index, x);
+    if (sm.peak_bytes > e.memory.peak_bytes) e.memory = sm;
   }
-  e.plan = plan;
   return e;
 }
 

@@ -92,6 +92,15 @@ class Estimator {
   struct StageLayout;   // per (pp, vpp): which block copies each pipeline stage holds
   const ShapeSummary& summary_for(const ir::Plan& plan) const;
   const StageLayout& layout_for(const ir::Plan& plan) const;
+  struct PlanContext;  // the resolved plan, its groups and their links
+  struct StageTime;    // one micro-batch on one pipeline stage
+  PlanContext context_for(const ir::Plan& plan) const;
+  StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block, int64_t stage_layers,
+                       const PlanContext& x) const;
+  double data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
+                              int64_t params_shard) const;
+  MemoryBreakdown stage_memory(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
+                               int64_t stage_layers, int64_t stage_index, const PlanContext& x) const;
   /// Elements counted twice on a stage that holds both copies of a tied parameter.
   int64_t tied_on_stage(const std::vector<int64_t>& copies_per_block, const ShapeSummary& s) const;
 
