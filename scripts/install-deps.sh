@@ -7,6 +7,8 @@ packages=(
   g++ cmake ninja-build lld ccache
   nlohmann-json3-dev libboost-graph-dev libcli11-dev
   libgtest-dev libbenchmark-dev
+  libeigen3-dev libopenmpi-dev openmpi-bin
+  python3-torch python3-numpy
 )
 missing=()
 for p in "${packages[@]}"; do

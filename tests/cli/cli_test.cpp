@@ -1,4 +1,4 @@
-// End-to-end tests of the mgt-plan binary (docs/cli.md): the mgt.plans/1 JSON document, the text
+// End-to-end tests of the mgt-plan binary (README.md "Use", docs/formats.md): the mgt.plans/1 JSON document, the text
 // table, determinism, `estimate` and `inspect`, every class of bad input (exit 2, one stderr line
 // naming the file or flag and the field), "no valid plan" (exit 1) and the framework exporters.
 // The binary runs with cwd = the repository root; stdout and stderr go to temp files.

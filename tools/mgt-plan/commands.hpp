@@ -1,5 +1,5 @@
 // The subcommands of mgt-plan, each a function from parsed options to an exit status:
-// 0 done, 1 no valid plan, 2 bad input (docs/cli.md).
+// 0 done, 1 no valid plan, 2 bad input (README.md "Use").
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,7 @@ constexpr const char* kFooter = R"(
 MFU counts model FLOPs = 6 x (parameters that take part in matmuls, active experts only) x tokens
 plus causal attention (fwd + bwd = 3 x 2 x b x s x s/2 x heads x (d_qk + d_v) per layer), divided by
 step time x GPUs x dense bf16 peak. Recompute FLOPs are not model FLOPs.
-Exit status: 0 done, 1 no valid plan, 2 bad input. Docs: docs/cli.md, docs/cost-model.md.)";
+Exit status: 0 done, 1 no valid plan, 2 bad input. Docs: README.md, docs/planner.md, docs/cost-model.md.)";
 
 // Flag values as typed; converted and validated after parsing so errors name the flag and the fix.
 struct RawPlanFlags {
@@ -45,7 +45,8 @@ void resolve_plan_flags(const CLI::App& app, const RawPlanFlags& raw, mgt::cli::
 
 int main(int argc, char** argv) {
   CLI::App app{"mgt-plan: how to train this model on these GPUs. Ranks data parallel (replicate / FSDP shard),\n"
-               "tensor parallel (+ sequence parallel) and context parallel plans by predicted throughput.",
+               "tensor (+ sequence), context, pipeline (+ interleaving) and expert parallel plans by predicted\n"
+               "throughput, with memory per GPU, step time, tokens/s and MFU.",
                "mgt-plan"};
   app.footer(kFooter);
   app.require_subcommand(0, 1);
