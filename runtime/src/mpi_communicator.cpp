@@ -1,1 +1,421 @@
-// placeholder: being written
+// MpiCommunicator: rt::Communicator on the MPI C API, and the collective timing for probe.
+// Design: docs/runtime_communicator.md.
+#include "mgt/runtime/mpi_communicator.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mgt::rt {
+
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "unknown mpi error";
+  return std::string(text, static_cast<size_t>(length));
+}
+
+void check(int code, const std::string& call) {
+  if (code != MPI_SUCCESS) throw MpiError(call, code);
+}
+
+// ---- process-wide MPI ownership: mgt finalises only what it initialised ----
+
+bool g_mgt_initialised = false;  // MPI_Init was called by mgt
+int g_live = 0;                  // live MpiCommunicators
+
+void finalise_if_owned() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (g_mgt_initialised && !finalised) MPI_Finalize();
+}
+
+/// Initialises MPI unless it already is; returns the provided thread level.
+int ensure_mpi(bool thread_multiple) {
+  int initialised = 0, finalised = 0;
+  check(MPI_Initialized(&initialised), "MPI_Initialized");
+  check(MPI_Finalized(&finalised), "MPI_Finalized");
+  if (finalised)
+    throw std::runtime_error(
+        "mpi was already finalised in this process (hint: keep one MpiCommunicator alive for the whole run)");
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialised) {
+    int required = thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+    check(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
+    g_mgt_initialised = true;
+    std::atexit(finalise_if_owned);
+  } else {
+    check(MPI_Query_thread(&provided), "MPI_Query_thread");
+  }
+  return provided;
+}
+
+int to_int(int64_t value, const char* what) {
+  if (value < 0 || value > INT_MAX)
+    throw std::invalid_argument(std::string(what) + " " + std::to_string(value) +
+                                " is out of range for mpi (hint: 0 .. 2^31-1 elements per call)");
+  return static_cast<int>(value);
+}
+
+/// True when [a, a+na) and [b, b+nb) share an element.
+bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) {
+  if (na == 0 || nb == 0) return false;
+  auto lo_a = reinterpret_cast<uintptr_t>(a), lo_b = reinterpret_cast<uintptr_t>(b);
+  auto hi_a = lo_a + static_cast<uintptr_t>(na) * sizeof(float);
+  auto hi_b = lo_b + static_cast<uintptr_t>(nb) * sizeof(float);
+  return lo_a < hi_b && lo_b < hi_a;
+}
+
+void require_disjoint(const char* op, const float* send, int64_t send_count, const float* recv, int64_t recv_count) {
+  if (overlaps(send, send_count, recv, recv_count))
+    throw std::invalid_argument(std::string(op) +
+                                ": send and recv buffers overlap but are not the in-place form "
+                                "(hint: see Communicator in communicator.hpp)");
+}
+
+std::string axes_text(const Axes& axes) {
+  std::string text;
+  for (const auto& a : axes) text += (text.empty() ? "" : ",") + a;
+  return text.empty() ? "{}" : text;
+}
+
+}  // namespace
+
+MpiError::MpiError(const std::string& call, int code)
+    : std::runtime_error(call + " failed: " + mpi_error_text(code) + " (mpi error " + std::to_string(code) + ")"),
+      code_(code) {}
+
+int64_t mpi_world_size() {
+  ensure_mpi(/*thread_multiple=*/false);
+  int size = 1;
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  return size;
+}
+
+struct MpiCommunicator::Impl {
+  ir::Mesh mesh;
+  int rank = 0;
+  int world = 1;
+  int thread_level = MPI_THREAD_SINGLE;
+  int tag_ub = 32767;
+  MPI_Comm world_comm = MPI_COMM_NULL;  // duplicate of MPI_COMM_WORLD, for send/recv
+  uint32_t trivial = 0;                 // mask of axes of size 1
+  std::vector<MPI_Comm> groups;         // indexed by axis mask (bit i = mesh axis i); canonical masks only
+
+  /// The canonical mask of `axes` (axes of size 1 dropped); throws for an unknown axis.
+  uint32_t mask_of(const Axes& axes) const {
+    uint32_t mask = 0;
+    for (const auto& a : axes) mask |= 1u << detail::require_axis(mesh, a);
+    return mask & ~trivial;
+  }
+  MPI_Comm group(const Axes& axes) const { return groups[mask_of(axes)]; }
+  int group_rank(const Axes& axes) const { return static_cast<int>(rt::group_rank(mesh, rank, axes)); }
+  int group_size(uint32_t mask) const {
+    int n = 1;
+    for (size_t i = 0; i < mesh.axes.size(); ++i)
+      if (mask & (1u << i)) n *= static_cast<int>(mesh.axes[i].size);
+    return n;
+  }
+
+  void free_all() {
+    for (MPI_Comm& c : groups)
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    groups.clear();
+    if (world_comm != MPI_COMM_NULL) MPI_Comm_free(&world_comm);
+  }
+
+  /// Steps 2 and 3 of the class comment: world size check, then one split per canonical axis set.
+  void create_groups() {
+    if (world != ir::num_ranks(mesh)) {
+      std::string shape;
+      for (const auto& a : mesh.axes) shape += (shape.empty() ? "" : " ") + a.name + "=" + std::to_string(a.size);
+      throw ir::InputError("mpi", "world size",
+                           "the launcher started " + std::to_string(world) + " ranks but the mesh " +
+                               (shape.empty() ? "{}" : shape) + " has " + std::to_string(ir::num_ranks(mesh)),
+                           "run mpirun -np " + std::to_string(ir::num_ranks(mesh)) + " or change the plan");
+    }
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &world_comm), "MPI_Comm_dup");
+    check(MPI_Comm_set_errhandler(world_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    int* ub = nullptr;
+    int found = 0;
+    check(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found), "MPI_Comm_get_attr(MPI_TAG_UB)");
+    if (found && ub) tag_ub = *ub;
+
+    std::vector<int64_t> coords = ir::rank_coords(mesh, rank);
+    groups.assign(size_t{1} << mesh.axes.size(), MPI_COMM_NULL);
+    for (uint32_t mask = 0; mask < groups.size(); ++mask) {  // same order on every rank
+      if (mask & trivial) continue;
+      int color = 0, key = 0;
+      for (size_t i = 0; i < mesh.axes.size(); ++i) {
+        int size = static_cast<int>(mesh.axes[i].size), c = static_cast<int>(coords[i]);
+        if (mask & (1u << i)) key = key * size + c;
+        else color = color * size + c;
+      }
+      check(MPI_Comm_split(world_comm, color, key, &groups[mask]), "MPI_Comm_split");
+      check(MPI_Comm_set_errhandler(groups[mask], MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      int got_rank = -1, got_size = -1;
+      check(MPI_Comm_rank(groups[mask], &got_rank), "MPI_Comm_rank");
+      check(MPI_Comm_size(groups[mask], &got_size), "MPI_Comm_size");
+      if (got_rank != key || got_size != group_size(mask))
+        throw std::logic_error("mpi split gave rank " + std::to_string(got_rank) + " of " + std::to_string(got_size) +
+                               ", expected " + std::to_string(key) + " of " + std::to_string(group_size(mask)));
+    }
+  }
+
+  int peer(std::string_view axis, int64_t offset) const {
+    return static_cast<int>(rt::peer_rank(mesh, rank, axis, offset));
+  }
+  int checked_tag(int64_t tag) const {
+    if (tag < 0 || tag > tag_ub)
+      throw std::invalid_argument("tag " + std::to_string(tag) + " is outside mpi's range 0.." +
+                                  std::to_string(tag_ub) + " (hint: renumber the schedule's tags)");
+    return static_cast<int>(tag);
+  }
+  static void check_received(const MPI_Status& status, int count, std::string_view axis, int64_t offset) {
+    int got = 0;
+    check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count");
+    if (got != count)
+      throw std::runtime_error("recv along " + std::string(axis) + " offset " + std::to_string(offset) + " expected " +
+                               std::to_string(count) + " elements but the peer sent " + std::to_string(got) +
+                               " (hint: the send and recv sizes of the schedule disagree)");
+  }
+};
+
+MpiCommunicator::MpiCommunicator(const ir::Mesh& mesh, MpiOptions options) : impl_(std::make_unique<Impl>()) {
+  if (mesh.axes.size() > 16)
+    throw std::invalid_argument("mesh has " + std::to_string(mesh.axes.size()) + " axes, at most 16 are supported");
+  for (const auto& a : mesh.axes)
+    if (a.size < 1) throw std::invalid_argument("mesh axis '" + a.name + "' has size " + std::to_string(a.size));
+  impl_->mesh = mesh;
+  for (size_t i = 0; i < mesh.axes.size(); ++i)
+    if (mesh.axes[i].size == 1) impl_->trivial |= 1u << i;
+  impl_->thread_level = ensure_mpi(options.thread_multiple);
+  ++g_live;
+  try {
+    check(MPI_Comm_rank(MPI_COMM_WORLD, &impl_->rank), "MPI_Comm_rank");
+    check(MPI_Comm_size(MPI_COMM_WORLD, &impl_->world), "MPI_Comm_size");
+    impl_->create_groups();
+  } catch (...) {
+    impl_->free_all();
+    if (--g_live == 0) finalise_if_owned();
+    throw;
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised) impl_->free_all();
+  if (--g_live == 0) finalise_if_owned();
+}
+
+int64_t MpiCommunicator::rank() const { return impl_->rank; }
+int64_t MpiCommunicator::world_size() const { return impl_->world; }
+const ir::Mesh& MpiCommunicator::mesh() const { return impl_->mesh; }
+bool MpiCommunicator::thread_multiple() const { return impl_->thread_level == MPI_THREAD_MULTIPLE; }
+
+void MpiCommunicator::all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) {
+  MPI_Comm comm = impl_->group(axes);
+  int n = to_int(count, "all_reduce count");
+  if (send != recv) require_disjoint("all_reduce", send, count, recv, count);
+  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, comm),
+        "MPI_Allreduce over " + axes_text(axes));
+}
+
+void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {
+  MPI_Comm comm = impl_->group(axes);
+  int n = to_int(count, "all_gather count");
+  int64_t size = group_size(axes);
+  bool in_place = send == recv + impl_->group_rank(axes) * count;
+  if (!in_place) require_disjoint("all_gather", send, count, recv, size * count);
+  check(in_place ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, comm)
+                 : MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm),
+        "MPI_Allgather over " + axes_text(axes));
+}
+
+void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) {
+  MPI_Comm comm = impl_->group(axes);
+  int n = to_int(count, "reduce_scatter count");
+  int64_t size = group_size(axes), g = impl_->group_rank(axes);
+  std::string call = "MPI_Reduce_scatter_block over " + axes_text(axes);
+  if (recv == send + g * count) {  // NCCL's in-place form: MPI leaves the result at the start
+    float* buffer = recv - g * count;
+    check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, MPI_FLOAT, MPI_SUM, comm), call);
+    if (g != 0) std::memmove(recv, buffer, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  require_disjoint("reduce_scatter", send, size * count, recv, count);
+  check(MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm), call);
+}
+
+void MpiCommunicator::all_to_all(const float* send, float* recv, int64_t count, const Axes& axes) {
+  MPI_Comm comm = impl_->group(axes);
+  int n = to_int(count, "all_to_all count");
+  int64_t size = group_size(axes);
+  if (send != recv) require_disjoint("all_to_all", send, size * count, recv, size * count);
+  check(send == recv ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, comm)
+                     : MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm),
+        "MPI_Alltoall over " + axes_text(axes));
+}
+
+void MpiCommunicator::broadcast(float* buffer, int64_t count, const Axes& axes) {
+  MPI_Comm comm = impl_->group(axes);
+  check(MPI_Bcast(buffer, to_int(count, "broadcast count"), MPI_FLOAT, /*root=*/0, comm),
+        "MPI_Bcast over " + axes_text(axes));
+}
+
+void MpiCommunicator::send(const float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) {
+  int peer = impl_->peer(axis, offset);
+  if (peer == impl_->rank)
+    throw std::invalid_argument("send along " + std::string(axis) + " offset " + std::to_string(offset) +
+                                " reaches this rank itself (hint: issue it with its recv in batch())");
+  check(MPI_Ssend(buffer, to_int(count, "send count"), MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm),
+        "MPI_Ssend along " + std::string(axis));
+}
+
+void MpiCommunicator::recv(float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) {
+  int peer = impl_->peer(axis, offset);
+  if (peer == impl_->rank)
+    throw std::invalid_argument("recv along " + std::string(axis) + " offset " + std::to_string(offset) +
+                                " reaches this rank itself (hint: issue it with its send in batch())");
+  int n = to_int(count, "recv count");
+  MPI_Status status;
+  check(MPI_Recv(buffer, n, MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm, &status),
+        "MPI_Recv along " + std::string(axis));
+  Impl::check_received(status, n, axis, offset);
+}
+
+void MpiCommunicator::batch(std::span<const PointToPoint> transfers) {
+  struct Resolved {
+    int peer, count, tag;
+  };
+  std::vector<Resolved> resolved;  // every transfer validated before any is posted
+  for (const PointToPoint& t : transfers)
+    resolved.push_back({impl_->peer(t.axis, t.offset), to_int(t.count, "batch count"), impl_->checked_tag(t.tag)});
+  std::vector<MPI_Request> requests(transfers.size(), MPI_REQUEST_NULL);
+  // Receives first, so every send of the batch finds its match posted.
+  for (auto kind : {PointToPoint::Kind::recv, PointToPoint::Kind::send}) {
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const PointToPoint& t = transfers[i];
+      const Resolved& r = resolved[i];
+      if (t.kind != kind) continue;
+      if (kind == PointToPoint::Kind::recv)
+        check(MPI_Irecv(t.buffer, r.count, MPI_FLOAT, r.peer, r.tag, impl_->world_comm, &requests[i]),
+              "MPI_Irecv along " + t.axis);
+      else
+        check(MPI_Issend(t.buffer, r.count, MPI_FLOAT, r.peer, r.tag, impl_->world_comm, &requests[i]),
+              "MPI_Issend along " + t.axis);
+    }
+  }
+  std::vector<MPI_Status> statuses(transfers.size());
+  check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()), "MPI_Waitall");
+  for (size_t i = 0; i < transfers.size(); ++i)
+    if (transfers[i].kind == PointToPoint::Kind::recv)
+      Impl::check_received(statuses[i], static_cast<int>(transfers[i].count), transfers[i].axis, transfers[i].offset);
+}
+
+void MpiCommunicator::barrier(const Axes& axes) {
+  check(MPI_Barrier(impl_->group(axes)), "MPI_Barrier over " + axes_text(axes));
+}
+
+// ---- timing (nccl-tests) ----
+
+namespace {
+
+/// The value group rank `g` sends at index `i`: small integers, so sums of up to 2^20 ranks are exact.
+float timing_input(int64_t g, int64_t i) { return static_cast<float>((g * 5 + i) % 13); }
+
+}  // namespace
+
+CollectiveTiming time_collective(Communicator& comm, ir::CollectiveKind kind, const Axes& axes, int64_t bytes,
+                                 int iterations, int warmup) {
+  using ir::CollectiveKind;
+  const int64_t n = comm.group_size(axes), g = comm.group_rank(axes);
+  const int64_t elements = bytes / static_cast<int64_t>(sizeof(float));
+  bool chunked = kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter ||
+                 kind == CollectiveKind::all_to_all;
+  if (bytes < 0 || bytes % static_cast<int64_t>(sizeof(float)) != 0 || (chunked && elements % n != 0))
+    throw std::invalid_argument("time_collective: " + std::to_string(bytes) + " bytes is not a multiple of " +
+                                std::to_string(chunked ? 4 * n : 4) + " (hint: 4 bytes per float x group size " +
+                                std::to_string(n) + ")");
+  if (iterations < 1) throw std::invalid_argument("time_collective: iterations must be at least 1");
+  const int64_t chunk = chunked ? elements / n : elements;
+
+  // Buffers sized in elements; the output of all_gather and the input of reduce_scatter are the full buffer.
+  int64_t send_count = kind == CollectiveKind::all_gather ? chunk : elements;
+  int64_t recv_count = kind == CollectiveKind::reduce_scatter ? chunk : elements;
+  std::vector<float> send(static_cast<size_t>(send_count)), recv(static_cast<size_t>(recv_count), -1.0f);
+  for (int64_t i = 0; i < send_count; ++i) send[i] = timing_input(g, i);
+  auto call = [&] {
+    switch (kind) {
+      case CollectiveKind::all_reduce: comm.all_reduce(send.data(), recv.data(), elements, axes); break;
+      case CollectiveKind::all_gather: comm.all_gather(send.data(), recv.data(), chunk, axes); break;
+      case CollectiveKind::reduce_scatter: comm.reduce_scatter(send.data(), recv.data(), chunk, axes); break;
+      case CollectiveKind::all_to_all: comm.all_to_all(send.data(), recv.data(), chunk, axes); break;
+      case CollectiveKind::broadcast: comm.broadcast(send.data(), elements, axes); break;
+    }
+  };
+  for (int w = 0; w < warmup; ++w) call();
+  comm.barrier(axes);
+  auto start = std::chrono::steady_clock::now();
+  for (int it = 0; it < iterations; ++it) call();
+  double time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+
+  // Check every element against the result computed from timing_input.
+  int64_t wrong = 0;
+  auto sum_over_group = [&](int64_t i) {
+    float s = 0;
+    for (int64_t h = 0; h < n; ++h) s += timing_input(h, i);
+    return s;
+  };
+  const std::vector<float>& result = kind == CollectiveKind::broadcast ? send : recv;
+  for (int64_t i = 0; i < static_cast<int64_t>(result.size()); ++i) {
+    float expected = 0;
+    switch (kind) {
+      case CollectiveKind::all_reduce: expected = sum_over_group(i); break;
+      case CollectiveKind::all_gather: expected = timing_input(i / chunk, i % chunk); break;
+      case CollectiveKind::reduce_scatter: expected = sum_over_group(g * chunk + i); break;
+      case CollectiveKind::all_to_all: expected = timing_input(i / chunk, g * chunk + i % chunk); break;
+      case CollectiveKind::broadcast: expected = timing_input(0, i); break;
+    }
+    wrong += result[static_cast<size_t>(i)] != expected;
+  }
+
+  // Mean time and total wrong over the group (floats: the time to ~1e-7, the count exactly to 2^24).
+  float totals[2] = {static_cast<float>(time_s), static_cast<float>(wrong)};
+  comm.all_reduce(totals, totals, 2, axes);
+  return {.time_s = static_cast<double>(totals[0]) / static_cast<double>(n),
+          .wrong = static_cast<int64_t>(totals[1])};
+}
+
+double algbw_gbps(int64_t bytes, double time_s) { return time_s > 0 ? static_cast<double>(bytes) / time_s / 1e9 : 0; }
+
+double busbw_factor(ir::CollectiveKind kind, int64_t group_size) {
+  double n = static_cast<double>(std::max<int64_t>(group_size, 1));
+  switch (kind) {
+    case ir::CollectiveKind::all_reduce: return 2 * (n - 1) / n;
+    case ir::CollectiveKind::all_gather:
+    case ir::CollectiveKind::reduce_scatter:
+    case ir::CollectiveKind::all_to_all: return (n - 1) / n;
+    case ir::CollectiveKind::broadcast: return 1;
+  }
+  return 1;
+}
+
+double busbw_gbps(ir::CollectiveKind kind, int64_t group_size, int64_t bytes, double time_s) {
+  return algbw_gbps(bytes, time_s) * busbw_factor(kind, group_size);
+}
+
+}  // namespace mgt::rt

@@ -1,0 +1,107 @@
+// The MPI backend of rt::Communicator (Open MPI 4.1, MPI C API) with one sub-communicator per set of
+// mesh axes, plus the collective timing used by `probe --backend cpu` (nccl-tests' algbw/busbw,
+// results checked). Design and limits: docs/runtime_communicator.md.
+//
+//   ir::Mesh mesh{{{"dp", 2}, {"tp", 2}}};
+//   rt::MpiCommunicator comm(mesh);                 // under `mpirun -np 4`; MPI_Init if needed
+//   comm.reduce_scatter(grad, grad + comm.group_rank({"dp"}) * n, n, {"dp"});
+//   rt::CollectiveTiming t = rt::time_collective(comm, ir::CollectiveKind::all_reduce, {"tp"}, 1 << 20, 20);
+#pragma once
+
+#include "mgt/runtime/communicator.hpp"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace mgt::rt {
+
+/// An MPI call failed; what() names the call and carries MPI_Error_string.
+class MpiError : public std::runtime_error {
+ public:
+  MpiError(const std::string& call, int code);
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+struct MpiOptions {
+  /// Ask for MPI_THREAD_MULTIPLE (needed when streams call the communicator from several threads);
+  /// otherwise MPI_THREAD_FUNNELED. Only used when this communicator initialises MPI.
+  bool thread_multiple = false;
+};
+
+/// Number of ranks the launcher started (mpirun, srun; 1 for a plain run), e.g. to build a mesh for
+/// `probe`. Initialises MPI if needed, as MpiCommunicator does.
+int64_t mpi_world_size();
+
+/// rt::Communicator over MPI. Rank and world size come from the launcher (mpirun, srun); a plain
+/// run without a launcher is a world of one.
+///
+/// 1. Initialises MPI unless it already is (MPI_Init_thread). If mgt initialised it, MPI_Finalize
+///    runs when the last live MpiCommunicator is destroyed (or at exit if none was created); if the
+///    program initialised MPI itself, finalising is left to it. MPI cannot be initialised twice in a
+///    process, so keep one communicator alive for the whole run.
+/// 2. Checks world size == ir::num_ranks(mesh); otherwise throws ir::InputError naming both.
+/// 3. Splits MPI_COMM_WORLD once per distinct set of axes (axes of size 1 ignored), eagerly, in the
+///    constructor: color = row-major index over the coordinates on the axes not in the set, key =
+///    group_rank() (row-major over the set's axes in mesh order). Eager, not on first use, because
+///    MPI_Comm_split is collective over the whole world: ranks of different pipeline stages reach
+///    their first collective on different groups, and a lazy split would deadlock. The cache is then
+///    read-only, so concurrent calls on different groups need no lock.
+/// Point-to-point uses a duplicate of MPI_COMM_WORLD: send = MPI_Ssend (rendezvous), recv =
+/// MPI_Recv, batch = MPI_Issend/MPI_Irecv + MPI_Waitall. Tags must lie in [0, MPI_TAG_UB].
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(const ir::Mesh& mesh, MpiOptions options = {});
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int64_t rank() const override;
+  int64_t world_size() const override;
+  const ir::Mesh& mesh() const override;
+
+  void all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) override;
+  void all_gather(const float* send, float* recv, int64_t count, const Axes& axes) override;
+  void reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) override;
+  void all_to_all(const float* send, float* recv, int64_t count, const Axes& axes) override;
+  void broadcast(float* buffer, int64_t count, const Axes& axes) override;
+  void send(const float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) override;
+  void recv(float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) override;
+  void batch(std::span<const PointToPoint> transfers) override;
+  void barrier(const Axes& axes) override;
+
+  /// True when MPI runs with MPI_THREAD_MULTIPLE.
+  bool thread_multiple() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- timing for probe (nccl-tests definitions, STYLE.md) ----
+
+struct CollectiveTiming {
+  double time_s = 0;  ///< seconds per call, mean over the iterations and over the group's ranks
+  int64_t wrong = 0;  ///< elements differing from the expected result after the timed calls, group total
+};
+
+/// Times `iterations` calls of one collective over `axes` (after `warmup` untimed calls and a barrier)
+/// and then checks every element. `bytes` is the per-rank buffer in nccl-tests' sense (ir::Collective:
+/// all-reduce/broadcast buffer, gathered output, unscattered input, all-to-all send total); it must be
+/// a multiple of 4 * group size for all_gather, reduce_scatter and all_to_all. Out of place except
+/// broadcast. Every member of the group must call it.
+CollectiveTiming time_collective(Communicator& comm, ir::CollectiveKind kind, const Axes& axes, int64_t bytes,
+                                 int iterations, int warmup = 1);
+
+/// bytes / time_s in GB/s (1e9 bytes per second).
+double algbw_gbps(int64_t bytes, double time_s);
+/// nccl-tests' bus factor: 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and
+/// all_to_all, 1 for broadcast.
+double busbw_factor(ir::CollectiveKind kind, int64_t group_size);
+/// algbw_gbps(bytes, time_s) * busbw_factor(kind, group_size).
+double busbw_gbps(ir::CollectiveKind kind, int64_t group_size, int64_t bytes, double time_s);
+
+}  // namespace mgt::rt

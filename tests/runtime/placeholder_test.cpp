@@ -1,2 +1,0 @@
-// placeholder: being written
-#include <gtest/gtest.h>
