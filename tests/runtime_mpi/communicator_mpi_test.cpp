@@ -2,7 +2,7 @@
 // collective over every subset of the mesh axes, in and out of place, point-to-point rings along each
 // axis, the timing helper and the error paths. Inputs are small integers derived from (rank, index,
 // call), so each rank computes the exact expected result from the mesh alone; every element is
-// checked. One summary line per collective; exit status 1 on any mismatch.
+// checked. One summary line per collective; exit status 1 on any mismatch, so ctest fails.
 #include "mgt/ir/error.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
 

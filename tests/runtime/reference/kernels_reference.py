@@ -32,6 +32,8 @@ def put(name, value):
     codes = {torch.float32: 0, torch.int32: 1, torch.float64: 2}
     if value.dtype == torch.int64:
         value = value.to(torch.int32)
+    # A reference must be usable: a NaN or inf here would make the C++ comparison meaningless.
+    assert value.dtype == torch.int32 or bool(torch.isfinite(value).all()), f"{name}: non-finite reference"
     RECORDS.append((name, codes[value.dtype], value))
 
 
