@@ -95,4 +95,14 @@ double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind k
   return below->bus_bytes_per_s + t * (above->bus_bytes_per_s - below->bus_bytes_per_s);
 }
 
+double collective_time_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size, int64_t bytes,
+                         const LinkEstimate& link) {
+  if (group_size <= 1 || bytes <= 0) return 0.0;
+  if (!cluster.collective_table.empty()) {
+    const double measured = measured_bus_bytes_per_s(cluster, kind, group_size, link.domains_spanned, bytes);
+    if (measured > 0) return double(bytes) * bus_factor(kind, group_size) / measured;
+  }
+  return collective_time_s(kind, group_size, bytes, link);
+}
+
 }  // namespace mgt::cost

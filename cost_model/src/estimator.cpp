@@ -101,9 +101,9 @@ const Estimator::ShapeSummary& Estimator::summary_for(const ir::Plan& plan) cons
     for (const auto& c : collectives) {
       if (c.axis != axis) continue;
       switch (axis) {
-        case BlockCollective::Axis::tp: total += collective_time_s(c.kind, plan.tp, c.bytes, tp_link); break;
-        case BlockCollective::Axis::cp: total += collective_time_s(c.kind, plan.cp, c.bytes, cp_link); break;
-        case BlockCollective::Axis::ep: total += collective_time_s(c.kind, plan.ep, c.bytes, ep_link); break;
+        case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, tp_link); break;
+        case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, cp_link); break;
+        case BlockCollective::Axis::ep: total += collective_time_s(cluster_, c.kind, plan.ep, c.bytes, ep_link); break;
       }
     }
     return total;
@@ -373,11 +373,11 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
       const int64_t expert = c.expert_param_elements_local;
       const double ag =
-          collective_time_s(CollectiveKind::all_gather, x.shard_group, dense * kWorkingBytes, x.shard_link) +
-          collective_time_s(CollectiveKind::all_gather, x.expert_shard_group, expert * kWorkingBytes, x.expert_link);
+          collective_time_s(cluster_, CollectiveKind::all_gather, x.shard_group, dense * kWorkingBytes, x.shard_link) +
+          collective_time_s(cluster_, CollectiveKind::all_gather, x.expert_shard_group, expert * kWorkingBytes, x.expert_link);
       const double rs =
-          collective_time_s(CollectiveKind::reduce_scatter, x.shard_group, dense * kGradBytes, x.shard_link) +
-          collective_time_s(CollectiveKind::reduce_scatter, x.expert_shard_group, expert * kGradBytes, x.expert_link);
+          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.shard_group, dense * kGradBytes, x.shard_link) +
+          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.expert_shard_group, expert * kGradBytes, x.expert_link);
       // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
       // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
       // backward, the recomputed forward.
@@ -387,15 +387,15 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s);
       runs.push_back({copies, ag, rs, fwd_window, bwd_window});
       run_all_reduce.push_back(
-          collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.shard_group) * kGradBytes,
+          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.shard_group) * kGradBytes,
                             x.replicate_link) +
-          collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate,
+          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
                             ceil_div(expert, x.expert_shard_group) * kGradBytes, x.replicate_link));
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
       const LinkEstimate p2p = topology_.link_between(0, x.pp_stride);
-      st.pp = 2.0 * double(plan.vpp) * collective_time_s(CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
+      st.pp = 2.0 * double(plan.vpp) * collective_time_s(cluster_, CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
     }
   }
   st.params -= tied_on_stage(copies_per_block, s);
@@ -429,7 +429,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     const LinkEstimate link = topology_.link_for_group(all);
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
-    const double per_bucket = collective_time_s(CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
+    const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
     return std::max(double(buckets) * per_bucket - slowest.bwd, per_bucket);
   }
   if (x.zero == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
@@ -439,7 +439,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   // --overlap-param-gather, DeepSpeed overlap_comm). The last bucket of each has nothing to hide under.
   const int64_t grad_bytes = params * kGradBytes, param_bytes = params * kWorkingBytes;
   auto collective = [&](CollectiveKind kind, int64_t bytes) {
-    return collective_time_s(kind, x.shard_group, bytes, x.shard_link);
+    return collective_time_s(cluster_, kind, x.shard_group, bytes, x.shard_link);
   };
   const double rs = collective(CollectiveKind::reduce_scatter, grad_bytes);
   const double rs_last = collective(CollectiveKind::reduce_scatter, std::min(kLastBucketBytes, grad_bytes));
@@ -449,7 +449,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   double t = (x.zero == 2 ? double(x.grad_accum) : 1.0) * std::max(rs - slowest.bwd, rs_last);
   t += std::max(ag - fwd, ag_last);
   // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
-  t += collective_time_s(CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes, x.replicate_link);
+  t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes, x.replicate_link);
   return t;
 }
 

@@ -281,7 +281,7 @@ void price(Run& r, const Topology& topology) {
                     [](const AxisPlacement& a, const AxisPlacement& b) { return a.stride < b.stride; });
           it = group_links.emplace(key, topology.link_for_group(group)).first;
         }
-        t = collective_time_s(cost_kind(c->kind), ir::group_size(r.s.mesh, c->axes), c->bytes, it->second);
+        t = collective_time_s(sim.cluster, cost_kind(c->kind), ir::group_size(r.s.mesh, c->axes), c->bytes, it->second);
       } else if (ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv) {
         const bool send = ir::kind(in) == ir::InstrKind::send;
         const std::string& axis = send ? std::get<ir::Send>(in.op).axis : std::get<ir::Recv>(in.op).axis;
@@ -297,7 +297,7 @@ void price(Run& r, const Topology& topology) {
         const std::string key = axis + "/" + std::to_string(steps);
         auto it = p2p_links.find(key);
         if (it == p2p_links.end()) it = p2p_links.emplace(key, topology.link_between(0, steps * pl->second.stride)).first;
-        t = steps == 0 ? 0 : collective_time_s(CollectiveKind::send_recv, 2, bytes, it->second);
+        t = steps == 0 ? 0 : collective_time_s(sim.cluster, CollectiveKind::send_recv, 2, bytes, it->second);
       } else if (const auto* o = std::get_if<ir::OptimizerStep>(&in.op)) {
         t = memory_bound_time_s(o->bytes, sim.cluster, sim.params);
       }

@@ -1,5 +1,6 @@
 // Tests for the alpha-beta collective model (nccl-tests bus factors) and the measured-table lookup.
 #include "mgt/cost_model/collective.hpp"
+#include "mgt/ir/cluster_spec.hpp"
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,22 @@ TEST(measured_bus_bytes_per_s, nearest_configuration_log_interpolated) {
   EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, ar, 32, 4, 1 << 30), 170e9);  // nearest: (16, 2)
   EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(cluster, CollectiveKind::all_gather, 8, 1, 1 << 20), 0.0);
   EXPECT_DOUBLE_EQ(measured_bus_bytes_per_s(ir::cluster_preset("b200"), ar, 8, 1, 1 << 20), 0.0);
+}
+
+// A probed cluster prices collectives from its measured busbw (which already includes latency);
+// an op without measurements falls back to the alpha-beta model over the link.
+TEST(collective_time_s, prefers_the_measured_table) {
+  ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
+  cluster.collective_table = {{"all_reduce", 8, 1, 1 << 20, 100e9}};
+  const LinkEstimate link{.bus_bytes_per_s = 360e9, .latency_s = 2e-6};
+  const double bytes = double(1 << 20);
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 8, 1 << 20, link), bytes * 2 * 7 / 8 / 100e9);
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_gather, 8, 1 << 20, link),
+                   7 * 2e-6 + bytes * 7 / 8 / 360e9);
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 1, 1 << 20, link), 0.0);
+  cluster.collective_table.clear();
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 8, 1 << 20, link),
+                   collective_time_s(CollectiveKind::all_reduce, 8, 1 << 20, link));
 }
 
 }  // namespace

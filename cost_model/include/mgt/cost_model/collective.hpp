@@ -26,6 +26,12 @@ int64_t latency_steps(CollectiveKind kind, int64_t group_size);
 /// all_to_all the per-rank send buffer. 0 when group_size == 1 or bytes == 0.
 double collective_time_s(CollectiveKind kind, int64_t group_size, int64_t bytes, const LinkEstimate& link);
 
+/// The same, preferring the cluster's measured table (mgt-plan probe): when it has a row for this
+/// op, time = bytes * bus_factor / measured busbw (the measured rate already includes latency);
+/// otherwise the alpha-beta model above over `link`.
+double collective_time_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size, int64_t bytes,
+                         const LinkEstimate& link);
+
 /// Looks `kind` up in a cluster's measured collective table (nearest group size and node count,
 /// log-interpolated in message size); returns 0 when the table has no row for this op.
 double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size,

@@ -1,0 +1,428 @@
+// `probe --backend cpu`: GEMM sweep, host memory bandwidth and MPI collective sweep, each result
+// checked, turned into an `mgt.cluster/1` spec. Steps, formulas and the choices made for fields a
+// CPU does not have: docs/probe.md.
+#include "mgt/runtime/probe.hpp"
+
+#include "mgt/ir/error.hpp"
+#include "mgt/runtime/cpu/kernels.hpp"
+#include "mgt/runtime/mpi_communicator.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace mgt::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+/// Deterministic pseudo-random floats in [-1, 1] (xorshift64*), so every rank and every run sees
+/// the same inputs.
+void fill_uniform(std::vector<float>& v, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    uint64_t r = s * 0x2545F4914F6CDD1Dull;
+    x = static_cast<float>(static_cast<double>(r >> 40) / static_cast<double>(1ull << 24) * 2.0 - 1.0);
+  }
+}
+
+/// Sums `values` over the world in place (floats: counts exact below 2^24, times to ~1e-7).
+void sum_over_world(Communicator& comm, std::vector<float>& values) {
+  if (comm.world_size() > 1)
+    comm.all_reduce(values.data(), values.data(), static_cast<int64_t>(values.size()), comm.all_axes());
+}
+
+std::string format(const char* fmt, auto... args) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, fmt, args...);
+  return buffer;
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof buffer - 1) != 0 || buffer[0] == '\0') return "localhost";
+  return buffer;
+}
+
+/// "model name" of /proc/cpuinfo (x86), else "CPU".
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    std::string name = line.substr(colon + 1);
+    name.erase(0, name.find_first_not_of(" \t"));
+    if (!name.empty()) return name;
+  }
+  return "CPU";
+}
+
+std::string utc_date() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d", &tm);
+  return buffer;
+}
+
+int64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 30;
+}
+
+/// Ranks sharing this rank's host, and the number of hosts, from a hash of the host name
+/// (all-gathered as three exact 16-bit floats per rank).
+std::pair<int64_t, int64_t> ranks_on_this_host(Communicator& comm, const std::string& host) {
+  const int64_t world = comm.world_size();
+  if (world == 1) return {1, 1};
+  uint64_t h = std::hash<std::string>{}(host);
+  std::vector<float> mine = {static_cast<float>(h & 0xFFFF), static_cast<float>((h >> 16) & 0xFFFF),
+                             static_cast<float>((h >> 32) & 0xFFFF)};
+  std::vector<float> all(static_cast<size_t>(3 * world));
+  comm.all_gather(mine.data(), all.data(), 3, comm.all_axes());
+  int64_t same = 0, hosts = 0;
+  for (int64_t r = 0; r < world; ++r) {
+    bool match = std::equal(mine.begin(), mine.end(), all.begin() + 3 * r);
+    same += match;
+    bool first_of_host = true;
+    for (int64_t q = 0; q < r && first_of_host; ++q)
+      first_of_host = !std::equal(all.begin() + 3 * q, all.begin() + 3 * q + 3, all.begin() + 3 * r);
+    hosts += first_of_host;
+  }
+  return {same, hosts};
+}
+
+// ---- the sweeps ----
+
+struct GemmShape {
+  int64_t m, n, k;
+};
+
+/// The square GEMM for the peak first, then m (tokens per rank) x n (output features) x k (input
+/// features) over the sizes the planner's linears take, scaled down, with m n k <= 2^32 (~1/8 s on
+/// one core) so the default run stays short.
+std::vector<GemmShape> gemm_shapes(bool quick) {
+  const int64_t square = quick ? 256 : 1024;
+  std::vector<GemmShape> shapes = {{square, square, square}};
+  const std::vector<int64_t> ms = quick ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{64, 256, 1024};
+  const std::vector<int64_t> nks =
+      quick ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{64, 256, 1024, 4096};
+  for (int64_t m : ms)
+    for (int64_t n : nks)
+      for (int64_t k : nks) {
+        if (m * n * k > (int64_t{1} << 32) || (m == square && n == square && k == square)) continue;
+        shapes.push_back({m, n, k});
+      }
+  return shapes;
+}
+
+/// Per-rank buffer sizes of the collective sweep: 4 KiB x 4^i up to 16 MiB (quick: 1 MiB).
+std::vector<int64_t> collective_sizes(bool quick) {
+  std::vector<int64_t> sizes;
+  for (int64_t b = 4096; b <= (quick ? (int64_t{1} << 20) : (int64_t{16} << 20)); b *= 4) sizes.push_back(b);
+  return sizes;
+}
+
+void print_gemm_table(std::ostream& out, const std::vector<GemmSample>& rows, double peak) {
+  out << "#     m      n      k   time(us)  GFLOP/s  efficiency  #checked  #wrong\n";
+  for (const auto& g : rows)
+    out << format("%7lld%7lld%7lld %10.1f %8.2f %11.3f %9lld %7lld\n", static_cast<long long>(g.m),
+                  static_cast<long long>(g.n), static_cast<long long>(g.k), g.time_s * 1e6, g.flops_per_s / 1e9,
+                  g.flops_per_s / peak, static_cast<long long>(g.checked), static_cast<long long>(g.wrong));
+}
+
+}  // namespace
+
+int64_t count_gemm_mismatches(const float* y, const float* x, const float* w, int64_t m, int64_t n, int64_t k,
+                              int64_t samples) {
+  const int64_t outputs = m * n;
+  if (outputs <= 0) return 0;
+  // gamma_k bound for a dot product of length k in any summation order (Higham, Accuracy and
+  // Stability of Numerical Algorithms, 2nd ed., §3.1): |fl(x.w) - x.w| <= k u sum |x_l w_l|, u = 2^-24.
+  const double gamma = static_cast<double>(k + 2) * std::ldexp(1.0, -24);
+  auto wrong_at = [&](int64_t i, int64_t j) {
+    double dot = 0, magnitude = 0;
+    for (int64_t l = 0; l < k; ++l) {
+      double p = static_cast<double>(x[i * k + l]) * static_cast<double>(w[j * k + l]);
+      dot += p;
+      magnitude += std::abs(p);
+    }
+    double got = y[i * n + j];
+    return !(std::abs(got - dot) <= gamma * magnitude + 1e-30);  // NaN counts as wrong
+  };
+  int64_t wrong = 0;
+  if (samples >= outputs) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) wrong += wrong_at(i, j);
+    return wrong;
+  }
+  // The four corners, then a stride through the outputs co-prime with n so rows and columns vary.
+  wrong += wrong_at(0, 0) + wrong_at(0, n - 1) + wrong_at(m - 1, 0) + wrong_at(m - 1, n - 1);
+  int64_t stride = outputs / std::max<int64_t>(samples - 4, 1) + 1;
+  while (std::gcd(stride, n) != 1) ++stride;
+  int64_t at = 1;
+  for (int64_t s = 4; s < samples; ++s, at = (at + stride) % outputs) wrong += wrong_at(at / n, at % n);
+  return wrong;
+}
+
+GemmSample time_gemm(int64_t m, int64_t n, int64_t k, int repetitions, int64_t samples) {
+  std::vector<float> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k)), y(static_cast<size_t>(m * n));
+  fill_uniform(x, static_cast<uint64_t>(m * 1000003 + k));
+  fill_uniform(w, static_cast<uint64_t>(n * 1000033 + k + 7));
+  cpu::linear_forward(y.data(), x.data(), w.data(), nullptr, m, k, n);  // warm-up: caches, page faults
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < std::max(repetitions, 1); ++r) {
+    auto start = Clock::now();
+    cpu::linear_forward(y.data(), x.data(), w.data(), nullptr, m, k, n);
+    best = std::min(best, seconds_since(start));
+  }
+  GemmSample s{.m = m, .n = n, .k = k, .time_s = best};
+  s.flops_per_s = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / best;
+  s.checked = std::min(samples, m * n);
+  s.wrong = count_gemm_mismatches(y.data(), x.data(), w.data(), m, n, k, samples);
+  return s;
+}
+
+MemorySample time_memory(int64_t array_bytes, int repetitions) {
+  const int64_t count = array_bytes / static_cast<int64_t>(sizeof(float));
+  std::vector<float> a(static_cast<size_t>(count), 0.0f), b(static_cast<size_t>(count)), c(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    b[i] = static_cast<float>(i % 1024);
+    c[i] = static_cast<float>(i % 7);
+  }
+  const float scalar = 3.0f;
+  float* __restrict pa = a.data();
+  const float* __restrict pb = b.data();
+  const float* __restrict pc = c.data();
+  double copy = std::numeric_limits<double>::infinity(), triad = copy;
+  for (int r = 0; r < std::max(repetitions, 1); ++r) {
+    auto start = Clock::now();
+    for (int64_t i = 0; i < count; ++i) pa[i] = pb[i];
+    copy = std::min(copy, seconds_since(start));
+    start = Clock::now();
+    for (int64_t i = 0; i < count; ++i) pa[i] = pb[i] + scalar * pc[i];
+    triad = std::min(triad, seconds_since(start));
+  }
+  MemorySample s{.array_bytes = count * static_cast<int64_t>(sizeof(float))};
+  s.copy_bytes_per_s = 2.0 * static_cast<double>(s.array_bytes) / copy;
+  s.triad_bytes_per_s = 3.0 * static_cast<double>(s.array_bytes) / triad;
+  // Check the last triad on a sample (values are small integers: exact).
+  const int64_t step = std::max<int64_t>(count / 4096, 1);
+  for (int64_t i = 0; i < count; i += step) {
+    ++s.checked;
+    s.wrong += a[i] != static_cast<float>(i % 1024) + scalar * static_cast<float>(i % 7);
+  }
+  return s;
+}
+
+void print_collective_table(std::ostream& out, const std::vector<CollectiveSample>& rows) {
+  out << "#             op        size       count   type   time(us)  algbw(GB/s)  busbw(GB/s)  #wrong\n";
+  for (const auto& c : rows)
+    out << format("%16s %11lld %11lld %6s %10.2f %12.3f %12.3f %7lld\n", ir::to_string(c.kind).c_str(),
+                  static_cast<long long>(c.bytes), static_cast<long long>(c.bytes / 4), "float", c.time_s * 1e6,
+                  c.algbw_gbps, c.busbw_gbps, static_cast<long long>(c.wrong));
+}
+
+ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& cpu_model, const std::string& date,
+                                    const ProbeOptions& options, double peak_flops_per_s,
+                                    const std::vector<GemmSample>& gemms, const MemorySample& memory,
+                                    int64_t memory_bytes_per_rank, int64_t ranks_per_node,
+                                    const std::vector<CollectiveSample>& collectives) {
+  ir::ClusterSpec c;
+  c.name = "cpu-" + host;
+  c.source = "measured by " + options.command + " on " + date + " (" + std::to_string(ranks_per_node) +
+             (ranks_per_node == 1 ? " rank" : " ranks") + (options.quick ? ", quick" : "") + ")";
+  c.gpu.name = cpu_model;
+  // mgt.cluster/1 requires a GPU generation; it only selects the default attention and fp8
+  // efficiencies (the measured gemm_table replaces the GEMM curve). Ampere's attention efficiencies
+  // (0.33 / 0.32 of peak) are the nearer for Eigen-GEMM attention; fp8 is unsupported (peak 0).
+  c.gpu.arch = ir::GpuArch::ampere;
+  // The CPU backend computes every dtype in fp32, so the measured fp32 peak is every peak.
+  c.gpu.peak_bf16_flops_per_s = peak_flops_per_s;
+  c.gpu.peak_fp16_flops_per_s = peak_flops_per_s;
+  c.gpu.peak_fp8_flops_per_s = 0;
+  c.gpu.peak_fp32_flops_per_s = peak_flops_per_s;
+  c.gpu.hbm_bytes = memory_bytes_per_rank;
+  c.gpu.hbm_bytes_per_s = memory.triad_bytes_per_s;
+  c.gpus_per_node = ranks_per_node;
+  c.nvlink_domain_gpus = 1;
+  c.nvlink_bytes_per_s = 0;
+  c.nvlink_latency_s = 0;
+  c.nics_per_node = 1;
+
+  // Links: the largest all_reduce's busbw is the rate of one ring step, its smallest's time over
+  // the 2(n-1) ring steps the latency of one. One host: the "network" is the same shared memory.
+  const CollectiveSample* small = nullptr;
+  const CollectiveSample* large = nullptr;
+  for (const auto& s : collectives) {
+    if (s.kind != ir::CollectiveKind::all_reduce) continue;
+    if (!small || s.bytes < small->bytes) small = &s;
+    if (!large || s.bytes > large->bytes) large = &s;
+  }
+  if (large) {
+    c.pcie_bytes_per_s = large->busbw_gbps * 1e9;
+    c.pcie_latency_s = small->time_s / static_cast<double>(2 * (small->group_size - 1));
+  } else {
+    // One rank: nothing to measure; a copy through shared memory moves at most the memory copy rate.
+    c.pcie_bytes_per_s = memory.copy_bytes_per_s / 2;
+    c.pcie_latency_s = 0;
+  }
+  c.nic_bytes_per_s = c.pcie_bytes_per_s;
+  c.network_latency_s = c.pcie_latency_s;
+
+  // Efficiencies against the peak; the same rows under every dtype the CPU backend runs in fp32.
+  for (ir::DType dtype : {ir::DType::f32, ir::DType::bf16, ir::DType::f16})
+    for (const auto& g : gemms)
+      c.gemm_table.push_back({.m = g.m, .n = g.n, .k = g.k, .dtype = dtype,
+                              .efficiency = std::min(1.0, g.flops_per_s / peak_flops_per_s)});
+  for (const auto& s : collectives)
+    c.collective_table.push_back({.op = ir::to_string(s.kind), .group_size = s.group_size, .nodes_spanned = 1,
+                                  .message_bytes = s.bytes, .bus_bytes_per_s = s.busbw_gbps * 1e9});
+  return c;
+}
+
+ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostream* log) {
+  const int64_t world = comm.world_size();
+  const Axes all = comm.all_axes();
+  const auto total_start = Clock::now();
+  ProbeReport report;
+
+  const std::string host = host_name();
+  const auto [local, hosts] = ranks_on_this_host(comm, host);
+  if (hosts != 1)
+    throw ir::InputError("probe", "", "the " + std::to_string(world) + " ranks span " + std::to_string(hosts) + " hosts",
+                         "run probe with every rank on one host; multi-host probing is not supported");
+  report.ranks_per_node = local;
+  if (log)
+    *log << "# mgt probe --backend cpu on " << host << " (" << cpu_model_name() << "), " << world
+         << (world == 1 ? " rank" : " ranks") << (options.quick ? ", quick" : "") << "\n";
+
+  // 1. GEMM sweep, every rank at once. The square first gives the rate that sizes the repetitions.
+  const std::vector<GemmShape> shapes = gemm_shapes(options.quick);
+  const double target_s = options.quick ? 0.004 : 0.06;  // timed seconds per shape
+  double rate_guess = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto [m, n, k] = shapes[i];
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    int reps = i == 0 ? (options.quick ? 3 : 5) : static_cast<int>(std::clamp(target_s * rate_guess / flops, 3.0, 200.0));
+    comm.barrier(all);
+    GemmSample s = time_gemm(m, n, k, reps);
+    std::vector<float> totals = {static_cast<float>(s.time_s), static_cast<float>(s.checked),
+                                 static_cast<float>(s.wrong)};
+    sum_over_world(comm, totals);
+    s.time_s = static_cast<double>(totals[0]) / static_cast<double>(world);
+    s.flops_per_s = flops / s.time_s;
+    s.checked = static_cast<int64_t>(totals[1]);
+    s.wrong = static_cast<int64_t>(totals[2]);
+    if (i == 0) rate_guess = s.flops_per_s;
+    report.gemms.push_back(s);
+  }
+  report.peak_square_dim = shapes[0].m;
+  for (const auto& g : report.gemms) report.peak_flops_per_s = std::max(report.peak_flops_per_s, g.flops_per_s);
+  if (log) {
+    *log << "# GEMM y = x w^T (rt::linear_forward, fp32, Eigen), best of the timed calls, mean over ranks;"
+         << " peak = best rate measured = " << format("%.2f", report.peak_flops_per_s / 1e9) << " GFLOP/s per rank\n";
+    print_gemm_table(*log, report.gemms, report.peak_flops_per_s);
+  }
+  for (const auto& g : report.gemms)
+    if (g.wrong != 0)
+      throw std::runtime_error(format("probe: GEMM %lldx%lldx%lld gave %lld wrong outputs of %lld checked",
+                                      static_cast<long long>(g.m), static_cast<long long>(g.n),
+                                      static_cast<long long>(g.k), static_cast<long long>(g.wrong),
+                                      static_cast<long long>(g.checked)));
+
+  // 2. Host memory bandwidth, every rank at once: arrays the size of the last-level cache
+  //    (three arrays: the working set is 3x the cache), within 64 MiB .. 256 MiB and RAM / 16.
+  const int64_t ram = physical_memory_bytes();
+  int64_t array_bytes = int64_t{16} << 20;
+  if (!options.quick) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    array_bytes = std::clamp<int64_t>(l3 > 0 ? l3 : 0, int64_t{64} << 20, int64_t{256} << 20);
+    array_bytes = std::min<int64_t>(array_bytes, ram / (16 * 3 * local));
+  }
+  comm.barrier(all);
+  report.memory = time_memory(array_bytes, options.quick ? 2 : 5);
+  {
+    std::vector<float> totals = {static_cast<float>(report.memory.copy_bytes_per_s / 1e9),
+                                 static_cast<float>(report.memory.triad_bytes_per_s / 1e9),
+                                 static_cast<float>(report.memory.checked), static_cast<float>(report.memory.wrong)};
+    sum_over_world(comm, totals);
+    report.memory.copy_bytes_per_s = static_cast<double>(totals[0]) * 1e9 / static_cast<double>(world);
+    report.memory.triad_bytes_per_s = static_cast<double>(totals[1]) * 1e9 / static_cast<double>(world);
+    report.memory.checked = static_cast<int64_t>(totals[2]);
+    report.memory.wrong = static_cast<int64_t>(totals[3]);
+  }
+  if (log)
+    *log << format("# host memory, 3 x %lld MiB float arrays per rank, all ranks at once, mean per rank: "
+                   "copy %.2f GB/s, triad %.2f GB/s, %lld checked, %lld wrong\n",
+                   static_cast<long long>(report.memory.array_bytes >> 20), report.memory.copy_bytes_per_s / 1e9,
+                   report.memory.triad_bytes_per_s / 1e9, static_cast<long long>(report.memory.checked),
+                   static_cast<long long>(report.memory.wrong));
+  if (report.memory.wrong != 0)
+    throw std::runtime_error("probe: memory triad gave " + std::to_string(report.memory.wrong) + " wrong values of " +
+                             std::to_string(report.memory.checked) + " checked");
+
+  // 3. Collectives over the world.
+  if (world > 1) {
+    const int64_t bytes_budget = options.quick ? (int64_t{4} << 20) : (int64_t{256} << 20);
+    for (ir::CollectiveKind kind : {ir::CollectiveKind::all_reduce, ir::CollectiveKind::all_gather,
+                                    ir::CollectiveKind::reduce_scatter, ir::CollectiveKind::all_to_all}) {
+      for (int64_t bytes : collective_sizes(options.quick)) {
+        // Multiple of 4 x world for the chunked collectives (nccl-tests rounds the same way).
+        const int64_t unit = 4 * world;
+        const int64_t rounded = std::max(unit, bytes / unit * unit);
+        const int iterations = static_cast<int>(std::clamp<int64_t>(bytes_budget / rounded, 5, options.quick ? 20 : 100));
+        // Best of a few trials, each the mean of `iterations` calls and each checked: ranks share
+        // cores with anything else running, and one descheduled rank stalls the whole collective.
+        CollectiveSample s{.kind = kind, .group_size = world, .bytes = rounded,
+                           .time_s = std::numeric_limits<double>::infinity()};
+        for (int trial = 0; trial < (options.quick ? 2 : 3); ++trial) {
+          CollectiveTiming t = time_collective(comm, kind, all, rounded, iterations, /*warmup=*/trial == 0 ? 2 : 0);
+          s.time_s = std::min(s.time_s, t.time_s);
+          s.wrong += t.wrong;
+        }
+        s.algbw_gbps = algbw_gbps(rounded, s.time_s);
+        s.busbw_gbps = busbw_gbps(kind, world, rounded, s.time_s);
+        report.collectives.push_back(s);
+      }
+    }
+    if (log) {
+      *log << "# collectives over the world (" << world << " ranks, MPI), out of place, every element checked\n";
+      print_collective_table(*log, report.collectives);
+    }
+    for (const auto& s : report.collectives)
+      if (s.wrong != 0 || !(s.busbw_gbps > 0))
+        throw std::runtime_error(format("probe: %s of %lld bytes gave %lld wrong elements",
+                                        ir::to_string(s.kind).c_str(), static_cast<long long>(s.bytes),
+                                        static_cast<long long>(s.wrong)));
+  } else if (log) {
+    *log << "# one rank: no collectives measured (run under mpirun -np N to measure them)\n";
+  }
+
+  // 4. The spec.
+  report.cluster = build_probe_cluster(host, cpu_model_name(), utc_date(), options, report.peak_flops_per_s,
+                                       report.gemms, report.memory, ram / local, local, report.collectives);
+  if (log) *log << format("# probe took %.1f s\n", seconds_since(total_start));
+  return report;
+}
+
+}  // namespace mgt::rt
