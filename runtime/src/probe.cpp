@@ -309,7 +309,8 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
   const std::string host = host_name();
   const auto [local, hosts] = ranks_on_this_host(comm, host);
   if (hosts != 1)
-    throw ir::InputError("probe", "", "the " + std::to_string(world) + " ranks span " + std::to_string(hosts) + " hosts",
+    throw ir::InputError("probe", "",
+                         "the " + std::to_string(world) + " ranks span " + std::to_string(hosts) + " hosts",
                          "run probe with every rank on one host; multi-host probing is not supported");
   report.ranks_per_node = local;
   if (log)
@@ -323,7 +324,8 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [m, n, k] = shapes[i];
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    int reps = i == 0 ? (options.quick ? 3 : 5) : static_cast<int>(std::clamp(target_s * rate_guess / flops, 3.0, 200.0));
+    const int reps = i == 0 ? (options.quick ? 3 : 5)
+                            : static_cast<int>(std::clamp(target_s * rate_guess / flops, 3.0, 200.0));
     comm.barrier(all);
     GemmSample s = time_gemm(m, n, k, reps);
     std::vector<float> totals = {static_cast<float>(s.time_s), static_cast<float>(s.checked),
@@ -390,7 +392,8 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
         // Multiple of 4 x world for the chunked collectives (nccl-tests rounds the same way).
         const int64_t unit = 4 * world;
         const int64_t rounded = std::max(unit, bytes / unit * unit);
-        const int iterations = static_cast<int>(std::clamp<int64_t>(bytes_budget / rounded, 5, options.quick ? 20 : 100));
+        const int iterations =
+            static_cast<int>(std::clamp<int64_t>(bytes_budget / rounded, 5, options.quick ? 20 : 100));
         // Best of a few trials, each the mean of `iterations` calls and each checked: ranks share
         // cores with anything else running, and one descheduled rank stalls the whole collective.
         CollectiveSample s{.kind = kind, .group_size = world, .bytes = rounded,

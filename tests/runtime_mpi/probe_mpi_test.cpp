@@ -7,6 +7,7 @@
 #include "mgt/runtime/mpi_communicator.hpp"
 #include "mgt/runtime/probe.hpp"
 
+#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
@@ -31,11 +32,13 @@ int64_t g_rank = 0;
 /// Counts a failure; prints every check on rank 0 and failures on every rank.
 void check(bool ok, const std::string& what) {
   if (!ok) ++g_failures;
-  if (!ok || g_rank == 0) std::printf("%s [rank %lld] %s\n", ok ? "ok  " : "FAIL", static_cast<long long>(g_rank), what.c_str());
+  if (!ok || g_rank == 0)
+    std::printf("%s [rank %lld] %s\n", ok ? "ok  " : "FAIL", static_cast<long long>(g_rank), what.c_str());
 }
 
 /// y = x w^T computed naively in float, for the checker's own test.
-std::vector<float> naive_gemm(const std::vector<float>& x, const std::vector<float>& w, int64_t m, int64_t n, int64_t k) {
+std::vector<float> naive_gemm(const std::vector<float>& x, const std::vector<float>& w, int64_t m, int64_t n,
+                              int64_t k) {
   std::vector<float> y(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -81,7 +84,9 @@ void test_gemm_checker() {
 void test_single_rank_spec() {
   rt::MemorySample memory{.array_bytes = 1 << 20, .copy_bytes_per_s = 2e10, .triad_bytes_per_s = 3e10};
   std::vector<rt::GemmSample> gemms = {{.m = 64, .n = 64, .k = 64, .time_s = 1e-5, .flops_per_s = 5e10}};
-  ir::ClusterSpec c = rt::build_probe_cluster("host", "CPU", "2025-01-01", {}, 1e11, gemms, memory, int64_t{1} << 30, 1, {});
+  ir::ClusterSpec c = rt::build_probe_cluster("host", "CPU", "2025-01-01", {}, /*peak_flops_per_s=*/1e11, gemms,
+                                              memory, /*memory_bytes_per_rank=*/int64_t{1} << 30,
+                                              /*ranks_per_node=*/1, /*collectives=*/{});
   bool parses = true;
   try {
     parses = ir::cluster_from_json(ir::to_json(c), "single-rank") == c;
@@ -165,7 +170,12 @@ int main() {
     test_probe(comm);
     std::printf("rank %lld: %d failure(s)\n", static_cast<long long>(comm.rank()), g_failures);
   } catch (const std::exception& e) {
+    // The other ranks may be waiting in a collective: abort the job rather than hang until the timeout.
     std::printf("FAIL exception: %s\n", e.what());
+    std::fflush(stdout);
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (initialised) MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }
   return g_failures == 0 ? 0 : 1;

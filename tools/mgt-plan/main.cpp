@@ -1,5 +1,6 @@
 // mgt-plan: the command line. Thin: parse flags (CLI11), call the libraries, print.
 #include "commands.hpp"
+#include "probe_command.hpp"
 #include "validate_command.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -96,6 +97,15 @@ int main(int argc, char** argv) {
   compile->add_option("--out", compile_out, "output file (default - = stdout)");
   compile->add_flag("--text", compile_text, "write the human-readable text form instead of JSON");
 
+  auto* probe = app.add_subcommand(
+      "probe", "measure this machine (GEMM rates, memory bandwidth, MPI collectives under mpirun) and write a "
+               "mgt.cluster/1 file for --cluster");
+  std::string probe_backend = "cpu", probe_out;
+  bool probe_quick = false;
+  probe->add_option("--backend", probe_backend, "cpu (default; cuda arrives with the CUDA backend)");
+  probe->add_option("--out", probe_out, "mgt.cluster/1 file to write")->required();
+  probe->add_flag("--quick", probe_quick, "a few small shapes and sizes (~0.5 s), for tests");
+
   auto* validate = app.add_subcommand(
       "validate", "predicted vs measured on published training runs (shared/validation format): per source "
                   "median and p90 error, the worst rows");
@@ -114,6 +124,7 @@ int main(int argc, char** argv) {
       return mgt::cli::run_inspect(inspect_model, seq, inspect_json);
     }
     if (*validate) return mgt::cli::run_validate(validate_files, validate_json);
+    if (*probe) return mgt::cli::run_probe(probe_backend, probe_out, probe_quick);
     if (*simulate) {
       resolve_plan_flags(*simulate, simulate_raw, simulate_options);
       return mgt::cli::run_simulate(simulate_options, simulate_plan, trace_path, svg_path);
