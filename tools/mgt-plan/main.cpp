@@ -1,6 +1,7 @@
 // mgt-plan: the command line. Thin: parse flags (CLI11), call the libraries, print.
 #include "commands.hpp"
 #include "probe_command.hpp"
+#include "run_command.hpp"
 #include "validate_command.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -106,6 +107,9 @@ int main(int argc, char** argv) {
   probe->add_option("--out", probe_out, "mgt.cluster/1 file to write")->required();
   probe->add_flag("--quick", probe_quick, "a few small shapes and sizes (~0.5 s), for tests");
 
+  mgt::cli::RunOptions run_options;
+  auto* run = mgt::cli::add_run_command(app, run_options);
+
   auto* validate = app.add_subcommand(
       "validate", "predicted vs measured on published training runs (shared/validation format): per source "
                   "median and p90 error, the worst rows");
@@ -125,6 +129,7 @@ int main(int argc, char** argv) {
     }
     if (*validate) return mgt::cli::run_validate(validate_files, validate_json);
     if (*probe) return mgt::cli::run_probe(probe_backend, probe_out, probe_quick);
+    if (*run) return mgt::cli::run_training(run_options);
     if (*simulate) {
       resolve_plan_flags(*simulate, simulate_raw, simulate_options);
       return mgt::cli::run_simulate(simulate_options, simulate_plan, trace_path, svg_path);

@@ -1,0 +1,99 @@
+// The schedule executor (issue 5 part 1): runs one rank's program of an ir::Schedule instruction by
+// instruction with the CPU kernels (cpu/kernels.hpp) on a ModelState. It never re-plans: what the
+// schedule asks for and the executor cannot do yet is an error naming the instruction. Semantics,
+// op coverage and memory accounting: docs/runtime_executor.md.
+//
+//   ir::Schedule s = plan::lower_to_schedule(graph, plan, settings, 1, cluster);  // in tools/, not here
+//   ModelState state(graph);
+//   load_hf_weights(state, "model.safetensors");
+//   Executor ex(s, graph, state, {.numerics = read_model_numerics("config.json"), .adamw = {...}});
+//   StepStats st = ex.step(global_batch(data, k, G, S));   // st.loss: mean over G*S targets, before the update
+//
+// Dependency rule: the runtime never links the planner or the cost model; the caller lowers.
+#pragma once
+
+#include "mgt/ir/graph.hpp"
+#include "mgt/ir/schedule.hpp"
+#include "mgt/runtime/communicator.hpp"
+#include "mgt/runtime/cpu/kernels.hpp"
+#include "mgt/runtime/data.hpp"
+#include "mgt/runtime/model_state.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mgt::rt {
+
+/// Numerics the graph does not carry: norm epsilon and rotary parameters.
+struct ModelNumerics {
+  float norm_eps = 1e-5f;  ///< rms_norm_eps / layer_norm_eps
+  cpu::RopeConfig rope;    ///< rope_theta, rope_scaling (default or llama3)
+};
+
+/// Reads them from a Hugging Face config.json (rms_norm_eps, layer_norm_eps / layer_norm_epsilon,
+/// rope_theta, rope_scaling with rope_type "default" or "llama3"); an mgt.graph/1 file gives the
+/// defaults above. Throws ir::InputError naming the file and field for a rope type the kernels lack
+/// (linear, dynamic, yarn, longrope).
+ModelNumerics read_model_numerics(const std::string& model_path);
+
+struct ExecutorOptions {
+  ModelNumerics numerics;
+  cpu::AdamWConfig adamw;   ///< torch.optim.AdamW hyper-parameters (weight decay on every parameter)
+  double grad_clip = 0.0;   ///< global-norm clipping before AdamW; 0 = off
+  int64_t rank = 0;         ///< this process's global rank (communicator->rank() when one is given)
+};
+
+/// What one step measured.
+struct StepStats {
+  double loss = 0.0;        ///< mean cross-entropy over all G*S targets, from the forward (before the update)
+  double grad_norm = 0.0;   ///< global L2 norm of the gradients before clipping
+  double seconds = 0.0;     ///< wall time of the step (instructions only)
+  int64_t tokens = 0;       ///< G*S
+  int64_t peak_bytes = 0;   ///< highest real allocation during the step (see MemoryStats)
+  int64_t planned_peak_bytes = 0;  ///< highest sum of the schedule's Alloc bytes during the step
+  int64_t instructions = 0; ///< instructions executed
+};
+
+/// Memory measured from the executor's real allocations: the model-state buffers while the schedule
+/// holds them (params, grads, optim), every saved activation, activation gradient, in-flight block
+/// boundary tensor and kernel scratch.
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;          ///< since construction
+  int64_t planned_current_bytes = 0;
+  int64_t planned_peak_bytes = 0;  ///< the schedule's Alloc bytes, since construction
+};
+
+class Executor {
+ public:
+  /// Picks the program of `options.rank` (program_for_rank), checks it can run it on this ModelState
+  /// (one rank: state.padded_elements() == the table's total), and keeps references to all four
+  /// arguments: they must outlive the executor. `comm` may be null for a one-rank schedule; it is what
+  /// Collective/Send/Recv instructions will run on (multi-rank execution is not implemented yet:
+  /// such an instruction over a group > 1 throws, naming it). Throws ir::InputError for plans whose
+  /// local tensors the executor cannot slice yet (tp, cp, ep > 1).
+  Executor(const ir::Schedule& schedule, const ir::Graph& graph, ModelState& state, ExecutorOptions options,
+           Communicator* comm = nullptr);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// Runs the program once: zeroes the gradients, executes every instruction in program order (a
+  /// topological order of the deps on every stream), including the OptimizerStep (clip + AdamW,
+  /// state.step + 1). `batch` is the global batch (G sequences of S tokens); this rank uses the
+  /// sequences of its data-parallel replica, micro-batch m taking rows [m*b, (m+1)*b) of them.
+  /// Errors (std::runtime_error) name the instruction: "instruction #41 (c0 s:compute #41 compute fwd
+  /// loss ...): ...".
+  StepStats step(const StepBatch& batch);
+
+  MemoryStats memory() const;
+  /// The program this rank runs.
+  const ir::Program& program() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mgt::rt

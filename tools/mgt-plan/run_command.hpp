@@ -1,0 +1,39 @@
+// `mgt-plan run config.json [--plan P] [--weights W] [--data F --data-dtype uint16|uint32] --seq-len S
+//  --global-batch G --steps N [--seed] [--lr --beta1 --beta2 --eps --weight-decay --grad-clip] [--log F]`:
+// lowers the plan and trains with the CPU schedule executor (docs/runtime_executor.md). One rank
+// for now (every plan axis 1); multi-rank runs under mpirun come with the collectives.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace mgt::cli {
+
+struct RunOptions {
+  std::string model_path;       ///< HF config.json or mgt.graph/1
+  std::string plan = "{}";      ///< inline JSON or a mgt.plan/1 file
+  std::string weights;          ///< safetensors file / index / folder; empty: init from --seed
+  std::string data;             ///< token file; empty: synthetic tokens from --seed
+  std::string data_dtype = "uint16";
+  int64_t seq_len = 0;
+  int64_t global_batch = 0;     ///< sequences per optimizer step
+  int64_t steps = 0;
+  uint64_t seed = 0;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;  ///< torch.optim.AdamW defaults
+  double grad_clip = 0.0;       ///< global-norm clipping; 0 = off
+  std::string log_path;         ///< one JSON line per step
+  std::string cluster = "h100-sxm";  ///< only for the lowering's collective node counts
+};
+
+/// Adds the `run` subcommand and its flags, bound to `options`.
+CLI::App* add_run_command(CLI::App& app, RunOptions& options);
+
+/// Runs the training loop; prints one line per step (loss, step time, tokens/s, peak memory measured
+/// from the executor's allocations, the schedule's planned peak) and writes --log. Returns 0, or 2
+/// after printing the error when the executor cannot run the plan; ir::InputError (bad flags, files)
+/// propagates to main's handler.
+int run_training(const RunOptions& options);
+
+}  // namespace mgt::cli
