@@ -166,6 +166,16 @@ struct Executor::Impl {
   int64_t replica = 0, replicas = 1;
   double loss_sum = 0.0, grad_norm = 0.0;
 
+  // data parallelism (docs/runtime_executor.md "Several ranks")
+  int64_t zero = 0;                  ///< ir::zero_stage(plan): 0 (DDP) or 3 (FSDP / HSDP)
+  Axes dp_axes{"dp_replicate", "dp_shard"};  ///< the replicas: data split, loss reported over them
+  Axes shard_axes;                   ///< FSDP shard group (dp_shard; cp would join it)
+  int64_t shards = 1, shard_index = 0;
+  std::map<std::string, ShardRange> units;  ///< "block.copy" -> its contiguous range of the flat buffers
+  int64_t ddp_reduced = 0;           ///< elements of `grads` all-reduced so far this step (buckets)
+  std::string last_scattered;        ///< unit of the latest reduce-scatter (HSDP all-reduce follows it)
+  std::vector<float> comm_scratch;
+
   Impl(const ir::Schedule& s, const ir::Graph& g, ModelState& st, ExecutorOptions o, Communicator* c)
       : schedule(s), graph(g), state(st), options(std::move(o)), comm(c) {}
 
@@ -196,11 +206,37 @@ struct Executor::Impl {
                              "use a plan with tp, cp and ep = 1");
       }
     }
+    if (plan.pp > 1) {
+      throw ir::InputError("schedule", "plan.pp",
+                           "pp = " + std::to_string(plan.pp) + ": the CPU executor does not run pipeline stages (send/recv) yet",
+                           "use a plan with pp = 1");
+    }
     if (state.padded_elements() != state.table().total_elements) {
-      throw ir::InputError("model state", "padded_elements", "one-rank execution needs an unpadded ModelState");
+      throw ir::InputError("model state", "padded_elements", "the executor needs an unpadded ModelState (every rank holds the full layout)");
     }
     replicas = plan.dp_replicate * plan.dp_shard;
-    replica = replicas > 1 ? group_rank(schedule.mesh, options.rank, {"dp_replicate", "dp_shard"}) : 0;
+    replica = replicas > 1 ? group_rank(schedule.mesh, options.rank, dp_axes) : 0;
+    zero = ir::zero_stage(plan);
+    if (zero == 1 || zero == 2) {
+      throw ir::InputError("schedule", "plan.zero_stage",
+                           "ZeRO-" + std::to_string(zero) + " is not implemented by the CPU executor yet",
+                           "use zero_stage 0 (DDP) or 3 (FSDP)");
+    }
+    if (zero == 3) {
+      shard_axes = {"dp_shard"};
+      shards = plan.dp_shard;
+      shard_index = group_rank(schedule.mesh, options.rank, shard_axes);
+    }
+    for (const ParamEntry& e : state.table().entries) {
+      const std::string key = e.block + "." + std::to_string(e.copy);
+      auto [it, fresh] = units.try_emplace(key, ShardRange{e.offset, e.offset + e.num_elements});
+      if (!fresh) {
+        if (e.offset != it->second.end) {
+          throw ir::InputError("model state", "layout", "the parameters of " + key + " are not contiguous");
+        }
+        it->second.end = e.offset + e.num_elements;
+      }
+    }
 
     for (size_t b = 0; b < graph.blocks.size(); ++b) {
       const ir::Block& block = graph.blocks[b];
@@ -729,17 +765,132 @@ struct Executor::Impl {
 
   void run_optimizer(const ir::Instruction& instr, const ir::OptimizerStep& o) {
     const int64_t n = state.table().total_elements;
-    if (o.param_elements != n) {
-      fail(instr, "the step updates " + std::to_string(o.param_elements) + " elements but this rank holds all " +
-                      std::to_string(n) + " (sharded optimizer states are not implemented yet)");
-    }
     float* g = state.grads().data();
-    grad_norm = std::sqrt(cpu::grad_sum_squares(g, n));
+    if (zero == 0) {
+      if (o.param_elements != n) {
+        fail(instr, "the step updates " + std::to_string(o.param_elements) + " elements but this rank holds all " +
+                        std::to_string(n));
+      }
+      grad_norm = std::sqrt(cpu::grad_sum_squares(g, n));
+      const float coef = cpu::grad_clip_coefficient(grad_norm, options.grad_clip);
+      if (coef < 1.0f) cpu::scale_in_place(g, n, coef);
+      state.step += 1;
+      cpu::adamw_step(state.params().data(), g, state.adam_m().data(), state.adam_v().data(), n, state.step,
+                      options.adamw);
+      return;
+    }
+    // FSDP: this rank owns its shard of every unit; the norm is summed over the shard group.
+    double sq = 0.0;
+    for (const auto& [name, u] : units) {
+      const ShardRange r = owned(u);
+      if (r.size() > 0) sq += cpu::grad_sum_squares(g + r.begin, r.size());
+    }
+    grad_norm = std::sqrt(sum_over(sq, shard_axes));
     const float coef = cpu::grad_clip_coefficient(grad_norm, options.grad_clip);
-    if (coef < 1.0f) cpu::scale_in_place(g, n, coef);
     state.step += 1;
-    cpu::adamw_step(state.params().data(), g, state.adam_m().data(), state.adam_v().data(), n, state.step,
-                    options.adamw);
+    for (const auto& [name, u] : units) {
+      const ShardRange r = owned(u);
+      if (r.size() <= 0) continue;
+      if (coef < 1.0f) cpu::scale_in_place(g + r.begin, r.size(), coef);
+      cpu::adamw_step(state.params().data() + r.begin, g + r.begin, state.adam_m().data() + r.begin,
+                      state.adam_v().data() + r.begin, r.size(), state.step, options.adamw);
+    }
+  }
+
+  // ---- data parallelism ----
+
+  /// This rank's FSDP shard of a unit: the shard_index-th of `shards` equal chunks (the last clipped).
+  ShardRange owned(const ShardRange& u) const {
+    const int64_t chunk = padded_size(u.size(), shards) / shards;
+    const int64_t b = std::min(u.end, u.begin + shard_index * chunk);
+    return {b, std::min(u.end, b + chunk)};
+  }
+
+  /// Sum of a double over a group, exactly enough for reporting: sent as two floats (hi + lo).
+  double sum_over(double value, const Axes& axes) {
+    if (!comm || comm->group_size(axes) <= 1) return value;
+    float v[2];
+    v[0] = static_cast<float>(value);
+    v[1] = static_cast<float>(value - static_cast<double>(v[0]));
+    comm->all_reduce(v, v, 2, axes);
+    return static_cast<double>(v[0]) + static_cast<double>(v[1]);
+  }
+
+  const ShardRange& unit_of(const ir::Instruction& instr, const std::string& buffer) const {
+    // "w[block.copy]" / "g[block.copy]"
+    if (buffer.size() < 4 || buffer[1] != '[' || buffer.back() != ']') fail(instr, "buffer '" + buffer + "' names no block copy");
+    auto it = units.find(buffer.substr(2, buffer.size() - 3));
+    if (it == units.end()) fail(instr, "buffer '" + buffer + "' names a block copy without parameters");
+    return it->second;
+  }
+
+  void run_collective(const ir::Instruction& instr, const ir::Collective& c) {
+    if (c.group_size <= 1) return;
+    if (!comm) fail(instr, "a collective over a group of " + std::to_string(c.group_size) + " ranks needs a communicator");
+    if (comm->group_size(c.axes) != c.group_size) {
+      fail(instr, "the communicator's group over these axes has " + std::to_string(comm->group_size(c.axes)) + " ranks");
+    }
+    if (!live.count(c.buffer)) fail(instr, "buffer '" + c.buffer + "' is not allocated");
+    const int64_t esize = ir::dtype_bytes(c.dtype);  // the CPU executor moves fp32 whatever the dtype
+    if (esize <= 0 || c.bytes % esize != 0) fail(instr, "byte count not a multiple of the element size");
+    const int64_t count = c.bytes / esize;
+    float* g = state.grads().data();
+    float* w = state.params().data();
+    const int64_t total = state.table().total_elements;
+    switch (c.kind) {
+      case ir::CollectiveKind::all_reduce: {
+        if (c.buffer != "grads") fail(instr, "all-reduce of buffer '" + c.buffer + "' is not implemented");
+        if (zero == 0) {
+          // DDP bucket: buckets fill in backward order = the flat layout from its end.
+          if (ddp_reduced + count > total) fail(instr, "the buckets exceed the " + std::to_string(total) + " gradients");
+          float* p = g + (total - ddp_reduced - count);
+          comm->all_reduce(p, p, count, c.axes);
+          ddp_reduced += count;
+        } else {
+          // HSDP: the shard of the unit just reduce-scattered, over dp_replicate.
+          if (last_scattered.empty()) fail(instr, "an HSDP all-reduce before any reduce-scatter");
+          const ShardRange r = owned(units.at(last_scattered));
+          const int64_t chunk = padded_size(units.at(last_scattered).size(), shards) / shards;
+          if (count != chunk) fail(instr, "expected the " + std::to_string(chunk) + "-element shard of " + last_scattered);
+          comm_scratch.assign(static_cast<size_t>(chunk), 0.0f);
+          std::copy(g + r.begin, g + r.end, comm_scratch.begin());
+          comm->all_reduce(comm_scratch.data(), comm_scratch.data(), chunk, c.axes);
+          std::copy(comm_scratch.begin(), comm_scratch.begin() + r.size(), g + r.begin);
+        }
+        break;
+      }
+      case ir::CollectiveKind::all_gather: {
+        // FSDP: the unit's parameters from every shard into the (full-layout) parameter buffer.
+        const ShardRange& u = unit_of(instr, c.buffer);
+        if (count != u.size()) fail(instr, "the unit holds " + std::to_string(u.size()) + " parameters, the gather " + std::to_string(count));
+        const int64_t chunk = padded_size(u.size(), shards) / shards;
+        const ShardRange r = owned(u);
+        comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
+        float* send = comm_scratch.data() + chunk * shards;
+        std::copy(w + r.begin, w + r.end, send);
+        comm->all_gather(send, comm_scratch.data(), chunk, c.axes);
+        std::copy(comm_scratch.begin(), comm_scratch.begin() + u.size(), w + u.begin);
+        break;
+      }
+      case ir::CollectiveKind::reduce_scatter: {
+        // FSDP: the unit's local gradients summed over the shard group into this rank's shard; the
+        // rest zeroed, so later micro-batches accumulate on top of the reduced shard exactly.
+        const ShardRange& u = unit_of(instr, c.buffer);
+        if (count != u.size()) fail(instr, "the unit holds " + std::to_string(u.size()) + " gradients, the reduce-scatter " + std::to_string(count));
+        const int64_t chunk = padded_size(u.size(), shards) / shards;
+        const ShardRange r = owned(u);
+        comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
+        std::copy(g + u.begin, g + u.end, comm_scratch.begin());
+        float* recv = comm_scratch.data() + chunk * shards;
+        comm->reduce_scatter(comm_scratch.data(), recv, chunk, c.axes);
+        std::fill(g + u.begin, g + u.end, 0.0f);
+        std::copy(recv, recv + r.size(), g + r.begin);
+        last_scattered = c.buffer.substr(2, c.buffer.size() - 3);
+        break;
+      }
+      default:
+        fail(instr, "collective kind '" + ir::to_string(c.kind) + "' is not implemented by the CPU executor yet (tp, cp, ep)");
+    }
   }
 
   void run(const ir::Instruction& instr) {
@@ -757,14 +908,9 @@ struct Executor::Impl {
           } else if constexpr (std::is_same_v<T, ir::Wait>) {
             // Single-threaded in program order: instruction `on` has already finished.
           } else if constexpr (std::is_same_v<T, ir::Collective>) {
-            if (p.group_size > 1) {
-              fail(instr, comm ? "collectives are not implemented by the CPU executor yet (group of " +
-                                     std::to_string(p.group_size) + ")"
-                               : "a collective over a group of " + std::to_string(p.group_size) +
-                                     " ranks needs a communicator");
-            }
+            run_collective(instr, p);
           } else {  // Send, Recv
-            fail(instr, comm ? "point-to-point transfers are not implemented by the CPU executor yet"
+            fail(instr, comm ? "point-to-point transfers (pp) are not implemented by the CPU executor yet"
                              : "a send/recv needs a communicator");
           }
         },
@@ -788,6 +934,8 @@ struct Executor::Impl {
     batch = &b;
     loss_sum = 0.0;
     grad_norm = 0.0;
+    ddp_reduced = 0;
+    last_scattered.clear();
     tracker.step_peak = tracker.current;
     tracker.planned_step_peak = tracker.planned;
     std::fill(state.grads().begin(), state.grads().end(), 0.0f);
@@ -800,8 +948,14 @@ struct Executor::Impl {
     bwd_handoff.clear();
     batch = nullptr;
     if (!leftovers.empty()) throw std::runtime_error("the program left buffers live at its end:" + leftovers);
+    if (zero == 0 && replicas > 1 && ddp_reduced != state.table().total_elements) {
+      throw std::runtime_error("the schedule's DDP buckets all-reduced " + std::to_string(ddp_reduced) + " of " +
+                               std::to_string(state.table().total_elements) + " gradients");
+    }
     StepStats s;
-    s.loss = loss_sum;
+    // Each rank's loss_sum is its tokens' share of the global mean; the report sums them over the
+    // replicas (an all-reduce of the executor's own, not a schedule instruction).
+    s.loss = sum_over(loss_sum, dp_axes);
     s.grad_norm = grad_norm;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s.tokens = b.sequences * b.seq_len;

@@ -1,7 +1,8 @@
 // `mgt-plan run config.json [--plan P] [--weights W] [--data F --data-dtype uint16|uint32] --seq-len S
 //  --global-batch G --steps N [--seed] [--lr --beta1 --beta2 --eps --weight-decay --grad-clip] [--log F]`:
-// lowers the plan and trains with the CPU schedule executor (docs/runtime_executor.md). One rank
-// for now (every plan axis 1); multi-rank runs under mpirun come with the collectives.
+// lowers the plan and trains with the CPU schedule executor (docs/runtime_executor.md). One rank, or
+// data-parallel plans (dp_replicate, dp_shard) as `mpirun -np <ranks> mgt-plan run ...`, one process
+// per rank over an MpiCommunicator on the schedule's mesh; rank 0 prints and writes --log.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -31,9 +32,10 @@ struct RunOptions {
 CLI::App* add_run_command(CLI::App& app, RunOptions& options);
 
 /// Runs the training loop; prints one line per step (loss, step time, tokens/s, peak memory measured
-/// from the executor's allocations, the schedule's planned peak) and writes --log. Returns 0, or 2
-/// after printing the error when the executor cannot run the plan; ir::InputError (bad flags, files)
-/// propagates to main's handler.
+/// from the executor's allocations, the schedule's planned peak) and writes --log, from rank 0 only.
+/// Returns 0, or 2 after printing the error when the executor cannot run the plan (several ranks: the
+/// failing rank prints it and aborts the job); ir::InputError (bad flags, files, a launcher world size
+/// that differs from the plan's) propagates to main's handler.
 int run_training(const RunOptions& options);
 
 }  // namespace mgt::cli

@@ -47,7 +47,7 @@ struct ExecutorOptions {
 /// What one step measured.
 struct StepStats {
   double loss = 0.0;        ///< mean cross-entropy over all G*S targets, from the forward (before the update)
-  double grad_norm = 0.0;   ///< global L2 norm of the gradients before clipping
+  double grad_norm = 0.0;   ///< global L2 norm of the (synchronised) gradients before clipping
   double seconds = 0.0;     ///< wall time of the step (instructions only)
   int64_t tokens = 0;       ///< G*S
   int64_t peak_bytes = 0;   ///< highest real allocation during the step (see MemoryStats)
@@ -67,12 +67,14 @@ struct MemoryStats {
 
 class Executor {
  public:
-  /// Picks the program of `options.rank` (program_for_rank), checks it can run it on this ModelState
-  /// (one rank: state.padded_elements() == the table's total), and keeps references to all four
-  /// arguments: they must outlive the executor. `comm` may be null for a one-rank schedule; it is what
-  /// Collective/Send/Recv instructions will run on (multi-rank execution is not implemented yet:
-  /// such an instruction over a group > 1 throws, naming it). Throws ir::InputError for plans whose
-  /// local tensors the executor cannot slice yet (tp, cp, ep > 1).
+  /// Picks the program of `options.rank` (program_for_rank; comm->rank() when `comm` is given), checks
+  /// it can run it on this ModelState (state.padded_elements() == the table's total: every rank holds
+  /// the full layout), and keeps references to all five arguments: they must outlive the executor.
+  /// `comm` may be null for a one-rank schedule; a multi-rank schedule needs one over the schedule's
+  /// mesh. Data parallelism runs on it: DDP bucket all-reduces, FSDP all-gathers / reduce-scatters of
+  /// block copies, HSDP shard all-reduces (docs/runtime_executor.md "Several ranks"). Throws
+  /// ir::InputError for what the executor cannot run yet (tp, cp, ep, pp > 1; ZeRO-1/2); other
+  /// collectives and send/recv throw at the instruction, naming it.
   Executor(const ir::Schedule& schedule, const ir::Graph& graph, ModelState& state, ExecutorOptions options,
            Communicator* comm = nullptr);
   ~Executor();
@@ -82,7 +84,9 @@ class Executor {
   /// Runs the program once: zeroes the gradients, executes every instruction in program order (a
   /// topological order of the deps on every stream), including the OptimizerStep (clip + AdamW,
   /// state.step + 1). `batch` is the global batch (G sequences of S tokens); this rank uses the
-  /// sequences of its data-parallel replica, micro-batch m taking rows [m*b, (m+1)*b) of them.
+  /// sequences of its data-parallel replica, micro-batch m taking rows [m*b, (m+1)*b) of them. With
+  /// several replicas the returned loss is the global mean, summed over the replicas by the executor
+  /// (an all-reduce that is not a schedule instruction); every rank returns the same value.
   /// Errors (std::runtime_error) name the instruction: "instruction #41 (c0 s:compute #41 compute fwd
   /// loss ...): ...".
   StepStats step(const StepBatch& batch);
