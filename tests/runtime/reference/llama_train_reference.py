@@ -18,6 +18,7 @@ Writes into OUT_DIR:
 The model is LlamaForCausalLM written with torch ops (kernels_reference.py; transformers is not needed).
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -79,6 +80,10 @@ def train(cfg, init, tokens, G):
         torch.nn.utils.clip_grad_norm_(list(params.values()), max_norm=HYPER["grad_clip"])
         opt.step()
         losses.append(float(loss))
+    # A usable reference: finite losses near ln(vocab) for a freshly initialised model (tokens are
+    # uniform), so a broken reference cannot silently pass the C++ comparison.
+    assert all(math.isfinite(l) for l in losses), f"non-finite reference losses {losses}"
+    assert abs(losses[0] - math.log(cfg["vocab"])) < 1.0, f"step-0 loss {losses[0]} far from ln(vocab)"
     return losses
 
 
