@@ -917,6 +917,22 @@ struct Executor::Impl {
         instr.op);
   }
 
+  void synchronize_state() {
+    if (zero != 3 || shards <= 1) return;
+    // FSDP: every unit's owned shard of params, m and v gathered over the shard group.
+    for (const auto& [name, u] : units) {
+      const int64_t chunk = padded_size(u.size(), shards) / shards;
+      const ShardRange r = owned(u);
+      for (std::span<float> buf : {state.params(), state.adam_m(), state.adam_v()}) {
+        comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
+        float* send = comm_scratch.data() + chunk * shards;
+        std::copy(buf.data() + r.begin, buf.data() + r.end, send);
+        comm->all_gather(send, comm_scratch.data(), chunk, shard_axes);
+        std::copy(comm_scratch.begin(), comm_scratch.begin() + u.size(), buf.data() + u.begin);
+      }
+    }
+  }
+
   StepStats step(const StepBatch& b) {
     const auto start = std::chrono::steady_clock::now();
     if (b.sequences % replicas != 0) {
@@ -939,7 +955,18 @@ struct Executor::Impl {
     tracker.step_peak = tracker.current;
     tracker.planned_step_peak = tracker.planned;
     std::fill(state.grads().begin(), state.grads().end(), 0.0f);
-    for (const auto& instr : program->instructions) run(instr);
+    std::vector<InstructionTiming> timeline;
+    if (options.record_timeline) timeline.reserve(program->instructions.size());
+    for (const auto& instr : program->instructions) {
+      if (!options.record_timeline) {
+        run(instr);
+        continue;
+      }
+      const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      run(instr);
+      const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      timeline.push_back({instr.id, t0, t1});
+    }
     std::string leftovers;
     for (const auto& [name, buf] : live) leftovers += " " + name;
     if (!fwd_handoff.empty() || !bwd_handoff.empty()) leftovers += " (block boundary tensors)";
@@ -962,6 +989,7 @@ struct Executor::Impl {
     s.peak_bytes = tracker.step_peak;
     s.planned_peak_bytes = tracker.planned_step_peak;
     s.instructions = static_cast<int64_t>(program->instructions.size());
+    s.timeline = std::move(timeline);
     return s;
   }
 };
@@ -973,6 +1001,8 @@ Executor::Executor(const ir::Schedule& schedule, const ir::Graph& graph, ModelSt
 }
 
 Executor::~Executor() = default;
+
+void Executor::synchronize_state() { impl_->synchronize_state(); }
 
 StepStats Executor::step(const StepBatch& batch) { return impl_->step(batch); }
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mgt::rt {
 
@@ -42,6 +43,14 @@ struct ExecutorOptions {
   cpu::AdamWConfig adamw;   ///< torch.optim.AdamW hyper-parameters (weight decay on every parameter)
   double grad_clip = 0.0;   ///< global-norm clipping before AdamW; 0 = off
   int64_t rank = 0;         ///< this process's global rank (communicator->rank() when one is given)
+  bool record_timeline = false;  ///< fill StepStats::timeline (one entry per instruction)
+};
+
+/// When one instruction ran, in seconds from the start of the step (steady clock).
+struct InstructionTiming {
+  int64_t id = 0;         ///< ir::Instruction::id in this rank's program
+  double start_s = 0.0;
+  double end_s = 0.0;
 };
 
 /// What one step measured.
@@ -53,6 +62,7 @@ struct StepStats {
   int64_t peak_bytes = 0;   ///< highest real allocation during the step (see MemoryStats)
   int64_t planned_peak_bytes = 0;  ///< highest sum of the schedule's Alloc bytes during the step
   int64_t instructions = 0; ///< instructions executed
+  std::vector<InstructionTiming> timeline;  ///< program order; only with ExecutorOptions::record_timeline
 };
 
 /// Memory measured from the executor's real allocations: the model-state buffers while the schedule
@@ -90,6 +100,12 @@ class Executor {
   /// Errors (std::runtime_error) name the instruction: "instruction #41 (c0 s:compute #41 compute fwd
   /// loss ...): ...".
   StepStats step(const StepBatch& batch);
+
+  /// Makes the parameters, AdamW moments and step complete and equal on every rank: after a step each
+  /// rank keeps current only what it updates (its FSDP shard, its tensor-parallel slices); this
+  /// exchanges the rest over the communicator (outside the schedule: for checkpoints, between steps).
+  /// Collective: every rank must call it. A no-op on one rank and under plain data parallelism.
+  void synchronize_state();
 
   MemoryStats memory() const;
   /// The program this rank runs.
