@@ -341,7 +341,6 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   const ir::Plan& plan = x.plan;
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
-  double hidden_cp = 0;
   std::vector<FsdpRun> runs;
   std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
   for (size_t b = 0; b < s.blocks.size(); ++b) {
@@ -360,11 +359,10 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       st.tp += full_fraction * r * blk.tp_fwd_s;  // the recomputed forward repeats its collectives
       st.ep += full_fraction * r * blk.ep_s / 2;  // ... and its dispatch / combine
     }
-    // Ring-style CP exchange overlaps the attention kernels (Liu et al. 2023, Ring Attention §3).
-    const double cp_fwd_hidden = std::min(blk.cp_fwd_s, c.attention_fwd_s);
-    const double cp_bwd_hidden = std::min(blk.cp_bwd_s, c.attention_bwd_s);
-    st.cp += r * (blk.cp_fwd_s - cp_fwd_hidden + blk.cp_bwd_s - cp_bwd_hidden);
-    hidden_cp += r * (cp_fwd_hidden + cp_bwd_hidden);
+    // All-gather CP (Llama 3, Dubey et al. 2024 §3.3.2; what the schedule lowers and the runtime
+    // runs): the attention kernel waits for the gathered K/V, so the exchange is exposed. A ring
+    // exchange would hide it under the attention kernels (Liu et al. 2023, Ring Attention §3).
+    st.cp += r * (blk.cp_fwd_s + blk.cp_bwd_s);
     st.params += copies * c.param_elements_local;
     st.expert_params += copies * c.expert_param_elements_local;
     if (x.fsdp) {
@@ -381,8 +379,8 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
       // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
       // backward, the recomputed forward.
-      const double fwd_window = c.fwd_compute_s + blk.tp_fwd_s + (blk.cp_fwd_s - cp_fwd_hidden);
-      double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + (blk.cp_bwd_s - cp_bwd_hidden);
+      const double fwd_window = c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s;
+      double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s;
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s);
       runs.push_back({copies, ag, rs, fwd_window, bwd_window});
@@ -413,7 +411,6 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     const FsdpExposure fl = fsdp_exposure(last);
     st.hsdp = (fl.exposed - f.exposed) + params_.overlap_compute_slowdown * (fl.hidden - f.hidden);
   }
-  st.cp += params_.overlap_compute_slowdown * hidden_cp;
   return st;
 }
 

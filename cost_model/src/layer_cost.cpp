@@ -53,14 +53,16 @@ struct Walk {
     for (const auto& d : t.dims) n *= local_dim_size(d, ctx, /*in_tp_region=*/true);
     return n * ir::dtype_bytes(ctx.dtype);
   }
-  void tp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
-    if (ctx.tp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::tp, kind, bytes});
+  void tp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes,
+                     std::vector<std::string> tensors, bool before = false, ir::ReduceOp reduce = ir::ReduceOp::sum) {
+    if (ctx.tp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::tp, kind, bytes, std::move(tensors), before, reduce});
   }
-  void cp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
-    if (ctx.cp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::cp, kind, bytes});
+  void cp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes,
+                     std::vector<std::string> tensors, bool before) {
+    if (ctx.cp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::cp, kind, bytes, std::move(tensors), before});
   }
   void ep_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
-    if (ctx.ep > 1 && bytes > 0) into.push_back({BlockCollective::Axis::ep, kind, bytes});
+    if (ctx.ep > 1 && bytes > 0) into.push_back({BlockCollective::Axis::ep, kind, bytes, {}, false, ir::ReduceOp::sum});
   }
   double memory_time(int64_t bytes) const { return memory_bound_time_s(bytes, cluster, params); }
 };
@@ -163,19 +165,27 @@ void cost_contraction(Walk& w, const ir::Op& op) {
       if (spec.out.find(c) == std::string::npos && is_tp_dim(c)) partial = true;
     const bool column = has_tp_dim(o) && !has_tp_dim(a);
     const int64_t out_bytes = w.tp_region_bytes(o);
+    // Row-parallel: the output is a partial sum, reduced after the kernel; with SP its gradient
+    // arrives sequence-sharded and is gathered before the backward kernel.
     if (partial) {
       w.tp_collective(w.cost.fwd_collectives,
-                      w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, out_bytes);
-      if (w.ctx.sequence_parallel) w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, out_bytes);
+                      w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, out_bytes,
+                      {o.name});
+      if (w.ctx.sequence_parallel)
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, out_bytes, {"grad(" + o.name + ")"},
+                        /*before=*/true);
     }
+    // Column-parallel: the first op reading an input gathers it (SP) before its kernel; in backward
+    // that op runs last of the readers, so the input gradient they summed is reduced after it.
     if (column && w.gathered_inputs.insert(a.name).second) {
       const int64_t in_bytes = w.tp_region_bytes(a);
       if (w.ctx.sequence_parallel) {
-        w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, in_bytes);
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, in_bytes);  // re-gather saved shard
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, in_bytes);
+        w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, in_bytes, {a.name}, /*before=*/true);
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, in_bytes, {a.name},
+                        /*before=*/true);  // re-gather the saved shard for the weight gradient
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, in_bytes, {"grad(" + a.name + ")"});
       } else {
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_reduce, in_bytes);
+        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_reduce, in_bytes, {"grad(" + a.name + ")"});
       }
     }
   }
@@ -226,9 +236,10 @@ void cost_attention(Walk& w, const ir::Op& op) {
   // Context parallel: keys and values are all-gathered over cp in forward and again in backward,
   // their gradients reduce-scattered (torchtitan / Megatron CP, load-balanced causal split).
   const int64_t kv_gathered = (w.tp_region_bytes(k) + w.tp_region_bytes(v)) * w.ctx.cp;
-  w.cp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, kv_gathered);
-  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, kv_gathered);
-  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, kv_gathered);
+  w.cp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, kv_gathered, {k.name, v.name}, /*before=*/true);
+  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, kv_gathered, {k.name, v.name}, /*before=*/true);
+  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, kv_gathered,
+                  {"grad(" + k.name + ")", "grad(" + v.name + ")"}, /*before=*/false);
 
   for (const auto* t : {&q, &k, &v, &o}) w.saved.insert(t->name);
   // log-sum-exp per (b, head, query), fp32.
@@ -300,8 +311,9 @@ void cost_embedding(Walk& w, const ir::Op& op) {
   if (w.ctx.tp > 1 && has_tp_dim(weight)) {
     const int64_t full = w.tp_region_bytes(out);
     w.tp_collective(w.cost.fwd_collectives,
-                    w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, full);
-    if (w.ctx.sequence_parallel) w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, full);
+                    w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, full, {out.name});
+    if (w.ctx.sequence_parallel)
+      w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, full, {"grad(" + out.name + ")"}, /*before=*/true);
   }
 }
 
@@ -316,7 +328,9 @@ void cost_loss(Walk& w, const ir::Op& op) {
   // Vocab-parallel cross-entropy: max, sum-exp and target logit all-reduced over tp, fp32 per token.
   if (w.ctx.tp > 1 && has_tp_dim(logits)) {
     const int64_t per_token = w.ctx.micro_batch * ceil_div(w.ctx.seq_len, w.ctx.cp) * 4;
-    for (int i = 0; i < 3; ++i) w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_reduce, per_token);
+    w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_reduce, per_token, {"loss(max)"}, false, ir::ReduceOp::max);
+    w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_reduce, per_token, {"loss(sumexp)"});
+    w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_reduce, per_token, {"loss(target)"});
   }
 }
 

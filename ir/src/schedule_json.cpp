@@ -33,7 +33,8 @@ nlohmann::json payload_json(const Payload& op) {
                {"buffers", o.buffers}};
         } else if constexpr (std::is_same_v<T, Collective>) {
           j = {{"collective", to_string(o.kind)}, {"axes", o.axes}, {"group_size", o.group_size},
-               {"nodes", o.nodes}, {"bytes", o.bytes}, {"dtype", to_string(o.dtype)}, {"buffer", o.buffer}};
+               {"nodes", o.nodes}, {"bytes", o.bytes}, {"dtype", to_string(o.dtype)}, {"buffer", o.buffer},
+               {"reduce", to_string(o.reduce)}, {"tensors", o.tensors}};
         } else if constexpr (std::is_same_v<T, Send> || std::is_same_v<T, Recv>) {
           j = {{"axis", o.axis}, {"offset", o.offset}, {"bytes", o.bytes}, {"buffer", o.buffer},
                {"tag", o.tag}, {"batch_with_next", o.batch_with_next}};
@@ -75,6 +76,7 @@ class ObjectReader {
     if (x < min) throw InputError(source_, field(key), "must be at least " + std::to_string(min) + ", got " + std::to_string(x));
     return x;
   }
+  bool has(const std::string& key) const { return obj_.contains(key); }
   std::string string(const std::string& key) {
     const auto& v = at(key);
     if (!v.is_string()) throw InputError(source_, field(key), "expected a string, got " + v.dump());
@@ -176,6 +178,9 @@ Instruction read_instruction(const nlohmann::json& j, const std::string& path, c
     c.bytes = r.integer("bytes", 0);
     c.dtype = r.named<DType>("dtype", dtype_from_string, "f32, bf16, f16, fp8");
     c.buffer = r.string("buffer");
+    // Added within mgt.schedule/1: files written before them read as sum / whole buffer.
+    if (r.has("reduce")) c.reduce = r.named<ReduceOp>("reduce", reduce_op_from_string, "sum, max");
+    if (r.has("tensors")) c.tensors = r.strings("tensors");
     in.op = std::move(c);
   } else if (kind == "send") {
     in.op = read_p2p<Send>(r);

@@ -55,7 +55,9 @@ std::string body(const Payload& op) {
         } else if constexpr (std::is_same_v<T, Collective>) {
           return to_string(o.kind) + " " + name(o.buffer) + " group=" + name_list(o.axes) +
                  " n=" + std::to_string(o.group_size) + " nodes=" + std::to_string(o.nodes) +
-                 " dtype=" + to_string(o.dtype) + " bytes=" + std::to_string(o.bytes);
+                 " dtype=" + to_string(o.dtype) + " bytes=" + std::to_string(o.bytes) +
+                 (o.reduce == ReduceOp::sum ? "" : " reduce=" + to_string(o.reduce)) +
+                 (o.tensors.empty() ? "" : " tensors=" + name_list(o.tensors));
         } else if constexpr (std::is_same_v<T, Send> || std::is_same_v<T, Recv>) {
           std::string s = std::string(std::is_same_v<T, Send> ? "send " : "recv ") + name(o.buffer) +
                           " peer=" + name(o.axis) + (o.offset < 0 ? "" : "+") + std::to_string(o.offset) +
@@ -257,6 +259,8 @@ Payload parse_body(Words& w) {
     c.nodes = w.integer("nodes");
     c.dtype = parse_enum<DType>(w.take("dtype"), dtype_from_string, at, "dtype");
     c.bytes = w.integer("bytes");
+    if (w.has("reduce")) c.reduce = parse_enum<ReduceOp>(w.take("reduce"), reduce_op_from_string, at, "reduce op");
+    c.tensors = parse_names(w.take("tensors", false), at);
     w.finish(2);
     return c;
   }

@@ -194,16 +194,16 @@ void recompute_pass(State& s) {
 }
 
 namespace {
-// TP / CP / EP collectives exactly as cost::op_costs lists them. TP and EP: after the op's kernel,
-// the next kernel waits (exposed). CP: issued beside the attention kernel (ring approximation: the
-// K/V exchange streams while attention computes), the next kernel waits for both. Full recompute
-// repeats the tp / ep forward collectives (not cp), as the estimator prices it.
+// TP / CP / EP collectives exactly as cost::op_costs lists them, where the runtime needs them: one
+// marked `before` is issued after the previous kernel and the op's kernel waits for it (it reads
+// what is gathered); the others are issued after the op's kernel and the next kernel waits for them.
+// Each names the tensors it moves (ir::Collective::tensors). Full recompute repeats the tp / ep
+// forward collectives (not cp: the gathered K/V are kept), as the estimator prices it.
 void block_collective_pass(State& s, cost::BlockCollective::Axis axis) {
   using Axis = cost::BlockCollective::Axis;
   const std::vector<std::string>& axes = axis == Axis::tp ? s.tp_axes : axis == Axis::cp ? s.cp_axes : s.ep_axes;
   if (axes.empty()) return;
   const ir::Stream stream = axis == Axis::tp ? ir::Stream::tp : axis == Axis::cp ? ir::Stream::cp : ir::Stream::ep;
-  const bool beside = axis == Axis::cp;
   for (Stage& st : s.stages)
     for (size_t t = 0; t < st.tasks.size(); ++t) {
       const Task& task = st.tasks[t];
@@ -214,23 +214,30 @@ void block_collective_pass(State& s, cost::BlockCollective::Axis axis) {
         const std::string ws = ws_name(s, u);
         auto emit = [&](int64_t anchor, const std::vector<cost::BlockCollective>& list, bool loss) {
           if (anchor < 0) return;
-          std::vector<int64_t> made;
-          std::vector<int64_t> deps;
-          if (!beside) deps = {anchor};
-          else if (st.prev_compute[size_t(anchor)] >= 0) deps = {st.prev_compute[size_t(anchor)]};
-          const Key at = with_slot(st.nodes[size_t(anchor)].key, st.nodes[size_t(anchor)].key.slot + (beside ? -5 : 5));
+          std::vector<int64_t> before, after;
+          const int64_t prev = st.prev_compute[size_t(anchor)];
           for (const auto& c : list) {
             if (c.axis != axis) continue;
-            made.push_back(add(st, at, stream,
-                               s.collective(to_ir(c.kind), axes, c.bytes, loss ? ir::DType::f32 : s.ctx.dtype, ws), deps));
+            ir::Collective ic = s.collective(to_ir(c.kind), axes, c.bytes, loss ? ir::DType::f32 : s.ctx.dtype, ws);
+            ic.tensors = c.tensors;
+            ic.reduce = c.reduce;
+            const Key at = with_slot(st.nodes[size_t(anchor)].key, st.nodes[size_t(anchor)].key.slot + (c.before ? -5 : 5));
+            std::vector<int64_t> deps;
+            if (!c.before) deps = {anchor};
+            else if (prev >= 0) deps = {prev};
+            (c.before ? before : after).push_back(add(st, at, stream, std::move(ic), deps));
           }
-          if (made.empty()) return;
+          if (!before.empty()) {
+            auto& d = st.nodes[size_t(anchor)].instr.deps;
+            d.insert(d.end(), before.begin(), before.end());
+          }
           const int64_t next = st.next_compute[size_t(anchor)];
-          if (next >= 0) {
+          if (next >= 0 && !after.empty()) {
             auto& d = st.nodes[size_t(next)].instr.deps;
-            d.insert(d.end(), made.begin(), made.end());
+            d.insert(d.end(), after.begin(), after.end());
           }
-          un.collectives.insert(un.collectives.end(), made.begin(), made.end());
+          un.collectives.insert(un.collectives.end(), before.begin(), before.end());
+          un.collectives.insert(un.collectives.end(), after.begin(), after.end());
         };
         for (size_t j = 0; j < info.ops.size(); ++j) {
           const OpInfo& op = info.ops[j];
@@ -247,7 +254,41 @@ void block_collective_pass(State& s, cost::BlockCollective::Axis axis) {
 }
 }  // namespace
 
-void tp_pass(State& s) { block_collective_pass(s, cost::BlockCollective::Axis::tp); }
+// With SP the replicated parameters of a copy (norm weights, row-parallel biases) see only their
+// sequence shard: their gradients are summed over tp after the copy's last backward (Megatron-LM
+// allreduce_layernorm_grads). Without SP every tp rank computes the same full gradient.
+void sp_grad_all_reduce(State& s) {
+  if (s.tp_axes.empty() || !s.ctx.sequence_parallel) return;
+  for (Stage& st : s.stages)
+    for (size_t t = 0; t < st.tasks.size(); ++t) {
+      const Task& task = st.tasks[t];
+      if (task.fwd || task.micro_batch != s.grad_accum - 1) continue;
+      for (size_t p = 0; p < st.unit_nodes[t].size(); ++p) {
+        const Unit& u = unit_at(st, task, p);
+        const int64_t last = st.unit_nodes[t][p].last;
+        if (last < 0) continue;
+        std::vector<std::string> names;
+        int64_t elements = 0;
+        for (const ir::TensorDecl& d : s.graph->blocks[size_t(u.block)].tensors) {
+          if (!d.is_parameter || std::any_of(d.dims.begin(), d.dims.end(), [](const ir::Dim& x) { return cost::is_tp_dim(x.name); }))
+            continue;
+          int64_t n = 1;
+          for (const ir::Dim& x : d.dims) n *= x.size;
+          names.push_back(d.name);
+          elements += n;
+        }
+        if (names.empty()) continue;
+        ir::Collective c = s.collective(ir::CollectiveKind::all_reduce, s.tp_axes, elements * 4, ir::DType::f32, "grads");
+        c.tensors = std::move(names);
+        add(st, key(t, p, end_part(num_ops(s, u)), 11), ir::Stream::tp, std::move(c), {last});
+      }
+    }
+}
+
+void tp_pass(State& s) {
+  block_collective_pass(s, cost::BlockCollective::Axis::tp);
+  sp_grad_all_reduce(s);
+}
 void cp_pass(State& s) { block_collective_pass(s, cost::BlockCollective::Axis::cp); }
 void ep_pass(State& s) { block_collective_pass(s, cost::BlockCollective::Axis::ep); }
 
@@ -643,7 +684,7 @@ void memory_pass(State& s) {
                       ir::Stream::compute);
           saved[{task.chunk, task.micro_batch, position}] = st.buffers.size() - 1;
           if (info.fwd_ws_bytes > 0) {
-            BufferUse& w = open_buffer(st, ws_name(s, u), info.fwd_ws_bytes, ir::BufferKind::workspace, key(t, p, 0, -4),
+            BufferUse& w = open_buffer(st, ws_name(s, u), info.fwd_ws_bytes, ir::BufferKind::workspace, key(t, p, 0, -8),
                                        ir::Stream::compute);
             close_buffer(w, key(t, p, endp, 25), ir::Stream::compute, ws_deps);
           }
@@ -664,7 +705,7 @@ void memory_pass(State& s) {
           if (!any_recompute)
             for (int32_t j = nops - 1; j >= 0 && info.ops[size_t(j)].is_loss; --j) part = bwd_part(nops, j) + 1;
           if (bytes > 0) {
-            BufferUse& w = open_buffer(st, ws_name(s, u), bytes, ir::BufferKind::workspace, key(t, p, part, -4),
+            BufferUse& w = open_buffer(st, ws_name(s, u), bytes, ir::BufferKind::workspace, key(t, p, part, -8  /* ahead of `before` collectives at -5 */),
                                        ir::Stream::compute);
             close_buffer(w, key(t, p, endp, 25), ir::Stream::compute, ws_deps);
           }

@@ -341,9 +341,11 @@ TEST(block_cost, tp_collectives_without_sequence_parallel) {
   const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round_cluster(), round_params());
   const int64_t full = b * s * H * 2;  // one [b, s, h] bf16 activation
   // Row-parallel o_proj and down_proj all-reduce their outputs in forward.
-  const std::vector<BlockCollective> fwd{{Axis::tp, AR, full}, {Axis::tp, AR, full}};
-  // Column-parallel q/k/v share one input all-reduce in backward; gate/up share another.
-  const std::vector<BlockCollective> bwd{{Axis::tp, AR, full}, {Axis::tp, AR, full}};
+  const std::vector<BlockCollective> fwd{{Axis::tp, AR, full, {"attn_out"}, false, ir::ReduceOp::sum},
+                                         {Axis::tp, AR, full, {"mlp_out"}, false, ir::ReduceOp::sum}};
+  // Column-parallel q/k/v share one input-gradient all-reduce in backward; gate/up share another.
+  const std::vector<BlockCollective> bwd{{Axis::tp, AR, full, {"grad(attn_in)"}, false, ir::ReduceOp::sum},
+                                         {Axis::tp, AR, full, {"grad(mlp_in)"}, false, ir::ReduceOp::sum}};
   EXPECT_EQ(cost.fwd_collectives, fwd);
   EXPECT_EQ(cost.bwd_collectives, bwd);
 }
@@ -353,12 +355,20 @@ TEST(block_cost, tp_collectives_with_sequence_parallel) {
   const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round_cluster(), round_params());
   const int64_t full = b * s * H * 2;  // gathered / pre-scatter size, as nccl-tests counts
   // Forward: all-gather before q/k/v, reduce-scatter after o, the same around the MLP.
-  const std::vector<BlockCollective> fwd{
-      {Axis::tp, AG, full}, {Axis::tp, RS, full}, {Axis::tp, AG, full}, {Axis::tp, RS, full}};
-  // Backward, in op order: q/k/v re-gather their saved input shard and reduce-scatter its grad; o
-  // all-gathers its output grad; the same for gate/up and down.
-  const std::vector<BlockCollective> bwd{{Axis::tp, AG, full}, {Axis::tp, RS, full}, {Axis::tp, AG, full},
-                                         {Axis::tp, AG, full}, {Axis::tp, RS, full}, {Axis::tp, AG, full}};
+  const auto sum = ir::ReduceOp::sum;
+  const std::vector<BlockCollective> fwd{{Axis::tp, AG, full, {"attn_in"}, true, sum},
+                                         {Axis::tp, RS, full, {"attn_out"}, false, sum},
+                                         {Axis::tp, AG, full, {"mlp_in"}, true, sum},
+                                         {Axis::tp, RS, full, {"mlp_out"}, false, sum}};
+  // Backward, in op order: q/k/v re-gather their saved input shard (before q's backward, the last of
+  // the three) and reduce-scatter its grad after it; o all-gathers its output grad before its
+  // backward; the same for gate/up and down.
+  const std::vector<BlockCollective> bwd{{Axis::tp, AG, full, {"attn_in"}, true, sum},
+                                         {Axis::tp, RS, full, {"grad(attn_in)"}, false, sum},
+                                         {Axis::tp, AG, full, {"grad(attn_out)"}, true, sum},
+                                         {Axis::tp, AG, full, {"mlp_in"}, true, sum},
+                                         {Axis::tp, RS, full, {"grad(mlp_in)"}, false, sum},
+                                         {Axis::tp, AG, full, {"grad(mlp_out)"}, true, sum}};
   EXPECT_EQ(cost.fwd_collectives, fwd);
   EXPECT_EQ(cost.bwd_collectives, bwd);
 }
@@ -368,15 +378,17 @@ TEST(block_cost, tp_collectives_of_embed_and_head) {
   const int64_t full = b * s * H * 2;
   const BlockCost embed = block_cost(tiny_embed(), context(b, s, 2), round_cluster(), round_params());
   // Vocab-parallel lookup: partial rows all-reduced.
-  EXPECT_EQ(embed.fwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full}}));
+  EXPECT_EQ(embed.fwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full, {"out"}, false, ir::ReduceOp::sum}}));
   EXPECT_TRUE(embed.bwd_collectives.empty());
   const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round_cluster(), round_params());
   // Vocab-parallel cross-entropy: max, sum-exp and target logit, fp32 per token.
   const int64_t per_token = b * s * 4;
   EXPECT_EQ(head.fwd_collectives, (std::vector<BlockCollective>{
-                                      {Axis::tp, AR, per_token}, {Axis::tp, AR, per_token}, {Axis::tp, AR, per_token}}));
+                                      {Axis::tp, AR, per_token, {"loss(max)"}, false, ir::ReduceOp::max},
+                                      {Axis::tp, AR, per_token, {"loss(sumexp)"}, false, ir::ReduceOp::sum},
+                                      {Axis::tp, AR, per_token, {"loss(target)"}, false, ir::ReduceOp::sum}}));
   // Column-parallel lm_head: input gradient all-reduced.
-  EXPECT_EQ(head.bwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full}}));
+  EXPECT_EQ(head.bwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full, {"grad(x_norm)"}, false, ir::ReduceOp::sum}}));
 }
 
 TEST(block_cost, cp_collectives_gather_k_and_v) {
@@ -384,8 +396,13 @@ TEST(block_cost, cp_collectives_gather_k_and_v) {
   const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, cp), round_cluster(), round_params());
   const int64_t k_local = b * (s / cp) * K * D * 2, v_local = b * (s / cp) * K * D * 2;
   const int64_t gathered = (k_local + v_local) * cp;
-  EXPECT_EQ(cost.fwd_collectives, (std::vector<BlockCollective>{{Axis::cp, AG, gathered}}));
-  EXPECT_EQ(cost.bwd_collectives, (std::vector<BlockCollective>{{Axis::cp, AG, gathered}, {Axis::cp, RS, gathered}}));
+  const auto sum = ir::ReduceOp::sum;
+  // Gathered before the attention kernel (forward, and again for its backward); the K/V gradients
+  // reduce-scattered after the backward kernel.
+  EXPECT_EQ(cost.fwd_collectives, (std::vector<BlockCollective>{{Axis::cp, AG, gathered, {"k_rot", "v"}, true, sum}}));
+  EXPECT_EQ(cost.bwd_collectives,
+            (std::vector<BlockCollective>{{Axis::cp, AG, gathered, {"k_rot", "v"}, true, sum},
+                                          {Axis::cp, RS, gathered, {"grad(k_rot)", "grad(v)"}, false, sum}}));
 }
 
 TEST(block_cost, no_collectives_without_tp_or_cp) {

@@ -125,7 +125,7 @@ ir::Compute bwd(int64_t layer, int64_t mb = 0) {
 
 ir::Collective all_reduce(std::vector<std::string> axes, int64_t group, int64_t bytes, std::string buffer = "g") {
   return ir::Collective{ir::CollectiveKind::all_reduce, std::move(axes), group, /*nodes=*/1, bytes, ir::DType::bf16,
-                        std::move(buffer)};
+                        std::move(buffer), ir::ReduceOp::sum, {}};
 }
 
 const TimelineRecord& rec(const SimulationResult& r, size_t program, ir::InstrId id) {

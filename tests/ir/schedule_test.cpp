@@ -28,14 +28,14 @@ Schedule pipeline() {
     InstrId fwd = emit(p, Stream::compute,
                        Compute{"mlp", "layers", stage, Phase::fwd, 0, {{'b', 1}, {'s', 128}, {'h', 64}}, 1000, 2000, {"w", "act"}},
                        {act, in});
-    InstrId ar = emit(p, Stream::tp, Collective{CollectiveKind::all_reduce, {"tp"}, 2, 1, 1024, DType::bf16, "act"}, {fwd});
+    InstrId ar = emit(p, Stream::tp, Collective{CollectiveKind::all_reduce, {"tp"}, 2, 1, 1024, DType::bf16, "act", ReduceOp::sum, {}}, {fwd});
     InstrId last = ar;
     if (stage == 0) last = emit(p, Stream::pp, Send{"pp", 1, 1024, "act", /*tag=*/0, false}, {ar});
     InstrId bwd = emit(p, Stream::compute, Compute{"mlp", "layers", stage, Phase::bwd_weight, 0, {}, 2000, 4000, {"w"}}, {last});
     InstrId g = emit(p, Stream::compute, Alloc{"grad", 4096, BufferKind::gradients});
-    InstrId tied = emit(p, Stream::pp, Collective{CollectiveKind::all_reduce, {"pp"}, 2, 1, 512, DType::f32, "grad"}, {g, bwd});
+    InstrId tied = emit(p, Stream::pp, Collective{CollectiveKind::all_reduce, {"pp"}, 2, 1, 512, DType::f32, "grad", ReduceOp::sum, {}}, {g, bwd});
     InstrId rs = emit(p, Stream::dp,
-                      Collective{CollectiveKind::reduce_scatter, {"dp_shard"}, 2, 1, 4096, DType::bf16, "grad"}, {tied});
+                      Collective{CollectiveKind::reduce_scatter, {"dp_shard"}, 2, 1, 4096, DType::bf16, "grad", ReduceOp::sum, {}}, {tied});
     InstrId wt = emit(p, Stream::compute, Wait{rs});
     InstrId opt = emit(p, Stream::compute, OptimizerStep{1024, 12288, {"w", "grad"}}, {wt});
     emit(p, Stream::compute, Free{"grad"}, {opt});
@@ -160,7 +160,7 @@ TEST(ScheduleText, RoundTripKeepsAwkwardNamesAndFlags) {
   p.name = "";
   emit(p, Stream::cp, Send{"pp", -3, 7, "kv[l0,mb 1]", 9, true});
   emit(p, Stream::cp, Compute{"", "blk=1", 0, Phase::recompute, 3, {{'?', 2}}, 0, 0, {"a,b", "#c"}});
-  emit(p, Stream::ep, Collective{CollectiveKind::all_to_all, {"dp_shard", "tp"}, 4, 2, 0, DType::fp8, "x:y+z"});
+  emit(p, Stream::ep, Collective{CollectiveKind::all_to_all, {"dp_shard", "tp"}, 4, 2, 0, DType::fp8, "x:y+z", ReduceOp::sum, {}});
   Schedule back = schedule_from_text(to_text(s), "s.txt");
   EXPECT_EQ(back, s) << to_text(s);
 }
@@ -207,8 +207,8 @@ TEST(ScheduleVerify, CollectivesInDifferentOrderOverOneGroupAreCaught) {
   for (size_t p = 0; p < 2; ++p) {
     Program& prog = s.programs[p];
     InstrId a = emit(prog, Stream::compute, Alloc{"x", 64, BufferKind::comm_buffer});
-    Collective small{CollectiveKind::all_reduce, {"pp"}, 2, 1, 32, DType::bf16, "x"};
-    Collective big{CollectiveKind::all_gather, {"pp"}, 2, 1, 64, DType::bf16, "x"};
+    Collective small{CollectiveKind::all_reduce, {"pp"}, 2, 1, 32, DType::bf16, "x", ReduceOp::sum, {}};
+    Collective big{CollectiveKind::all_gather, {"pp"}, 2, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
     emit(prog, Stream::pp, p == 0 ? small : big, {a});
     InstrId last = emit(prog, Stream::pp, p == 0 ? big : small, {a});
     emit(prog, Stream::compute, Free{"x"}, {last});
@@ -224,8 +224,8 @@ TEST(ScheduleVerify, PlantedDeadlockAcrossTwoGroupsIsCaught) {
   for (size_t p = 0; p < 2; ++p) {
     Program& prog = s.programs[p];
     InstrId a = emit(prog, Stream::compute, Alloc{"x", 64, BufferKind::comm_buffer});
-    Collective g1{CollectiveKind::all_reduce, {"pp"}, 2, 1, 64, DType::bf16, "x"};
-    Collective g2{CollectiveKind::all_reduce, {"pp", "dp_shard"}, 4, 1, 64, DType::bf16, "x"};
+    Collective g1{CollectiveKind::all_reduce, {"pp"}, 2, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
+    Collective g2{CollectiveKind::all_reduce, {"pp", "dp_shard"}, 4, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
     emit(prog, Stream::dp, p == 0 ? g1 : g2, {a});
     InstrId last = emit(prog, Stream::dp, p == 0 ? g2 : g1, {a});
     emit(prog, Stream::compute, Free{"x"}, {last});

@@ -8,8 +8,10 @@
 #include "mgt/cost_model/cost_params.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/graph.hpp"
+#include "mgt/ir/schedule.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mgt::cost {
@@ -42,6 +44,13 @@ struct BlockCollective {
   enum class Axis { tp, cp, ep } axis = Axis::tp;
   CollectiveKind kind = CollectiveKind::all_reduce;
   int64_t bytes = 0;  ///< as nccl-tests counts them (collective.hpp)
+  /// What it moves, for the runtime (ir::Collective::tensors): activation names of the block,
+  /// "grad(<name>)" for their gradients, "loss(...)" for the vocab-parallel loss statistics.
+  std::vector<std::string> tensors;
+  /// Issued before the op's kernel (the kernel reads what it gathers), else after it (it moves
+  /// what the kernel wrote). Backward collectives are placed around the op's bwd_data kernel.
+  bool before = false;
+  ir::ReduceOp reduce = ir::ReduceOp::sum;
   bool operator==(const BlockCollective&) const = default;
 };
 

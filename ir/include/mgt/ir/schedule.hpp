@@ -51,18 +51,22 @@ inline constexpr int kNumStreams = 6;
 
 enum class Phase { fwd, bwd_data, bwd_weight, recompute };
 enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast };
+/// The reduction of all_reduce / reduce_scatter.
+enum class ReduceOp { sum, max };
 enum class BufferKind { parameters, gradients, optimizer, activations, fsdp_buffer, comm_buffer, workspace, logits };
 enum class InstrKind { compute, collective, send, recv, alloc, free, optimizer_step, wait };
 
 std::string to_string(Stream stream);
 std::string to_string(Phase phase);
 std::string to_string(CollectiveKind kind);
+std::string to_string(ReduceOp op);
 std::string to_string(BufferKind kind);
 std::string to_string(InstrKind kind);
 /// Inverse of to_string; nullopt for unknown text (readers turn that into an InputError).
 std::optional<Stream> stream_from_string(std::string_view text);
 std::optional<Phase> phase_from_string(std::string_view text);
 std::optional<CollectiveKind> collective_kind_from_string(std::string_view text);
+std::optional<ReduceOp> reduce_op_from_string(std::string_view text);
 std::optional<BufferKind> buffer_kind_from_string(std::string_view text);
 
 /// A kernel (or fused group of kernels) of the graph on this rank's local shard.
@@ -92,6 +96,12 @@ struct Collective {
   int64_t bytes = 0;
   DType dtype = DType::bf16;      ///< element type, for the reduction and the runtime's kernel
   std::string buffer;             ///< must be live and hold >= bytes
+  ReduceOp reduce = ReduceOp::sum;
+  /// What the runtime moves when it is not the whole buffer (docs/schedule.md "Tensors"): activations
+  /// of the anchoring op's block by name, "grad(<name>)" for their gradients, parameter names for
+  /// their gradients (buffer "grads"), "loss(max)" / "loss(sumexp)" / "loss(target)" for the
+  /// vocab-parallel cross-entropy's per-token statistics. Empty: the buffer as the kind implies.
+  std::vector<std::string> tensors;
   bool operator==(const Collective&) const = default;
 };
 
