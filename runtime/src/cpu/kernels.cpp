@@ -44,10 +44,13 @@ float gelu_grad(float x) {
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // First key visible from query t (inclusive) and one past the last.
+int64_t query_position(const AttentionConfig& c, int64_t t) { return c.q_pos != nullptr ? c.q_pos[t] : t; }
 int64_t first_key(const AttentionConfig& c, int64_t t) {
-  return c.window > 0 ? std::max<int64_t>(0, t - c.window + 1) : 0;
+  return c.window > 0 ? std::max<int64_t>(0, query_position(c, t) - c.window + 1) : 0;
 }
-int64_t end_key(const AttentionConfig& c, int64_t t) { return c.causal ? t + 1 : c.T; }
+int64_t end_key(const AttentionConfig& c, int64_t t) {
+  return c.causal ? std::min(query_position(c, t) + 1, attention_keys(c)) : attention_keys(c);
+}
 float attention_scale(const AttentionConfig& c) {
   return c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
 }
@@ -174,19 +177,29 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
 // Linear
 
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t IC,
-                    int64_t OC) {
+                    int64_t OC, int64_t ldw) {
   MatrixMap Y(y, N, OC);
   ConstMatrixMap X(x, N, IC);
-  ConstMatrixMap W(w, OC, IC);
-  Y.noalias() = X * W.transpose();
+  if (ldw == 0 || ldw == IC) {
+    Y.noalias() = X * ConstMatrixMap(w, OC, IC).transpose();
+  } else {
+    Y.noalias() = X * ConstStridedMap(w, OC, IC, Eigen::OuterStride<>(ldw)).transpose();
+  }
   if (b != nullptr) Y.rowwise() += ConstRowVectorMap(b, OC);
 }
 
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int64_t N, int64_t IC, int64_t OC) {
+                     const float* w, int64_t N, int64_t IC, int64_t OC, int64_t ldw) {
   ConstMatrixMap dY(dy, N, OC);
-  if (dx != nullptr) MatrixMap(dx, N, IC).noalias() += dY * ConstMatrixMap(w, OC, IC);
-  if (dw != nullptr) MatrixMap(dw, OC, IC).noalias() += dY.transpose() * ConstMatrixMap(x, N, IC);
+  const bool dense = ldw == 0 || ldw == IC;
+  if (dx != nullptr) {
+    if (dense) MatrixMap(dx, N, IC).noalias() += dY * ConstMatrixMap(w, OC, IC);
+    else MatrixMap(dx, N, IC).noalias() += dY * ConstStridedMap(w, OC, IC, Eigen::OuterStride<>(ldw));
+  }
+  if (dw != nullptr) {
+    if (dense) MatrixMap(dw, OC, IC).noalias() += dY.transpose() * ConstMatrixMap(x, N, IC);
+    else StridedMap(dw, OC, IC, Eigen::OuterStride<>(ldw)).noalias() += dY.transpose() * ConstMatrixMap(x, N, IC);
+  }
   if (db != nullptr) {
     for (int64_t n = 0; n < N; ++n) {
       const float* row = dy + n * OC;
@@ -304,8 +317,9 @@ void attention_probs(MatrixMap& P, const ConstStridedMap& Q, const ConstStridedM
                      const AttentionConfig& c, float scale, const float* lse_in, float* lse_out) {
   P.noalias() = Q * K.transpose();
   P *= scale;
+  const int64_t Tk = attention_keys(c);
   for (int64_t t = 0; t < c.T; ++t) {
-    float* row = P.data() + t * c.T;
+    float* row = P.data() + t * Tk;
     const int64_t lo = first_key(c, t);
     const int64_t hi = end_key(c, t);
     float lse = 0.0f;
@@ -321,7 +335,7 @@ void attention_probs(MatrixMap& P, const ConstStridedMap& Q, const ConstStridedM
     }
     for (int64_t s = 0; s < lo; ++s) row[s] = 0.0f;
     for (int64_t s = lo; s < hi; ++s) row[s] = std::exp(row[s] - lse);
-    for (int64_t s = hi; s < c.T; ++s) row[s] = 0.0f;
+    for (int64_t s = hi; s < Tk; ++s) row[s] = 0.0f;
   }
 }
 
@@ -334,13 +348,14 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const float scale = attention_scale(c);
   const Eigen::OuterStride<> q_stride(c.H * c.D);
   const Eigen::OuterStride<> kv_stride(c.KVH * c.D);
-  MatrixMap P(scratch, c.T, c.T);
+  const int64_t Tk = attention_keys(c);
+  MatrixMap P(scratch, c.T, Tk);
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t h = 0; h < c.H; ++h) {
       const int64_t g = h / group;
       const ConstStridedMap Q(q + b * c.T * c.H * c.D + h * c.D, c.T, c.D, q_stride);
-      const ConstStridedMap K(k + b * c.T * c.KVH * c.D + g * c.D, c.T, c.D, kv_stride);
-      const ConstStridedMap V(v + b * c.T * c.KVH * c.D + g * c.D, c.T, c.D, kv_stride);
+      const ConstStridedMap K(k + b * Tk * c.KVH * c.D + g * c.D, Tk, c.D, kv_stride);
+      const ConstStridedMap V(v + b * Tk * c.KVH * c.D + g * c.D, Tk, c.D, kv_stride);
       attention_probs(P, Q, K, c, scale, nullptr, lse + (b * c.H + h) * c.T);
       StridedMap O(out + b * c.T * c.H * c.D + h * c.D, c.T, c.D, q_stride);
       O.noalias() = P * V;
@@ -356,31 +371,32 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const float scale = attention_scale(c);
   const Eigen::OuterStride<> q_stride(c.H * c.D);
   const Eigen::OuterStride<> kv_stride(c.KVH * c.D);
-  MatrixMap P(scratch, c.T, c.T);
-  MatrixMap dP(scratch + c.T * c.T, c.T, c.T);
+  const int64_t Tk = attention_keys(c);
+  MatrixMap P(scratch, c.T, Tk);
+  MatrixMap dP(scratch + c.T * Tk, c.T, Tk);
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t h = 0; h < c.H; ++h) {
       const int64_t g = h / group;
       const int64_t q_off = b * c.T * c.H * c.D + h * c.D;
-      const int64_t kv_off = b * c.T * c.KVH * c.D + g * c.D;
+      const int64_t kv_off = b * Tk * c.KVH * c.D + g * c.D;
       const ConstStridedMap Q(q + q_off, c.T, c.D, q_stride);
-      const ConstStridedMap K(k + kv_off, c.T, c.D, kv_stride);
-      const ConstStridedMap V(v + kv_off, c.T, c.D, kv_stride);
+      const ConstStridedMap K(k + kv_off, Tk, c.D, kv_stride);
+      const ConstStridedMap V(v + kv_off, Tk, c.D, kv_stride);
       const ConstStridedMap dO(dout + q_off, c.T, c.D, q_stride);
       attention_probs(P, Q, K, c, scale, lse + (b * c.H + h) * c.T, nullptr);
-      StridedMap(dv + kv_off, c.T, c.D, kv_stride).noalias() += P.transpose() * dO;
+      StridedMap(dv + kv_off, Tk, c.D, kv_stride).noalias() += P.transpose() * dO;
       dP.noalias() = dO * V.transpose();
       // dS = P * (dP - rowsum(P * dP)), in place in dP, scaled by `scale` for the Q K^T product.
       for (int64_t t = 0; t < c.T; ++t) {
-        const float* p_row = P.data() + t * c.T;
-        float* dp_row = dP.data() + t * c.T;
+        const float* p_row = P.data() + t * Tk;
+        float* dp_row = dP.data() + t * Tk;
         double dot = 0.0;
-        for (int64_t s = 0; s < c.T; ++s) dot += static_cast<double>(p_row[s]) * dp_row[s];
+        for (int64_t s = 0; s < Tk; ++s) dot += static_cast<double>(p_row[s]) * dp_row[s];
         const float d = static_cast<float>(dot);
-        for (int64_t s = 0; s < c.T; ++s) dp_row[s] = scale * p_row[s] * (dp_row[s] - d);
+        for (int64_t s = 0; s < Tk; ++s) dp_row[s] = scale * p_row[s] * (dp_row[s] - d);
       }
       StridedMap(dq + q_off, c.T, c.D, q_stride).noalias() += dP * K;
-      StridedMap(dk + kv_off, c.T, c.D, kv_stride).noalias() += dP.transpose() * Q;
+      StridedMap(dk + kv_off, Tk, c.D, kv_stride).noalias() += dP.transpose() * Q;
     }
   }
 }

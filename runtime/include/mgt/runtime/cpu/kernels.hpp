@@ -59,12 +59,15 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
 
 /// y (N, OC) = x (N, IC) * w^T with w (OC, IC) as HF stores it; + b (OC) unless b is nullptr.
 /// Eigen GEMM on mapped raw pointers. A tied LM head is linear_forward with w = wte (V, C).
+/// `ldw` is the row stride of w in floats (0 = IC): a tensor-parallel slice of the input features of
+/// a wider weight (row-parallel linear) is used in place.
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t IC,
-                    int64_t OC);
+                    int64_t OC, int64_t ldw = 0);
 /// dx (N, IC) += dy w;  dw (OC, IC) += dy^T x;  db (OC) += column sums of dy.
 /// Any of dx, dw, db may be nullptr (skipped). dy (N, OC), x (N, IC), w (OC, IC).
+/// `ldw` is the row stride of w and dw (0 = IC).
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int64_t N, int64_t IC, int64_t OC);
+                     const float* w, int64_t N, int64_t IC, int64_t OC, int64_t ldw = 0);
 
 // ---------------------------------------------------------------------------------------------
 // Rotary position embedding, rotate-half convention (HF `rotate_half`: pairs (i, i + D/2))
@@ -107,19 +110,25 @@ struct AttentionConfig {
   int64_t window = 0;  ///< sliding window (Mistral): key s visible from query t iff t - s < window;
                        ///< 0 = full attention
   float scale = 0.0f;  ///< softmax scale; 0 = 1/sqrt(D)
+  /// Context parallelism: the queries are a subset of the sequence and the keys all of it. Tk keys at
+  /// positions 0..Tk-1 (0 = T, self-attention); query t sits at position q_pos[t] (nullptr = t). The
+  /// causal mask and the window compare positions.
+  int64_t Tk = 0;
+  const int64_t* q_pos = nullptr;
 };
+inline int64_t attention_keys(const AttentionConfig& c) { return c.Tk > 0 ? c.Tk : c.T; }
 
-/// Scratch floats attention_forward needs: T*T.
-inline int64_t attention_forward_scratch(const AttentionConfig& c) { return c.T * c.T; }
-/// Scratch floats attention_backward needs: 2*T*T.
-inline int64_t attention_backward_scratch(const AttentionConfig& c) { return 2 * c.T * c.T; }
+/// Scratch floats attention_forward needs: T*Tk.
+inline int64_t attention_forward_scratch(const AttentionConfig& c) { return c.T * attention_keys(c); }
+/// Scratch floats attention_backward needs: 2*T*Tk.
+inline int64_t attention_backward_scratch(const AttentionConfig& c) { return 2 * c.T * attention_keys(c); }
 
 /// out (B, T, H, D); lse (B, H, T) the log-sum-exp of each scaled score row, saved for backward;
-/// q (B, T, H, D); k, v (B, T, KVH, D); scratch (T, T). Per (b, h): one GEMM for the scores and one
-/// for P v; O(T^2) memory in scratch only.
+/// q (B, T, H, D); k, v (B, Tk, KVH, D); scratch (T, Tk). Per (b, h): one GEMM for the scores and one
+/// for P v; O(T*Tk) memory in scratch only.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionConfig& config, float* scratch);
-/// dq (B, T, H, D) +=, dk, dv (B, T, KVH, D) += (the group's query heads sum into their kv head);
+/// dq (B, T, H, D) +=, dk, dv (B, Tk, KVH, D) += (the group's query heads sum into their kv head);
 /// dout (B, T, H, D); q, k, v, lse as forward; scratch (2, T, T). Recomputes P from lse.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const float* lse,
