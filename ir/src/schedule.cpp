@@ -1,6 +1,7 @@
 // Schedule helpers: enum names, builders, and the membership rules the verifier, the simulator and
 // the runtime share (docs/schedule.md, "Which programs take part").
 #include "mgt/ir/schedule.hpp"
+#include "mgt/ir/error.hpp"
 
 #include <algorithm>
 #include <array>
@@ -185,6 +186,24 @@ std::optional<size_t> peer_program(const Schedule& schedule, size_t program, std
     if (match) return p;
   }
   return std::nullopt;
+}
+
+std::vector<int64_t> cp_positions(int64_t seq_len, int64_t cp, int64_t cp_rank) {
+  if (cp < 1 || cp_rank < 0 || cp_rank >= cp)
+    throw InputError("plan", "cp", "cp rank " + std::to_string(cp_rank) + " outside 0.." + std::to_string(cp - 1));
+  std::vector<int64_t> positions;
+  if (cp == 1) {
+    for (int64_t t = 0; t < seq_len; ++t) positions.push_back(t);
+    return positions;
+  }
+  if (seq_len % (2 * cp) != 0)
+    throw InputError("plan", "cp", "sequence length " + std::to_string(seq_len) + " is not a multiple of 2*cp = " +
+                                       std::to_string(2 * cp) + " (the load-balanced causal split)",
+                     "choose a sequence length divisible by " + std::to_string(2 * cp));
+  const int64_t chunk = seq_len / (2 * cp);
+  for (int64_t c : {cp_rank, 2 * cp - 1 - cp_rank})
+    for (int64_t t = 0; t < chunk; ++t) positions.push_back(c * chunk + t);
+  return positions;
 }
 
 }  // namespace mgt::ir

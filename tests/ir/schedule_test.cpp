@@ -3,6 +3,7 @@
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/schedule.hpp"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -345,3 +346,20 @@ TEST(ScheduleVerify, ThrowingWrapperNamesTheSource) {
   }
   EXPECT_NO_THROW(verify_or_throw(pipeline(), "ok"));
 }
+
+namespace mgt::ir {
+namespace {
+TEST(CpPositions, LoadBalancedChunksCoverTheSequenceOnce) {
+  // seq 16, cp 2: chunks of 4; rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  EXPECT_EQ(cp_positions(16, 2, 0), (std::vector<int64_t>{0, 1, 2, 3, 12, 13, 14, 15}));
+  EXPECT_EQ(cp_positions(16, 2, 1), (std::vector<int64_t>{4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(cp_positions(4, 1, 0), (std::vector<int64_t>{0, 1, 2, 3}));
+  std::vector<int> seen(24, 0);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t p : cp_positions(24, 3, r)) ++seen[static_cast<size_t>(p)];
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 24);
+  EXPECT_THROW(cp_positions(18, 2, 0), InputError);  // 18 is not a multiple of 4
+  EXPECT_THROW(cp_positions(16, 2, 2), InputError);
+}
+}  // namespace
+}  // namespace mgt::ir

@@ -257,4 +257,10 @@ std::vector<std::string> verify(const Schedule& schedule);
 /// Throws InputError naming `source` with the first problems when verify() finds any.
 void verify_or_throw(const Schedule& schedule, const std::string& source);
 
+/// Context parallelism's load-balanced causal split (Megatron-LM / torchtitan): the sequence is cut
+/// in 2*cp equal chunks and cp rank r holds chunks r and 2*cp-1-r, so every rank gets the same
+/// amount of causal attention work. Returns the positions rank `cp_rank` holds, in local order.
+/// Throws InputError when seq_len is not a multiple of 2*cp (cp > 1).
+std::vector<int64_t> cp_positions(int64_t seq_len, int64_t cp, int64_t cp_rank);
+
 }  // namespace mgt::ir
