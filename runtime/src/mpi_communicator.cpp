@@ -234,6 +234,14 @@ void MpiCommunicator::all_reduce(const float* send, float* recv, int64_t count, 
         "MPI_Allreduce over " + axes_text(axes));
 }
 
+void MpiCommunicator::all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) {
+  MPI_Comm comm = impl_->group(axes);
+  int n = to_int(count, "all_reduce_max count");
+  if (send != recv) require_disjoint("all_reduce_max", send, count, recv, count);
+  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_MAX, comm),
+        "MPI_Allreduce (max) over " + axes_text(axes));
+}
+
 void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_gather count");

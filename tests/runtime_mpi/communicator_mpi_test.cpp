@@ -121,6 +121,21 @@ void check_collectives(MpiCommunicator& comm, Checker& check, const Axes& axes, 
     }
     check.expect("all_reduce", ctx, recv, want);
 
+    // all_reduce_max: recv[i] = max over members of input(m, i).
+    c = call++;
+    send = fill(count, c);
+    recv.assign(static_cast<size_t>(count), -1);
+    want.assign(static_cast<size_t>(count), -1e30f);
+    for (int64_t m : group)
+      for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] = std::max(want[static_cast<size_t>(i)], input(m, i, c));
+    if (in_place) {
+      comm.all_reduce_max(send.data(), send.data(), count, axes);
+      recv = send;
+    } else {
+      comm.all_reduce_max(send.data(), recv.data(), count, axes);
+    }
+    check.expect("all_reduce_max", ctx, recv, want);
+
     // all_gather: recv[k*count + i] = input(member k, i).
     c = call++;
     want.assign(static_cast<size_t>(n * count), 0);

@@ -60,6 +60,8 @@ class Communicator {
 
   /// recv[i] = sum over the group of send[i], for i < count.
   virtual void all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) = 0;
+  /// recv[i] = max over the group of send[i] (ir::ReduceOp::max: the vocab-parallel loss's maximum).
+  virtual void all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) = 0;
   /// recv[g * count + i] = send[i] of group rank g; recv holds group_size * count elements.
   virtual void all_gather(const float* send, float* recv, int64_t count, const Axes& axes) = 0;
   /// recv[i] = sum over the group of send[group_rank * count + i]; send holds group_size * count.

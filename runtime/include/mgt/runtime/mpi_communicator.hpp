@@ -64,6 +64,7 @@ class MpiCommunicator final : public Communicator {
   const ir::Mesh& mesh() const override;
 
   void all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) override;
+  void all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) override;
   void all_gather(const float* send, float* recv, int64_t count, const Axes& axes) override;
   void reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) override;
   void all_to_all(const float* send, float* recv, int64_t count, const Axes& axes) override;
