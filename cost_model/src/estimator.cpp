@@ -357,6 +357,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     if (blk.is_layer && full_fraction > 0) {
       st.recompute += full_fraction * r * c.fwd_compute_s;
       st.tp += full_fraction * r * blk.tp_fwd_s;  // the recomputed forward repeats its collectives
+      st.cp += full_fraction * r * blk.cp_fwd_s;  // ... the K/V all-gather included
       st.ep += full_fraction * r * blk.ep_s / 2;  // ... and its dispatch / combine
     }
     // All-gather CP (Llama 3, Dubey et al. 2024 §3.3.2; what the schedule lowers and the runtime
@@ -382,7 +383,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       const double fwd_window = c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s;
       double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s;
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
-      if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s);
+      if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
       runs.push_back({copies, ag, rs, fwd_window, bwd_window});
       run_all_reduce.push_back(
           collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.shard_group) * kGradBytes,

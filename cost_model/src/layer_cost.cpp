@@ -17,7 +17,7 @@
 
 namespace mgt::cost {
 
-bool is_tp_dim(char name) { return name == 'a' || name == 'k' || name == 'f' || name == 'v'; }
+bool is_tp_dim(char name) { return ir::is_tensor_parallel_dim(name); }
 
 namespace {
 
@@ -177,12 +177,19 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     }
     // Column-parallel: the first op reading an input gathers it (SP) before its kernel; in backward
     // that op runs last of the readers, so the input gradient they summed is reduced after it.
+    // The last column-parallel reader (the first one in backward) re-gathers the input for the
+    // weight gradients (it may have been recomputed as a shard).
+    bool last_reader = column, after = false;
+    for (const ir::Op& later : w.block.ops) {
+      if (after && later.kind == ir::OpKind::contraction && !later.inputs.empty() && later.inputs[0] == a.name) last_reader = false;
+      after = after || later.name == op.name;
+    }
+    if (column && w.ctx.sequence_parallel && last_reader)
+      w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, w.tp_region_bytes(a), {a.name}, /*before=*/true);
     if (column && w.gathered_inputs.insert(a.name).second) {
       const int64_t in_bytes = w.tp_region_bytes(a);
       if (w.ctx.sequence_parallel) {
         w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, in_bytes, {a.name}, /*before=*/true);
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, in_bytes, {a.name},
-                        /*before=*/true);  // re-gather the saved shard for the weight gradient
         w.tp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, in_bytes, {"grad(" + a.name + ")"});
       } else {
         w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_reduce, in_bytes, {"grad(" + a.name + ")"});

@@ -197,8 +197,8 @@ namespace {
 // TP / CP / EP collectives exactly as cost::op_costs lists them, where the runtime needs them: one
 // marked `before` is issued after the previous kernel and the op's kernel waits for it (it reads
 // what is gathered); the others are issued after the op's kernel and the next kernel waits for them.
-// Each names the tensors it moves (ir::Collective::tensors). Full recompute repeats the tp / ep
-// forward collectives (not cp: the gathered K/V are kept), as the estimator prices it.
+// Each names the tensors it moves (ir::Collective::tensors). Full recompute repeats the forward
+// collectives (the CP K/V gather too), as the estimator prices it.
 void block_collective_pass(State& s, cost::BlockCollective::Axis axis) {
   using Axis = cost::BlockCollective::Axis;
   const std::vector<std::string>& axes = axis == Axis::tp ? s.tp_axes : axis == Axis::cp ? s.cp_axes : s.ep_axes;
@@ -245,7 +245,7 @@ void block_collective_pass(State& s, cost::BlockCollective::Axis axis) {
             emit(un.fwd[j], op.cost.fwd_collectives, op.is_loss);
             continue;
           }
-          if (axis != Axis::cp) emit(un.recompute[j], op.cost.fwd_collectives, op.is_loss);
+          emit(un.recompute[j], op.cost.fwd_collectives, op.is_loss);
         }
         if (!task.fwd)
           for (size_t j = info.ops.size(); j-- > 0;) emit(un.bwd_data[j], info.ops[j].cost.bwd_collectives, info.ops[j].is_loss);

@@ -139,6 +139,103 @@ struct BlockInfo {
 
 using OpKey = std::tuple<std::string, int64_t, int64_t, std::string>;  // block, copy, micro-batch, op
 
+// ---------------------------------------------------------------------------------------------
+// A rank's share of the flat parameter layout: the tensor-parallel slices of the parameters it
+// holds, as flat ranges in a fixed "packed" order. FSDP shards and DDP buckets are ranges of that
+// packed order, so data parallelism composes with tp and pp by offset arithmetic.
+
+struct Segment {
+  int64_t begin = 0;           ///< first element in the flat buffers
+  int64_t size = 0;
+  bool tp_replicated = false;  ///< a parameter every tp rank holds whole (norm weights)
+};
+
+struct Layout {
+  std::vector<Segment> segments;
+  int64_t size = 0;  ///< packed elements
+  void add(Segment s) {
+    if (s.size <= 0) return;
+    segments.push_back(s);
+    size += s.size;
+  }
+  void append(const Layout& other) {
+    for (const Segment& s : other.segments) add(s);
+  }
+};
+
+/// f(segment, flat_begin, count, offset in `range`) for the part of packed `range` in each segment.
+template <typename F>
+void for_each_in(const Layout& layout, ShardRange range, F&& f) {
+  int64_t pos = 0;
+  for (const Segment& s : layout.segments) {
+    const int64_t b = std::max(range.begin, pos), e = std::min(range.end, pos + s.size);
+    if (b < e) f(s, s.begin + (b - pos), e - b, b - range.begin);
+    pos += s.size;
+    if (pos >= range.end) break;
+  }
+}
+void pack(const Layout& l, ShardRange r, const float* flat, float* out) {
+  for_each_in(l, r, [&](const Segment&, int64_t fb, int64_t n, int64_t o) { std::copy_n(flat + fb, n, out + o); });
+}
+void unpack(const Layout& l, ShardRange r, const float* in, float* flat) {
+  for_each_in(l, r, [&](const Segment&, int64_t fb, int64_t n, int64_t o) { std::copy_n(in + o, n, flat + fb); });
+}
+
+/// Where a parameter's tp-local slice lies in the flat buffers: rows x cols with row stride `ld`.
+struct ParamRef {
+  int64_t offset = 0;
+  int64_t rows = 1, cols = 0, ld = 0;
+  bool contiguous() const { return ld == cols || rows == 1; }
+  int64_t elements() const { return rows * cols; }
+};
+
+/// A rank's slice of a parameter (ParamEntry::tp_axis: rows for 0, columns for 1; whole otherwise).
+ParamRef tp_slice(const ParamEntry& e, int64_t tp, int64_t tp_rank) {
+  ParamRef r;
+  r.offset = e.offset;
+  r.rows = e.shape.size() >= 2 ? e.shape[0] : 1;
+  r.cols = e.num_elements / std::max<int64_t>(1, r.rows);
+  r.ld = r.cols;
+  if (tp == 1 || e.tp_axis < 0) return r;
+  if (e.tp_dim_size % tp != 0) {
+    throw ir::InputError("plan", "tp", "tp = " + std::to_string(tp) + " does not divide " + std::string(1, e.tp_dim) + " = " +
+                                           std::to_string(e.tp_dim_size) + " of " + e.name,
+                         "choose tp dividing the head, kv-head, ffn and vocab counts");
+  }
+  if (e.tp_axis == 0) {
+    const int64_t rows = (e.shape.empty() ? e.num_elements : e.shape[0]) / tp;
+    const int64_t inner = e.num_elements / (e.shape.empty() ? e.num_elements : e.shape[0]);
+    if (e.shape.size() < 2) {
+      r.rows = 1;
+      r.cols = rows * inner;
+    } else {
+      r.rows = rows;
+    }
+    r.ld = r.cols;
+    r.offset = e.offset + tp_rank * rows * inner;
+    return r;
+  }
+  if (e.tp_axis != 1 || e.shape.size() != 2) {
+    throw ir::InputError("model state", e.name, "tensor parallelism splits axis " + std::to_string(e.tp_axis) +
+                                                    " of a " + std::to_string(e.shape.size()) + "-d parameter; the CPU executor slices rows or columns of matrices only");
+  }
+  r.cols = e.shape[1] / tp;
+  r.ld = e.shape[1];
+  r.offset = e.offset + tp_rank * r.cols;
+  return r;
+}
+
+Layout slice_layout(const ParamEntry& e, int64_t tp, int64_t tp_rank) {
+  const ParamRef r = tp_slice(e, tp, tp_rank);
+  Layout l;
+  const bool replicated = tp > 1 && e.tp_axis < 0;
+  if (r.contiguous()) {
+    l.add({r.offset, r.elements(), replicated});
+  } else {
+    for (int64_t i = 0; i < r.rows; ++i) l.add({r.offset + i * r.ld, r.cols, replicated});
+  }
+  return l;
+}
 
 }  // namespace
 
@@ -155,31 +252,53 @@ struct Executor::Impl {
   std::vector<BlockInfo> blocks;
   std::set<OpKey> split_weight;  ///< ops with a separate bwd_weight instruction
   std::set<OpKey> recomputed;    ///< ops with a recompute instruction
+  std::map<int64_t, int64_t> anchor_of;  ///< collective with tensors -> the Compute it belongs to
 
   Tracker tracker;
   std::map<std::string, Buffer> live;
   std::map<int64_t, Tensor> fwd_handoff, bwd_handoff;  ///< block boundary tensors, per micro-batch
-  std::map<std::pair<int64_t, int64_t>, std::pair<Tensor, Tensor>> rope_tables;  ///< (T, D) -> cos, sin
+  std::map<std::pair<int64_t, int64_t>, std::pair<Tensor, Tensor>> rope_tables;  ///< (T, D) -> cos, sin of the local positions
+
+  // geometry of this rank (docs/runtime_executor.md "Several ranks")
+  int64_t tp = 1, tp_rank = 0, cp = 1, cp_rank = 0, pp = 1;
+  bool sp = false;  ///< sequence parallel: outside tp regions the sequence is split over tp
+  int64_t replica = 0, replicas = 1;
+  const Axes dp_axes{"dp_replicate", "dp_shard"};  ///< the replicas: data split
+  const Axes loss_axes{"pp", "dp_replicate", "dp_shard", "cp"};  ///< every rank's tokens counted once (not tp)
+  Axes norm_axes;      ///< where owned gradients differ: tp, pp (+ the FSDP shard group)
+  int64_t zero = 0;    ///< ir::zero_stage(plan): 0 (DDP) or 3 (FSDP / HSDP)
+  Axes shard_axes;     ///< FSDP shard group (dp_shard x cp)
+  int64_t shards = 1, shard_index = 0;
+  std::map<std::string, Layout> units;  ///< "block.copy" on this stage -> its tp-local parameters
+  Layout stage_layout;                  ///< every unit of the stage, table order
 
   // per step
   const StepBatch* batch = nullptr;
-  int64_t replica = 0, replicas = 1;
+  int64_t S = 0, T_cp = 0, T_sp = 0;  ///< sequence; its cp-local part; the sp shard of that
+  std::vector<int64_t> cp_pos;        ///< positions of the cp-local sequence (ir::cp_positions)
+  std::map<std::pair<int64_t, int>, std::vector<int32_t>> token_cache;  ///< (micro-batch, targets?) -> local tokens
   double loss_sum = 0.0, grad_norm = 0.0;
-
-  // data parallelism (docs/runtime_executor.md "Several ranks")
-  int64_t zero = 0;                  ///< ir::zero_stage(plan): 0 (DDP) or 3 (FSDP / HSDP)
-  Axes dp_axes{"dp_replicate", "dp_shard"};  ///< the replicas: data split, loss reported over them
-  Axes shard_axes;                   ///< FSDP shard group (dp_shard; cp would join it)
-  int64_t shards = 1, shard_index = 0;
-  std::map<std::string, ShardRange> units;  ///< "block.copy" -> its contiguous range of the flat buffers
-  int64_t ddp_reduced = 0;           ///< elements of `grads` all-reduced so far this step (buckets)
-  std::string last_scattered;        ///< unit of the latest reduce-scatter (HSDP all-reduce follows it)
-  std::vector<float> comm_scratch;
+  int64_t ddp_reduced = 0;     ///< packed elements of the stage all-reduced so far this step (buckets)
+  std::string last_scattered;  ///< unit of the latest reduce-scatter (HSDP all-reduce follows it)
+  std::vector<float> comm_scratch, comm_scratch2;
+  struct PendingP2P {
+    PointToPoint transfer;
+    bool to_fwd = true;  ///< a recv lands in fwd_handoff (else bwd_handoff)
+    int64_t micro_batch = 0;
+    Tensor tensor;
+  };
+  std::vector<PendingP2P> pending;  ///< Send/Recv with batch_with_next, issued together
 
   Impl(const ir::Schedule& s, const ir::Graph& g, ModelState& st, ExecutorOptions o, Communicator* c)
       : schedule(s), graph(g), state(st), options(std::move(o)), comm(c) {}
 
   // ---- setup ----
+
+  int64_t coord(const std::string& axis) const {
+    for (const auto& a : schedule.mesh.axes)
+      if (a.name == axis) return a.size > 1 ? group_rank(schedule.mesh, options.rank, {axis}) : 0;
+    return 0;
+  }
 
   void setup() {
     ir::verify_or_throw(schedule, "schedule");
@@ -198,22 +317,27 @@ struct Executor::Impl {
                            "the schedule has " + std::to_string(schedule.num_gpus) + " ranks but no communicator was given",
                            "run one process per rank under mpirun");
     }
-    for (const auto& [name, value] : {std::pair{"tp", plan.tp}, {"cp", plan.cp}, {"ep", plan.ep}}) {
-      if (value > 1) {
-        throw ir::InputError("schedule", std::string("plan.") + name,
-                             std::string(name) + " = " + std::to_string(value) +
-                                 ": the CPU executor does not slice tensors for it yet",
-                             "use a plan with tp, cp and ep = 1");
-      }
+    if (plan.ep > 1) {
+      throw ir::InputError("schedule", "plan.ep",
+                           "ep = " + std::to_string(plan.ep) + ": the CPU executor has no MoE kernels (router, experts) yet",
+                           "use a dense model and ep = 1");
     }
-    if (plan.pp > 1) {
+    if (plan.pp > 1 && !graph.tied_parameters.empty()) {
       throw ir::InputError("schedule", "plan.pp",
-                           "pp = " + std::to_string(plan.pp) + ": the CPU executor does not run pipeline stages (send/recv) yet",
-                           "use a plan with pp = 1");
+                           "pp = " + std::to_string(plan.pp) + " with tied parameters (" + graph.tied_parameters.front().first +
+                               " = " + graph.tied_parameters.front().second +
+                               "): the CPU executor does not synchronise a tie across pipeline stages yet",
+                           "use pp = 1, or a model with untied embeddings");
     }
     if (state.padded_elements() != state.table().total_elements) {
       throw ir::InputError("model state", "padded_elements", "the executor needs an unpadded ModelState (every rank holds the full layout)");
     }
+    tp = plan.tp;
+    cp = plan.cp;
+    pp = plan.pp;
+    tp_rank = coord("tp");
+    cp_rank = coord("cp");
+    sp = tp > 1 && ir::sequence_parallel(plan);
     replicas = plan.dp_replicate * plan.dp_shard;
     replica = replicas > 1 ? group_rank(schedule.mesh, options.rank, dp_axes) : 0;
     zero = ir::zero_stage(plan);
@@ -222,20 +346,13 @@ struct Executor::Impl {
                            "ZeRO-" + std::to_string(zero) + " is not implemented by the CPU executor yet",
                            "use zero_stage 0 (DDP) or 3 (FSDP)");
     }
+    norm_axes = {"pp", "tp"};
     if (zero == 3) {
-      shard_axes = {"dp_shard"};
-      shards = plan.dp_shard;
-      shard_index = group_rank(schedule.mesh, options.rank, shard_axes);
-    }
-    for (const ParamEntry& e : state.table().entries) {
-      const std::string key = e.block + "." + std::to_string(e.copy);
-      auto [it, fresh] = units.try_emplace(key, ShardRange{e.offset, e.offset + e.num_elements});
-      if (!fresh) {
-        if (e.offset != it->second.end) {
-          throw ir::InputError("model state", "layout", "the parameters of " + key + " are not contiguous");
-        }
-        it->second.end = e.offset + e.num_elements;
-      }
+      for (const char* a : {"dp_shard", "cp"})
+        if (ir::group_size(schedule.mesh, {a}) > 1) shard_axes.push_back(a);
+      shards = plan.dp_shard * plan.cp;
+      shard_index = shards > 1 ? group_rank(schedule.mesh, options.rank, shard_axes) : 0;
+      norm_axes.insert(norm_axes.end(), shard_axes.begin(), shard_axes.end());
     }
 
     for (size_t b = 0; b < graph.blocks.size(); ++b) {
@@ -269,7 +386,9 @@ struct Executor::Impl {
       if (!block.ops.empty()) info.output = block.ops.back().output;
       blocks.push_back(std::move(info));
     }
-    for (const auto& instr : program->instructions) {
+    std::set<std::string> on_stage;
+    const auto& instrs = program->instructions;
+    for (const auto& instr : instrs) {
       const auto* c = std::get_if<ir::Compute>(&instr.op);
       if (!c) continue;
       if (c->phase == ir::Phase::bwd_weight) split_weight.insert({c->block, c->layer, c->micro_batch, c->op});
@@ -278,6 +397,43 @@ struct Executor::Impl {
         throw ir::InputError("schedule", "compute", "block '" + c->block + "' is not in the graph (" +
                                                         ir::to_text(instr, program_index) + ")");
       }
+      on_stage.insert(c->block + "." + std::to_string(c->layer));
+    }
+    // The stage's parameters, unit by unit in table order (a tied second name is not an entry).
+    for (const ParamEntry& e : state.table().entries) {
+      const std::string key = e.block + "." + std::to_string(e.copy);
+      if (!on_stage.count(key)) continue;
+      units[key].append(slice_layout(e, tp, tp_rank));
+    }
+    for (const ParamEntry& e : state.table().entries) {
+      const std::string key = e.block + "." + std::to_string(e.copy);
+      if (on_stage.count(key) && units.count(key)) stage_layout.append(slice_layout(e, tp, tp_rank));
+    }
+    // Each collective that names tensors belongs to one Compute of the block copy its workspace
+    // names (ws[block.copy]; any block for "grads"): the one it depends on (issued after it) or the
+    // first one that depends on it (issued before it). docs/schedule.md "Tensors".
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      const auto* c = std::get_if<ir::Collective>(&instrs[i].op);
+      if (!c || c->tensors.empty() || c->group_size <= 1) continue;
+      const bool ws = c->buffer.rfind("ws[", 0) == 0 && c->buffer.back() == ']';
+      const std::string copy = ws ? c->buffer.substr(3, c->buffer.size() - 4) : std::string();
+      const auto matches = [&](size_t j) {
+        const auto* k = std::get_if<ir::Compute>(&instrs[j].op);
+        return k && (!ws || k->block + "." + std::to_string(k->layer) == copy);
+      };
+      int64_t anchor = -1;
+      for (ir::InstrId d : instrs[i].deps)
+        if (matches(size_t(d))) anchor = d;
+      for (size_t j = i + 1; anchor < 0 && j < instrs.size(); ++j) {
+        const auto& deps = instrs[j].deps;
+        if (matches(j) && std::find(deps.begin(), deps.end(), instrs[i].id) != deps.end()) anchor = int64_t(j);
+      }
+      if (anchor < 0) {
+        throw ir::InputError("schedule", "programs[" + std::to_string(program_index) + "].instructions[" + std::to_string(i) + "]",
+                             "a collective naming tensors is neither after a Compute nor before one (" +
+                                 ir::to_text(instrs[i], program_index) + ")");
+      }
+      anchor_of[instrs[i].id] = anchor;
     }
   }
 
@@ -291,7 +447,7 @@ struct Executor::Impl {
     const ir::Op* op = nullptr;
     size_t op_index = 0;
     Buffer* buf = nullptr;
-    int64_t B = 0, T = 0;
+    int64_t B = 0, T = 0;  ///< micro-batch sequences; sequence positions this op processes
   };
 
   [[noreturn]] void fail(const ir::Instruction& instr, const std::string& what) const {
@@ -300,7 +456,10 @@ struct Executor::Impl {
   }
   [[noreturn]] void fail(const Ctx& x, const std::string& what) const { fail(*x.instr, what); }
 
+  /// 'b' and 's' from the rank's geometry; the other dims from the Compute (tp-local sizes).
   int64_t dim_size(const Ctx& x, char name, const ir::TensorDecl* t) const {
+    if (name == 'b') return x.B;
+    if (name == 's') return x.T;
     for (const auto& d : x.c->dims)
       if (d.name == name) return d.size;
     if (t)
@@ -320,19 +479,40 @@ struct Executor::Impl {
     for (const auto& d : t.dims) n *= dim_size(x, d.name, &t);
     return n;
   }
+  /// Elements per (sequence, position) on this rank: the tensor's dims other than b and s, the
+  /// tensor-parallel ones divided by tp.
+  int64_t features(const Ctx& x, const std::string& name) const {
+    const ir::TensorDecl& t = decl(x, name);
+    int64_t n = 1;
+    for (const auto& d : t.dims) {
+      if (ir::is_symbolic_dim(d.name)) continue;
+      if (ir::is_tensor_parallel_dim(d.name) && d.size % tp != 0) {
+        fail(x, "tp = " + std::to_string(tp) + " does not divide dim " + std::string(1, d.name) + " = " + std::to_string(d.size) + " of '" + name + "'");
+      }
+      n *= ir::is_tensor_parallel_dim(d.name) ? d.size / tp : d.size;
+    }
+    return n;
+  }
   bool is_param(const Ctx& x, const std::string& name) const { return decl(x, name).is_parameter; }
 
-  const ParamEntry& param_entry(const Ctx& x, const std::string& name) const {
+  /// The tp-local slice of a parameter, checked against the op's (tp-local) dims.
+  ParamRef param_ref(const Ctx& x, const std::string& name) const {
     const ParamEntry* e = state.table().find_graph(x.block->name, x.c->layer, name);
     if (!e) fail(x, "parameter '" + name + "' of " + x.block->name + "." + std::to_string(x.c->layer) + " is not in the model state");
-    if (e->num_elements != numel(x, name)) {
-      fail(x, "parameter '" + name + "' holds " + std::to_string(e->num_elements) + " elements, the op needs " +
-                  std::to_string(numel(x, name)));
+    const ParamRef r = tp_slice(*e, tp, tp_rank);
+    if (r.elements() != numel(x, name)) {
+      fail(x, "parameter '" + name + "' has " + std::to_string(r.elements()) + " elements on this rank (tp " +
+                  std::to_string(tp) + "), the op needs " + std::to_string(numel(x, name)));
     }
-    return *e;
+    return r;
   }
-  float* param(const Ctx& x, const std::string& name) { return state.params().data() + param_entry(x, name).offset; }
-  float* param_grad(const Ctx& x, const std::string& name) { return state.grads().data() + param_entry(x, name).offset; }
+  ParamRef contiguous_param(const Ctx& x, const std::string& name) const {
+    const ParamRef r = param_ref(x, name);
+    if (!r.contiguous()) fail(x, "parameter '" + name + "' is a strided tensor-parallel slice where the op needs it whole");
+    return r;
+  }
+  float* param(const Ctx& x, const std::string& name) { return state.params().data() + contiguous_param(x, name).offset; }
+  float* param_grad(const Ctx& x, const std::string& name) { return state.grads().data() + contiguous_param(x, name).offset; }
 
   /// An activation saved in the copy's buffer; the block input comes from the boundary hand-off.
   Tensor& act(const Ctx& x, const std::string& name) {
@@ -341,7 +521,10 @@ struct Executor::Impl {
     if (name == "x" && x.info->has_input) {
       auto h = fwd_handoff.find(x.c->micro_batch);
       if (h == fwd_handoff.end()) fail(x, "the block input 'x' of micro-batch " + std::to_string(x.c->micro_batch) + " has not been produced");
-      if (h->second.size() != numel(x, "x")) fail(x, "the block input 'x' has the wrong size");
+      if (h->second.size() != numel(x, "x")) {
+        fail(x, "the block input 'x' holds " + std::to_string(h->second.size()) + " elements, the op expects " +
+                    std::to_string(numel(x, "x")));
+      }
       Tensor& t = x.buf->tensors[name] = std::move(h->second);
       fwd_handoff.erase(h);
       return t;
@@ -349,7 +532,13 @@ struct Executor::Impl {
     fail(x, "activation '" + name + "' is not available (not computed, or freed)");
   }
   const float* in(const Ctx& x, const std::string& name) {
-    return is_param(x, name) ? param(x, name) : act(x, name).data();
+    if (is_param(x, name)) return param(x, name);
+    Tensor& t = act(x, name);
+    if (t.size() != numel(x, name)) {
+      fail(x, "activation '" + name + "' holds " + std::to_string(t.size()) + " elements, the op expects " +
+                  std::to_string(numel(x, name)) + " (a sequence gather or scatter missing from the schedule?)");
+    }
+    return t.data();
   }
   float* out(const Ctx& x, const std::string& name, const std::string& key = {}) {
     Tensor& t = x.buf->tensors[key.empty() ? name : key] = Tensor(&tracker, numel(x, name));
@@ -364,60 +553,89 @@ struct Executor::Impl {
     if (it == x.buf->tensors.end()) fail(x, "saved tensor '" + key + "' is not available");
     return it->second.data();
   }
-  /// The gradient of an activation (created zero) or of a parameter (the grads buffer).
-  float* grad(const Ctx& x, const std::string& name) {
+  /// The gradient of an activation (created zero, `n` elements; default its size at this op) or
+  /// of a parameter (the grads buffer).
+  float* grad(const Ctx& x, const std::string& name, int64_t n = -1) {
     if (is_param(x, name)) return param_grad(x, name);
+    if (n < 0) n = numel(x, name);
     const std::string key = "d:" + name;
     auto it = x.buf->tensors.find(key);
-    if (it != x.buf->tensors.end()) return it->second.data();
-    return (x.buf->tensors[key] = Tensor(&tracker, numel(x, name))).data();
+    if (it != x.buf->tensors.end()) {
+      if (it->second.size() != n) {
+        fail(x, "the gradient of '" + name + "' holds " + std::to_string(it->second.size()) + " elements, the op expects " +
+                    std::to_string(n));
+      }
+      return it->second.data();
+    }
+    return (x.buf->tensors[key] = Tensor(&tracker, n)).data();
   }
   /// The gradient arriving at an op's output; the block output's comes from the next block copy.
   const float* dout(const Ctx& x, const std::string& name) {
     const std::string key = "d:" + name;
     auto it = x.buf->tensors.find(key);
-    if (it != x.buf->tensors.end()) return it->second.data();
-    if (name == x.info->output) {
+    Tensor* t = nullptr;
+    if (it != x.buf->tensors.end()) {
+      t = &it->second;
+    } else if (name == x.info->output) {
       auto h = bwd_handoff.find(x.c->micro_batch);
       if (h == bwd_handoff.end()) fail(x, "the gradient of the block output '" + name + "' has not been produced");
-      Tensor& t = x.buf->tensors[key] = std::move(h->second);
+      t = &(x.buf->tensors[key] = std::move(h->second));
       bwd_handoff.erase(h);
-      return t.data();
+    } else {
+      fail(x, "the gradient of '" + name + "' is not available");
     }
-    fail(x, "the gradient of '" + name + "' is not available");
+    if (t->size() != numel(x, name)) {
+      fail(x, "the gradient of '" + name + "' holds " + std::to_string(t->size()) + " elements, the op expects " +
+                  std::to_string(numel(x, name)) + " (a sequence gather or scatter missing from the schedule?)");
+    }
+    return t->data();
   }
   void drop(const Ctx& x, const std::string& key) { x.buf->tensors.erase(key); }
 
+  /// cos / sin tables (T rows of D/2) for the positions the rank holds: 0..S-1, or its CP positions.
   std::pair<const float*, const float*> rope(int64_t T, int64_t D) {
     auto it = rope_tables.find({T, D});
     if (it == rope_tables.end()) {
+      std::vector<float> cos_full(static_cast<size_t>(S * D / 2)), sin_full(cos_full.size());
+      cpu::rope_tables(cos_full.data(), sin_full.data(), S, D, /*position_offset=*/0, options.numerics.rope);
       Tensor cos(&tracker, T * D / 2), sin(&tracker, T * D / 2);
-      cpu::rope_tables(cos.data(), sin.data(), T, D, /*position_offset=*/0, options.numerics.rope);
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t p = cp_pos[static_cast<size_t>(t)];
+        std::copy_n(cos_full.begin() + p * D / 2, D / 2, cos.data() + t * D / 2);
+        std::copy_n(sin_full.begin() + p * D / 2, D / 2, sin.data() + t * D / 2);
+      }
       it = rope_tables.emplace(std::pair{T, D}, std::pair{std::move(cos), std::move(sin)}).first;
     }
     return {it->second.first.data(), it->second.second.data()};
   }
 
-  // ---- the micro-batch's tokens ----
+  // ---- the micro-batch's tokens (the cp-local positions of its sequences) ----
 
-  const int32_t* tokens(const Ctx& x, const std::vector<int32_t>& rows) const {
-    if (x.T != batch->seq_len) {
-      fail(x, "the schedule's sequence length " + std::to_string(x.T) + " differs from the batch's " +
-                  std::to_string(batch->seq_len));
-    }
+  const int32_t* tokens(const Ctx& x, bool targets) {
+    if (x.T != T_cp) fail(x, "token lookup at " + std::to_string(x.T) + " positions, the rank holds " + std::to_string(T_cp));
     const int64_t per_replica = batch->sequences / replicas;
     const int64_t first = replica * per_replica + x.c->micro_batch * x.B;
     if (first + x.B > (replica + 1) * per_replica) {
       fail(x, "micro-batch " + std::to_string(x.c->micro_batch) + " of " + std::to_string(x.B) +
                   " sequences lies outside this replica's " + std::to_string(per_replica) + " of the global batch");
     }
-    return rows.data() + first * batch->seq_len;
+    auto [it, fresh] = token_cache.try_emplace({x.c->micro_batch, targets ? 1 : 0});
+    if (fresh) {
+      const std::vector<int32_t>& rows = targets ? batch->targets : batch->inputs;
+      it->second.resize(static_cast<size_t>(x.B * T_cp));
+      for (int64_t b = 0; b < x.B; ++b)
+        for (int64_t t = 0; t < T_cp; ++t)
+          it->second[static_cast<size_t>(b * T_cp + t)] = rows[static_cast<size_t>((first + b) * S + cp_pos[static_cast<size_t>(t)])];
+    }
+    return it->second.data();
   }
 
   // ---- contraction layout: y[N, OC] = x[N, IC] W_hf^T ----
 
   struct Linear {
     int64_t N = 0, IC = 0, OC = 0;
+    ParamRef w;
+    bool row_parallel = false;  ///< the weight's input features are split over tp: the output is a partial sum
   };
   Linear linear_shape(const Ctx& x) const {
     const ir::Op& op = *x.op;
@@ -447,7 +665,51 @@ struct Executor::Impl {
     l.IC = l.OC = 1;
     for (char ch : w_in) l.IC *= dim_size(x, ch, &wd);
     for (char ch : w_out) l.OC *= dim_size(x, ch, &wd);
+    l.w = param_ref(x, op.inputs[1]);
+    if (l.w.rows != l.OC || l.w.cols != l.IC) {
+      fail(x, "weight '" + op.inputs[1] + "' slice is " + std::to_string(l.w.rows) + " x " + std::to_string(l.w.cols) +
+                  ", the op needs " + std::to_string(l.OC) + " x " + std::to_string(l.IC));
+    }
+    const ParamEntry* e = state.table().find_graph(x.block->name, x.c->layer, op.inputs[1]);
+    l.row_parallel = tp > 1 && e->tp_axis == 1;
+    if (l.row_parallel && op.inputs.size() > 2) {
+      fail(x, "a bias on a row-parallel linear layer under tp > 1 is not implemented (it must be added once, after the reduction)");
+    }
     return l;
+  }
+
+  cpu::AttentionConfig attention_config(const Ctx& x) const {
+    const ir::Op& op = *x.op;
+    const ir::TensorDecl& q = decl(x, op.inputs[0]);
+    const ir::TensorDecl& k = decl(x, op.inputs[1]);
+    const ir::TensorDecl& v = decl(x, op.inputs[2]);
+    if (q.dims.size() != 4 || k.dims.size() != 4 || v.dims.size() != 4) fail(x, "attention expects [b,s,heads,d] operands");
+    cpu::AttentionConfig ac;
+    ac.B = x.B;
+    ac.T = x.T;
+    ac.H = dim_size(x, q.dims[2].name, &q);
+    ac.KVH = dim_size(x, k.dims[2].name, &k);
+    ac.D = dim_size(x, q.dims[3].name, &q);
+    if (dim_size(x, k.dims[3].name, &k) != ac.D || dim_size(x, v.dims[3].name, &v) != ac.D) {
+      fail(x, "attention with different q/k/v head dims (MLA) is not implemented");
+    }
+    ac.causal = op.causal;
+    ac.window = op.sliding_window;
+    if (cp > 1) {  // queries at the rank's positions, keys and values gathered over the whole sequence
+      ac.Tk = S;
+      ac.q_pos = cp_pos.data();
+    }
+    return ac;
+  }
+  /// K or V as the attention kernel reads it: gathered to all S positions under cp.
+  const float* kv(const Ctx& x, const std::string& name, const cpu::AttentionConfig& ac) {
+    Tensor& t = act(x, name);
+    const int64_t want = ac.B * cpu::attention_keys(ac) * ac.KVH * ac.D;
+    if (t.size() != want) {
+      fail(x, "'" + name + "' holds " + std::to_string(t.size()) + " elements, attention expects " + std::to_string(want) +
+                  (cp > 1 ? " (the K/V all-gather over cp must come before the attention kernel)" : ""));
+    }
+    return t.data();
   }
 
   // ---- forward ----
@@ -457,12 +719,25 @@ struct Executor::Impl {
     switch (op.kind) {
       case ir::OpKind::embedding: {
         const ir::TensorDecl& wd = decl(x, op.inputs[0]);
-        const int64_t V = wd.dims.empty() ? 0 : dim_size(x, wd.dims[0].name, &wd);
-        const int64_t C = numel(x, op.inputs[0]) / V;
-        const int32_t* ids = tokens(x, batch->inputs);
-        for (int64_t i = 0; i < x.B * x.T; ++i)
+        const int64_t V_local = wd.dims.empty() ? 0 : dim_size(x, wd.dims[0].name, &wd);
+        const int64_t C = numel(x, op.inputs[0]) / V_local;
+        const int64_t V = V_local * (tp > 1 && state.table().find_graph(x.block->name, x.c->layer, op.inputs[0])->tp_axis == 0 ? tp : 1);
+        const int32_t* ids = tokens(x, false);
+        const int64_t N = x.B * x.T;
+        for (int64_t i = 0; i < N; ++i)
           if (ids[i] < 0 || ids[i] >= V) fail(x, "token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(V));
-        cpu::embedding_forward(out(x, op.output), ids, param(x, op.inputs[0]), x.B * x.T, V, C);
+        float* y = out(x, op.output);
+        const float* w = param(x, op.inputs[0]);
+        if (V == V_local) {
+          cpu::embedding_forward(y, ids, w, N, V, C);
+        } else {  // vocab-parallel: this rank's rows of the table; the reduction over tp follows
+          const int64_t v0 = tp_rank * V_local;
+          for (int64_t i = 0; i < N; ++i) {
+            const int64_t id = ids[i] - v0;
+            if (id >= 0 && id < V_local) std::copy_n(w + id * C, C, y + i * C);
+            else std::fill_n(y + i * C, C, 0.0f);
+          }
+        }
         break;
       }
       case ir::OpKind::norm: {
@@ -485,8 +760,7 @@ struct Executor::Impl {
         const Linear l = linear_shape(x);
         const float* b = op.inputs.size() > 2 ? in(x, op.inputs[2]) : nullptr;
         const float* a = in(x, op.inputs[0]);
-        const float* w = in(x, op.inputs[1]);
-        cpu::linear_forward(out(x, op.output), a, w, b, l.N, l.IC, l.OC);
+        cpu::linear_forward(out(x, op.output), a, state.params().data() + l.w.offset, b, l.N, l.IC, l.OC, l.w.ld);
         break;
       }
       case ir::OpKind::rope: {
@@ -501,7 +775,9 @@ struct Executor::Impl {
       case ir::OpKind::attention_core: {
         const cpu::AttentionConfig ac = attention_config(x);
         Tensor scratch(&tracker, cpu::attention_forward_scratch(ac));
-        const float *q = in(x, op.inputs[0]), *k = in(x, op.inputs[1]), *v = in(x, op.inputs[2]);
+        const float* q = in(x, op.inputs[0]);
+        const float* k = kv(x, op.inputs[1], ac);
+        const float* v = kv(x, op.inputs[2], ac);
         float* lse = scratch_saved(x, op.name + "#lse", ac.B * ac.H * ac.T);
         cpu::attention_forward(out(x, op.output), lse, q, k, v, ac, scratch.data());
         break;
@@ -532,11 +808,20 @@ struct Executor::Impl {
         const ir::TensorDecl& t = decl(x, op.inputs[0]);
         const int64_t V = dim_size(x, t.dims.back().name, &t);
         const int64_t N = numel(x, op.inputs[0]) / V;
-        const int32_t* targets = tokens(x, batch->targets);
+        const int32_t* targets = tokens(x, true);
+        const int64_t V_full = vocab_parallel(x) ? V * tp : V;
         for (int64_t i = 0; i < N; ++i)
-          if (targets[i] >= V) fail(x, "target id " + std::to_string(targets[i]) + " outside the vocabulary of " + std::to_string(V));
-        loss_sum += cpu::softmax_cross_entropy_forward_backward(nullptr, in(x, op.inputs[0]), targets, N, V,
-                                                                batch->sequences * batch->seq_len);
+          if (targets[i] < 0 || targets[i] >= V_full) fail(x, "target id " + std::to_string(targets[i]) + " outside the vocabulary of " + std::to_string(V_full));
+        const float* logits = in(x, op.inputs[0]);
+        if (!vocab_parallel(x)) {
+          loss_sum += cpu::softmax_cross_entropy_forward_backward(nullptr, logits, targets, N, V,
+                                                                  batch->sequences * batch->seq_len);
+          break;
+        }
+        // Vocab-parallel: the local maximum per token now; the three all-reduces that follow in the
+        // schedule (loss(max), loss(sumexp), loss(target)) finish the loss.
+        float* m = scratch_saved(x, "loss(max)", N);
+        for (int64_t i = 0; i < N; ++i) m[i] = *std::max_element(logits + i * V, logits + (i + 1) * V);
         break;
       }
       default:
@@ -544,24 +829,11 @@ struct Executor::Impl {
     }
   }
 
-  cpu::AttentionConfig attention_config(const Ctx& x) const {
-    const ir::Op& op = *x.op;
-    const ir::TensorDecl& q = decl(x, op.inputs[0]);
-    const ir::TensorDecl& k = decl(x, op.inputs[1]);
-    const ir::TensorDecl& v = decl(x, op.inputs[2]);
-    if (q.dims.size() != 4 || k.dims.size() != 4 || v.dims.size() != 4) fail(x, "attention expects [b,s,heads,d] operands");
-    cpu::AttentionConfig ac;
-    ac.B = x.B;
-    ac.T = x.T;
-    ac.H = dim_size(x, q.dims[2].name, &q);
-    ac.KVH = dim_size(x, k.dims[2].name, &k);
-    ac.D = dim_size(x, q.dims[3].name, &q);
-    if (dim_size(x, k.dims[3].name, &k) != ac.D || dim_size(x, v.dims[3].name, &v) != ac.D) {
-      fail(x, "attention with different q/k/v head dims (MLA) is not implemented");
-    }
-    ac.causal = op.causal;
-    ac.window = op.sliding_window;
-    return ac;
+  /// The logits are split over tp (the lm_head weight's vocab rows).
+  bool vocab_parallel(const Ctx& x) const {
+    if (tp == 1) return false;
+    const ir::TensorDecl& t = decl(x, x.op->inputs[0]);
+    return std::any_of(t.dims.begin(), t.dims.end(), [](const ir::Dim& d) { return d.name == 'v'; });
   }
 
   // ---- backward: data part (always at bwd_data) and weight part (at bwd_weight when split) ----
@@ -572,10 +844,24 @@ struct Executor::Impl {
       case ir::OpKind::embedding: {
         if (!weight) break;
         const ir::TensorDecl& wd = decl(x, op.inputs[0]);
-        const int64_t V = dim_size(x, wd.dims[0].name, &wd);
-        const int64_t C = numel(x, op.inputs[0]) / V;
-        cpu::embedding_backward(param_grad(x, op.inputs[0]), dout(x, op.output), tokens(x, batch->inputs), x.B * x.T,
-                                V, C);
+        const int64_t V_local = dim_size(x, wd.dims[0].name, &wd);
+        const int64_t C = numel(x, op.inputs[0]) / V_local;
+        const int64_t N = x.B * x.T;
+        const int32_t* ids = tokens(x, false);
+        const float* dy = dout(x, op.output);
+        float* dw = param_grad(x, op.inputs[0]);
+        const bool split = tp > 1 && state.table().find_graph(x.block->name, x.c->layer, op.inputs[0])->tp_axis == 0;
+        if (!split) {
+          cpu::embedding_backward(dw, dy, ids, N, V_local, C);
+        } else {
+          const int64_t v0 = tp_rank * V_local;
+          for (int64_t i = 0; i < N; ++i) {
+            const int64_t id = ids[i] - v0;
+            if (id < 0 || id >= V_local) continue;
+            float* row = dw + id * C;
+            for (int64_t c = 0; c < C; ++c) row[c] += dy[i * C + c];
+          }
+        }
         break;
       }
       case ir::OpKind::norm: {
@@ -601,11 +887,10 @@ struct Executor::Impl {
         const Linear l = linear_shape(x);
         const float* dy = dout(x, op.output);
         const float* a = in(x, op.inputs[0]);
-        const float* w = in(x, op.inputs[1]);
         float* dx = data ? grad(x, op.inputs[0]) : nullptr;
-        float* dw = weight ? grad(x, op.inputs[1]) : nullptr;
+        float* dw = weight ? state.grads().data() + l.w.offset : nullptr;
         float* db = weight && op.inputs.size() > 2 ? grad(x, op.inputs[2]) : nullptr;
-        cpu::linear_backward(dx, dw, db, dy, a, w, l.N, l.IC, l.OC);
+        cpu::linear_backward(dx, dw, db, dy, a, state.params().data() + l.w.offset, l.N, l.IC, l.OC, l.w.ld);
         break;
       }
       case ir::OpKind::rope: {
@@ -623,10 +908,13 @@ struct Executor::Impl {
         const cpu::AttentionConfig ac = attention_config(x);
         Tensor scratch(&tracker, cpu::attention_backward_scratch(ac));
         const float* dy = dout(x, op.output);
-        const float *q = in(x, op.inputs[0]), *k = in(x, op.inputs[1]), *v = in(x, op.inputs[2]);
+        const float* q = in(x, op.inputs[0]);
+        const float* k = kv(x, op.inputs[1], ac);
+        const float* v = kv(x, op.inputs[2], ac);
+        const int64_t kv_elements = ac.B * cpu::attention_keys(ac) * ac.KVH * ac.D;  // all S positions under cp
         float* dq = grad(x, op.inputs[0]);
-        float* dk = grad(x, op.inputs[1]);
-        float* dv = grad(x, op.inputs[2]);
+        float* dk = grad(x, op.inputs[1], kv_elements);
+        float* dv = grad(x, op.inputs[2], kv_elements);
         cpu::attention_backward(dq, dk, dv, dy, q, k, v, saved(x, op.name + "#lse"), ac, scratch.data());
         break;
       }
@@ -656,15 +944,33 @@ struct Executor::Impl {
       }
       case ir::OpKind::softmax_cross_entropy: {
         if (!data) break;
-        // dlogits written in place over the saved logits (the kernel allows it); the tensor becomes d:logits.
+        // dlogits written in place over the saved logits; the tensor becomes d:logits.
         const std::string& name = op.inputs[0];
         const ir::TensorDecl& t = decl(x, name);
         const int64_t V = dim_size(x, t.dims.back().name, &t);
         const int64_t N = numel(x, name) / V;
+        in(x, name);  // size check
         Tensor logits = std::move(act(x, name));
         drop(x, name);
-        cpu::softmax_cross_entropy_forward_backward(logits.data(), logits.data(), tokens(x, batch->targets), N, V,
-                                                    batch->sequences * batch->seq_len);
+        const int32_t* targets = tokens(x, true);
+        const int64_t num_targets = batch->sequences * batch->seq_len;
+        if (!vocab_parallel(x)) {
+          cpu::softmax_cross_entropy_forward_backward(logits.data(), logits.data(), targets, N, V, num_targets);
+        } else {
+          // softmax with the global max and sum of exponentials, minus one at the target if this
+          // rank holds its vocab row; the mean over all targets.
+          const float* m = saved(x, "loss(max)");
+          const float* s = saved(x, "loss(sumexp)");
+          const int64_t v0 = tp_rank * V;
+          const double scale = 1.0 / static_cast<double>(num_targets);
+          for (int64_t i = 0; i < N; ++i) {
+            float* row = logits.data() + i * V;
+            for (int64_t j = 0; j < V; ++j)
+              row[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - m[i]) / s[i] * scale);
+            const int64_t tgt = targets[i] - v0;
+            if (tgt >= 0 && tgt < V) row[tgt] -= static_cast<float>(scale);
+          }
+        }
         x.buf->tensors["d:" + name] = std::move(logits);
         break;
       }
@@ -675,7 +981,7 @@ struct Executor::Impl {
 
   // ---- instructions ----
 
-  void run_compute(const ir::Instruction& instr, const ir::Compute& c) {
+  Ctx context_of(const ir::Instruction& instr, const ir::Compute& c) {
     Ctx x;
     x.instr = &instr;
     x.c = &c;
@@ -691,8 +997,19 @@ struct Executor::Impl {
     auto bi = live.find(c.buffers.front());
     if (bi == live.end()) fail(instr, "buffer '" + c.buffers.front() + "' is not allocated");
     x.buf = &bi->second;
-    x.B = dim_size(x, 'b', nullptr);
-    x.T = dim_size(x, 's', nullptr);
+    x.B = 0;
+    for (const auto& d : c.dims)
+      if (d.name == 'b') x.B = d.size;
+    if (x.B != schedule.plan.micro_batch) fail(instr, "micro-batch size " + std::to_string(x.B) + " differs from the plan's");
+    // Norms and residuals run on the residual stream, which sequence parallelism splits over tp;
+    // every other op runs on the rank's cp-local sequence (a column-parallel linear reads its
+    // gathered input, a row-parallel one writes a partial sum before its reduce-scatter).
+    x.T = (x.op->kind == ir::OpKind::norm || x.op->kind == ir::OpKind::residual) ? T_sp : T_cp;
+    return x;
+  }
+
+  void run_compute(const ir::Instruction& instr, const ir::Compute& c) {
+    Ctx x = context_of(instr, c);
     const OpKey key{c.block, c.layer, c.micro_batch, c.op};
     const ir::Op& op = *x.op;
 
@@ -713,6 +1030,7 @@ struct Executor::Impl {
         }
         if (!op.output.empty() && op.output == x.info->output) {  // block output: hand to the next copy
           auto it = x.buf->tensors.find(op.output);
+          if (fwd_handoff.count(c.micro_batch)) fail(instr, "the previous block output of micro-batch " + std::to_string(c.micro_batch) + " was never consumed");
           fwd_handoff[c.micro_batch] = std::move(it->second);
           x.buf->tensors.erase(it);
         }
@@ -733,6 +1051,7 @@ struct Executor::Impl {
         if (data && x.info->has_input && x.op_index == x.info->first_input_reader) {
           auto it = x.buf->tensors.find("d:x");
           if (it != x.buf->tensors.end()) {  // the block input's gradient is complete: hand it back
+            if (bwd_handoff.count(c.micro_batch)) fail(instr, "the previous input gradient of micro-batch " + std::to_string(c.micro_batch) + " was never consumed");
             bwd_handoff[c.micro_batch] = std::move(it->second);
             x.buf->tensors.erase(it);
           }
@@ -763,47 +1082,38 @@ struct Executor::Impl {
     live.erase(it);
   }
 
+  // ---- ownership: what this rank updates (its tp slices; its FSDP shard) ----
+
+  /// This rank's FSDP shard of a unit (packed coordinates): the shard_index-th of `shards` chunks.
+  ShardRange owned(const Layout& u) const {
+    if (zero != 3 || shards <= 1) return {0, u.size};
+    const int64_t chunk = padded_size(u.size, shards) / shards;
+    const int64_t b = std::min(u.size, shard_index * chunk);
+    return {b, std::min(u.size, b + chunk)};
+  }
+  int64_t chunk_of(const Layout& u) const { return padded_size(u.size, shards) / shards; }
+
   void run_optimizer(const ir::Instruction& instr, const ir::OptimizerStep& o) {
-    const int64_t n = state.table().total_elements;
+    if (zero == 0 && o.param_elements != stage_layout.size) {
+      fail(instr, "the step updates " + std::to_string(o.param_elements) + " elements but this rank holds " +
+                      std::to_string(stage_layout.size));
+    }
     float* g = state.grads().data();
-    if (zero == 0) {
-      if (o.param_elements != n) {
-        fail(instr, "the step updates " + std::to_string(o.param_elements) + " elements but this rank holds all " +
-                        std::to_string(n));
-      }
-      grad_norm = std::sqrt(cpu::grad_sum_squares(g, n));
-      const float coef = cpu::grad_clip_coefficient(grad_norm, options.grad_clip);
-      if (coef < 1.0f) cpu::scale_in_place(g, n, coef);
-      state.step += 1;
-      cpu::adamw_step(state.params().data(), g, state.adam_m().data(), state.adam_v().data(), n, state.step,
-                      options.adamw);
-      return;
-    }
-    // FSDP: this rank owns its shard of every unit; the norm is summed over the shard group.
+    // Global norm: each element once over the world (replicated tp slices from tp rank 0 only).
     double sq = 0.0;
-    for (const auto& [name, u] : units) {
-      const ShardRange r = owned(u);
-      if (r.size() > 0) sq += cpu::grad_sum_squares(g + r.begin, r.size());
-    }
-    grad_norm = std::sqrt(sum_over(sq, shard_axes));
+    for (const auto& [name, u] : units)
+      for_each_in(u, owned(u), [&](const Segment& s, int64_t fb, int64_t n, int64_t) {
+        if (!s.tp_replicated || tp_rank == 0) sq += cpu::grad_sum_squares(g + fb, n);
+      });
+    grad_norm = std::sqrt(sum_over(sq, norm_axes));
     const float coef = cpu::grad_clip_coefficient(grad_norm, options.grad_clip);
     state.step += 1;
-    for (const auto& [name, u] : units) {
-      const ShardRange r = owned(u);
-      if (r.size() <= 0) continue;
-      if (coef < 1.0f) cpu::scale_in_place(g + r.begin, r.size(), coef);
-      cpu::adamw_step(state.params().data() + r.begin, g + r.begin, state.adam_m().data() + r.begin,
-                      state.adam_v().data() + r.begin, r.size(), state.step, options.adamw);
-    }
-  }
-
-  // ---- data parallelism ----
-
-  /// This rank's FSDP shard of a unit: the shard_index-th of `shards` equal chunks (the last clipped).
-  ShardRange owned(const ShardRange& u) const {
-    const int64_t chunk = padded_size(u.size(), shards) / shards;
-    const int64_t b = std::min(u.end, u.begin + shard_index * chunk);
-    return {b, std::min(u.end, b + chunk)};
+    for (const auto& [name, u] : units)
+      for_each_in(u, owned(u), [&](const Segment&, int64_t fb, int64_t n, int64_t) {
+        if (coef < 1.0f) cpu::scale_in_place(g + fb, n, coef);
+        cpu::adamw_step(state.params().data() + fb, g + fb, state.adam_m().data() + fb, state.adam_v().data() + fb, n,
+                        state.step, options.adamw);
+      });
   }
 
   /// Sum of a double over a group, exactly enough for reporting: sent as two floats (hi + lo).
@@ -816,13 +1126,190 @@ struct Executor::Impl {
     return static_cast<double>(v[0]) + static_cast<double>(v[1]);
   }
 
-  const ShardRange& unit_of(const ir::Instruction& instr, const std::string& buffer) const {
+  const Layout& unit_of(const ir::Instruction& instr, const std::string& buffer) const {
     // "w[block.copy]" / "g[block.copy]"
     if (buffer.size() < 4 || buffer[1] != '[' || buffer.back() != ']') fail(instr, "buffer '" + buffer + "' names no block copy");
     auto it = units.find(buffer.substr(2, buffer.size() - 3));
-    if (it == units.end()) fail(instr, "buffer '" + buffer + "' names a block copy without parameters");
+    if (it == units.end()) fail(instr, "buffer '" + buffer + "' names a block copy without parameters on this stage");
     return it->second;
   }
+
+  // ---- collectives over named tensors (tp, cp, the loss; docs/schedule.md "Tensors") ----
+
+  /// A sequence axis split over a group: rank r's local row i sits at full row index(r, i).
+  struct SeqSplit {
+    int64_t local = 0, full = 0, group = 1, rank = 0;
+    std::vector<std::vector<int64_t>> index;  ///< [r][i]
+  };
+  SeqSplit tp_split() const {
+    SeqSplit s{T_sp, T_cp, tp, tp_rank, {}};
+    for (int64_t r = 0; r < tp; ++r) {
+      s.index.emplace_back();
+      for (int64_t i = 0; i < T_sp; ++i) s.index.back().push_back(r * T_sp + i);
+    }
+    return s;
+  }
+  SeqSplit cp_split() const {
+    SeqSplit s{T_cp, S, cp, cp_rank, {}};
+    for (int64_t r = 0; r < cp; ++r) s.index.push_back(ir::cp_positions(S, cp, r));
+    return s;
+  }
+
+  /// Where a named tensor of the anchor's copy lives: its buffer, or the boundary hand-off.
+  Tensor& locate(const ir::Instruction& instr, const Ctx& x, const std::string& name) {
+    const bool is_grad = name.rfind("grad(", 0) == 0 && name.back() == ')';
+    const std::string base = is_grad ? name.substr(5, name.size() - 6) : name;
+    const std::string key = is_grad ? "d:" + base : base;
+    auto it = x.buf->tensors.find(key);
+    if (it != x.buf->tensors.end()) return it->second;
+    if (base == x.info->output) {
+      auto& handoff = is_grad ? bwd_handoff : fwd_handoff;
+      auto h = handoff.find(x.c->micro_batch);
+      if (h != handoff.end()) return h->second;
+    }
+    fail(instr, "tensor '" + name + "' of " + x.block->name + "." + std::to_string(x.c->layer) + " micro-batch " +
+                    std::to_string(x.c->micro_batch) + " is not available");
+  }
+
+  void gather_seq(const ir::Instruction& instr, const Axes& axes, Tensor& t, int64_t B, int64_t F, const SeqSplit& s) {
+    const int64_t local = B * s.local * F, full = B * s.full * F;
+    comm_scratch.assign(static_cast<size_t>(local), 0.0f);
+    if (t.size() == local) {
+      std::copy_n(t.data(), local, comm_scratch.data());
+    } else if (t.size() == full) {  // already gathered (kept from the forward): send this rank's rows again
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < s.local; ++i)
+          std::copy_n(t.data() + (b * s.full + s.index[size_t(s.rank)][size_t(i)]) * F, F, comm_scratch.data() + (b * s.local + i) * F);
+    } else {
+      fail(instr, "the tensor holds " + std::to_string(t.size()) + " elements, neither the shard (" + std::to_string(local) +
+                      ") nor the gathered size (" + std::to_string(full) + ")");
+    }
+    comm_scratch2.assign(static_cast<size_t>(local * s.group), 0.0f);
+    comm->all_gather(comm_scratch.data(), comm_scratch2.data(), local, axes);
+    Tensor g(&tracker, full);
+    for (int64_t r = 0; r < s.group; ++r)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < s.local; ++i)
+          std::copy_n(comm_scratch2.data() + ((r * B + b) * s.local + i) * F, F,
+                      g.data() + (b * s.full + s.index[size_t(r)][size_t(i)]) * F);
+    t = std::move(g);
+  }
+
+  void reduce_scatter_seq(const ir::Instruction& instr, const Axes& axes, Tensor& t, int64_t B, int64_t F, const SeqSplit& s) {
+    const int64_t local = B * s.local * F, full = B * s.full * F;
+    if (t.size() != full) fail(instr, "the tensor holds " + std::to_string(t.size()) + " elements, the reduce-scatter expects " + std::to_string(full));
+    comm_scratch.assign(static_cast<size_t>(full), 0.0f);
+    for (int64_t r = 0; r < s.group; ++r)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < s.local; ++i)
+          std::copy_n(t.data() + (b * s.full + s.index[size_t(r)][size_t(i)]) * F, F,
+                      comm_scratch.data() + ((r * B + b) * s.local + i) * F);
+    Tensor out(&tracker, local);
+    comm->reduce_scatter(comm_scratch.data(), out.data(), local, axes);
+    t = std::move(out);
+  }
+
+  void run_tensor_collective(const ir::Instruction& instr, const ir::Collective& c) {
+    const ir::Instruction& anchor = program->instructions[size_t(anchor_of.at(instr.id))];
+    const Ctx x = context_of(anchor, std::get<ir::Compute>(anchor.op));
+    const int64_t esize = ir::dtype_bytes(c.dtype);
+    const int64_t elements = c.bytes / esize;
+    const bool over_tp = c.axes == Axes{"tp"};
+    const bool over_cp = c.axes == Axes{"cp"};
+    if (!over_tp && !over_cp) fail(instr, "tensor collectives over these axes are not implemented (tp and cp are)");
+    int64_t expected = 0;
+
+    if (c.buffer == "grads") {  // SP: replicated parameters' gradients summed over tp
+      if (!over_tp || c.kind != ir::CollectiveKind::all_reduce) fail(instr, "expected an all-reduce over tp of replicated gradients");
+      std::vector<ParamRef> refs;
+      for (const auto& name : c.tensors) {
+        const ParamRef r = contiguous_param(x, name);
+        refs.push_back(r);
+        expected += r.elements();
+      }
+      if (expected != elements) fail(instr, "the parameters hold " + std::to_string(expected) + " elements, the all-reduce " + std::to_string(elements));
+      comm_scratch.assign(static_cast<size_t>(expected), 0.0f);
+      int64_t o = 0;
+      for (const auto& r : refs) o += (std::copy_n(state.grads().data() + r.offset, r.elements(), comm_scratch.data() + o), r.elements());
+      comm->all_reduce(comm_scratch.data(), comm_scratch.data(), expected, c.axes);
+      o = 0;
+      for (const auto& r : refs) o += (std::copy_n(comm_scratch.data() + o, r.elements(), state.grads().data() + r.offset), r.elements());
+      return;
+    }
+
+    if (c.tensors.front().rfind("loss(", 0) == 0) {  // vocab-parallel cross-entropy statistics
+      if (!over_tp || c.kind != ir::CollectiveKind::all_reduce || c.tensors.size() != 1) fail(instr, "expected one all-reduce over tp");
+      if (x.op->kind != ir::OpKind::softmax_cross_entropy) fail(instr, "the loss statistics belong to the loss op");
+      Ctx lx = x;
+      lx.T = T_cp;
+      const std::string& stat = c.tensors.front();
+      const std::string& logits_name = x.op->inputs[0];
+      const int64_t V = features(lx, logits_name);
+      const int64_t N = lx.B * T_cp;
+      if (elements != N) fail(instr, "expected " + std::to_string(N) + " per-token values, the collective moves " + std::to_string(elements));
+      const float* logits = locate(instr, lx, logits_name).data();
+      const float* m = locate(instr, lx, "loss(max)").data();
+      if (stat == "loss(max)") {
+        if (c.reduce != ir::ReduceOp::max) fail(instr, "loss(max) must reduce with max");
+        float* mm = locate(instr, lx, "loss(max)").data();
+        comm->all_reduce_max(mm, mm, N, c.axes);
+      } else if (stat == "loss(sumexp)") {
+        float* s = (lx.buf->tensors["loss(sumexp)"] = Tensor(&tracker, N)).data();
+        for (int64_t i = 0; i < N; ++i) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < V; ++j) acc += std::exp(static_cast<double>(logits[i * V + j]) - m[i]);
+          s[i] = static_cast<float>(acc);
+        }
+        comm->all_reduce(s, s, N, c.axes);
+      } else if (stat == "loss(target)") {
+        const int32_t* targets = tokens(lx, true);
+        std::vector<float> t(static_cast<size_t>(N), 0.0f);
+        const int64_t v0 = tp_rank * V;
+        for (int64_t i = 0; i < N; ++i) {
+          const int64_t j = targets[i] - v0;
+          if (j >= 0 && j < V) t[size_t(i)] = logits[i * V + j];
+        }
+        comm->all_reduce(t.data(), t.data(), N, c.axes);
+        const float* s = locate(instr, lx, "loss(sumexp)").data();
+        double sum = 0.0;
+        for (int64_t i = 0; i < N; ++i) sum += std::log(static_cast<double>(s[i])) + m[i] - t[size_t(i)];
+        loss_sum += sum / static_cast<double>(batch->sequences * batch->seq_len);
+      } else {
+        fail(instr, "unknown loss statistic '" + stat + "'");
+      }
+      return;
+    }
+
+    // Activations and their gradients: sequence gathers / scatters, or partial-sum all-reduces.
+    if (c.reduce != ir::ReduceOp::sum) fail(instr, "activation collectives reduce with sum");
+    const SeqSplit split = over_tp ? tp_split() : cp_split();
+    std::vector<std::pair<Tensor*, int64_t>> targets;  // tensor, features
+    for (const auto& name : c.tensors) {
+      const bool is_grad = name.rfind("grad(", 0) == 0;
+      const std::string base = is_grad ? name.substr(5, name.size() - 6) : name;
+      Ctx fx = x;
+      targets.emplace_back(&locate(instr, x, name), features(fx, base));
+    }
+    for (auto& [t, F] : targets) {
+      switch (c.kind) {
+        case ir::CollectiveKind::all_gather: expected += x.B * split.full * F; break;
+        case ir::CollectiveKind::reduce_scatter: expected += x.B * split.full * F; break;
+        case ir::CollectiveKind::all_reduce: expected += t->size(); break;
+        default: fail(instr, "collective kind '" + ir::to_string(c.kind) + "' over named tensors is not implemented");
+      }
+    }
+    if (expected != elements) {
+      fail(instr, "the named tensors hold " + std::to_string(expected) + " elements (" + ir::to_string(c.dtype) +
+                      "), the collective moves " + std::to_string(elements));
+    }
+    for (auto& [t, F] : targets) {
+      if (c.kind == ir::CollectiveKind::all_gather) gather_seq(instr, c.axes, *t, x.B, F, split);
+      else if (c.kind == ir::CollectiveKind::reduce_scatter) reduce_scatter_seq(instr, c.axes, *t, x.B, F, split);
+      else comm->all_reduce(t->data(), t->data(), t->size(), c.axes);
+    }
+  }
+
+  // ---- data-parallel collectives over parameter units ----
 
   void run_collective(const ir::Instruction& instr, const ir::Collective& c) {
     if (c.group_size <= 1) return;
@@ -831,66 +1318,125 @@ struct Executor::Impl {
       fail(instr, "the communicator's group over these axes has " + std::to_string(comm->group_size(c.axes)) + " ranks");
     }
     if (!live.count(c.buffer)) fail(instr, "buffer '" + c.buffer + "' is not allocated");
+    if (!c.tensors.empty()) {
+      run_tensor_collective(instr, c);
+      return;
+    }
     const int64_t esize = ir::dtype_bytes(c.dtype);  // the CPU executor moves fp32 whatever the dtype
     if (esize <= 0 || c.bytes % esize != 0) fail(instr, "byte count not a multiple of the element size");
     const int64_t count = c.bytes / esize;
     float* g = state.grads().data();
     float* w = state.params().data();
-    const int64_t total = state.table().total_elements;
     switch (c.kind) {
       case ir::CollectiveKind::all_reduce: {
         if (c.buffer != "grads") fail(instr, "all-reduce of buffer '" + c.buffer + "' is not implemented");
         if (zero == 0) {
-          // DDP bucket: buckets fill in backward order = the flat layout from its end.
-          if (ddp_reduced + count > total) fail(instr, "the buckets exceed the " + std::to_string(total) + " gradients");
-          float* p = g + (total - ddp_reduced - count);
-          comm->all_reduce(p, p, count, c.axes);
+          // DDP bucket: buckets fill in backward order = the stage's packed layout from its end.
+          const int64_t total = stage_layout.size;
+          if (ddp_reduced + count > total) fail(instr, "the buckets exceed the stage's " + std::to_string(total) + " gradients");
+          const ShardRange r{total - ddp_reduced - count, total - ddp_reduced};
+          comm_scratch.assign(static_cast<size_t>(count), 0.0f);
+          pack(stage_layout, r, g, comm_scratch.data());
+          comm->all_reduce(comm_scratch.data(), comm_scratch.data(), count, c.axes);
+          unpack(stage_layout, r, comm_scratch.data(), g);
           ddp_reduced += count;
         } else {
           // HSDP: the shard of the unit just reduce-scattered, over dp_replicate.
           if (last_scattered.empty()) fail(instr, "an HSDP all-reduce before any reduce-scatter");
-          const ShardRange r = owned(units.at(last_scattered));
-          const int64_t chunk = padded_size(units.at(last_scattered).size(), shards) / shards;
+          const Layout& u = units.at(last_scattered);
+          const ShardRange r = owned(u);
+          const int64_t chunk = chunk_of(u);
           if (count != chunk) fail(instr, "expected the " + std::to_string(chunk) + "-element shard of " + last_scattered);
           comm_scratch.assign(static_cast<size_t>(chunk), 0.0f);
-          std::copy(g + r.begin, g + r.end, comm_scratch.begin());
+          pack(u, r, g, comm_scratch.data());
           comm->all_reduce(comm_scratch.data(), comm_scratch.data(), chunk, c.axes);
-          std::copy(comm_scratch.begin(), comm_scratch.begin() + r.size(), g + r.begin);
+          unpack(u, r, comm_scratch.data(), g);
         }
         break;
       }
       case ir::CollectiveKind::all_gather: {
-        // FSDP: the unit's parameters from every shard into the (full-layout) parameter buffer.
-        const ShardRange& u = unit_of(instr, c.buffer);
-        if (count != u.size()) fail(instr, "the unit holds " + std::to_string(u.size()) + " parameters, the gather " + std::to_string(count));
-        const int64_t chunk = padded_size(u.size(), shards) / shards;
+        // FSDP: the unit's (tp-local) parameters from every shard into the full-layout buffer.
+        const Layout& u = unit_of(instr, c.buffer);
+        if (count != u.size) fail(instr, "the unit holds " + std::to_string(u.size) + " parameters here, the gather " + std::to_string(count));
+        const int64_t chunk = chunk_of(u);
         const ShardRange r = owned(u);
         comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
         float* send = comm_scratch.data() + chunk * shards;
-        std::copy(w + r.begin, w + r.end, send);
+        pack(u, r, w, send);
         comm->all_gather(send, comm_scratch.data(), chunk, c.axes);
-        std::copy(comm_scratch.begin(), comm_scratch.begin() + u.size(), w + u.begin);
+        unpack(u, {0, u.size}, comm_scratch.data(), w);
         break;
       }
       case ir::CollectiveKind::reduce_scatter: {
         // FSDP: the unit's local gradients summed over the shard group into this rank's shard; the
         // rest zeroed, so later micro-batches accumulate on top of the reduced shard exactly.
-        const ShardRange& u = unit_of(instr, c.buffer);
-        if (count != u.size()) fail(instr, "the unit holds " + std::to_string(u.size()) + " gradients, the reduce-scatter " + std::to_string(count));
-        const int64_t chunk = padded_size(u.size(), shards) / shards;
+        const Layout& u = unit_of(instr, c.buffer);
+        if (count != u.size) fail(instr, "the unit holds " + std::to_string(u.size) + " gradients here, the reduce-scatter " + std::to_string(count));
+        const int64_t chunk = chunk_of(u);
         const ShardRange r = owned(u);
         comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
-        std::copy(g + u.begin, g + u.end, comm_scratch.begin());
+        pack(u, {0, u.size}, g, comm_scratch.data());
         float* recv = comm_scratch.data() + chunk * shards;
         comm->reduce_scatter(comm_scratch.data(), recv, chunk, c.axes);
-        std::fill(g + u.begin, g + u.end, 0.0f);
-        std::copy(recv, recv + r.size(), g + r.begin);
+        for_each_in(u, {0, u.size}, [&](const Segment&, int64_t fb, int64_t n, int64_t) { std::fill_n(g + fb, n, 0.0f); });
+        unpack(u, r, recv, g);
         last_scattered = c.buffer.substr(2, c.buffer.size() - 3);
         break;
       }
       default:
-        fail(instr, "collective kind '" + ir::to_string(c.kind) + "' is not implemented by the CPU executor yet (tp, cp, ep)");
+        fail(instr, "collective kind '" + ir::to_string(c.kind) + "' over '" + c.buffer + "' is not implemented by the CPU executor yet");
     }
+  }
+
+  // ---- pipeline transfers: block boundary tensors between stages ----
+
+  /// "y[v]m3" / "dx[v]m3" (send), "x[v]m3" / "dy[v]m3" (recv): forward or backward, micro-batch.
+  std::pair<bool, int64_t> boundary_of(const ir::Instruction& instr, const std::string& buffer) const {
+    const auto br = buffer.find('[');
+    const auto m = buffer.rfind("]m");
+    if (br == std::string::npos || m == std::string::npos) fail(instr, "buffer '" + buffer + "' names no boundary tensor");
+    const std::string kind = buffer.substr(0, br);
+    const bool fwd = kind == "x" || kind == "y";
+    if (!fwd && kind != "dx" && kind != "dy") fail(instr, "buffer '" + buffer + "' names no boundary tensor");
+    return {fwd, std::stoll(buffer.substr(m + 2))};
+  }
+
+  template <typename P>
+  void run_p2p(const ir::Instruction& instr, const P& p, bool is_send) {
+    if (!comm) fail(instr, "a send/recv needs a communicator");
+    const auto [fwd, mb] = boundary_of(instr, p.buffer);
+    PendingP2P t;
+    t.to_fwd = fwd;
+    t.micro_batch = mb;
+    t.transfer.kind = is_send ? PointToPoint::Kind::send : PointToPoint::Kind::recv;
+    t.transfer.axis = p.axis;
+    t.transfer.offset = p.offset;
+    t.transfer.tag = p.tag;
+    auto& handoff = fwd ? fwd_handoff : bwd_handoff;
+    if (is_send) {
+      auto h = handoff.find(mb);
+      if (h == handoff.end()) fail(instr, "nothing to send: the boundary tensor of micro-batch " + std::to_string(mb) + " is not there");
+      t.tensor = std::move(h->second);
+      handoff.erase(h);
+    } else {
+      t.tensor = Tensor(&tracker, schedule.plan.micro_batch * T_sp * graph.info.hidden_size);
+    }
+    t.transfer.buffer = t.tensor.data();
+    t.transfer.count = t.tensor.size();
+    pending.push_back(std::move(t));
+    if (p.batch_with_next) return;
+    std::vector<PointToPoint> transfers;
+    for (const auto& q : pending) transfers.push_back(q.transfer);
+    if (transfers.size() == 1 && is_send) comm->send(transfers[0].buffer, transfers[0].count, transfers[0].axis, transfers[0].offset, transfers[0].tag);
+    else if (transfers.size() == 1) comm->recv(transfers[0].buffer, transfers[0].count, transfers[0].axis, transfers[0].offset, transfers[0].tag);
+    else comm->batch(transfers);
+    for (auto& q : pending) {
+      if (q.transfer.kind != PointToPoint::Kind::recv) continue;
+      auto& into = q.to_fwd ? fwd_handoff : bwd_handoff;
+      if (into.count(q.micro_batch)) fail(instr, "a boundary tensor of micro-batch " + std::to_string(q.micro_batch) + " arrived twice");
+      into[q.micro_batch] = std::move(q.tensor);
+    }
+    pending.clear();
   }
 
   void run(const ir::Instruction& instr) {
@@ -909,27 +1455,30 @@ struct Executor::Impl {
             // Single-threaded in program order: instruction `on` has already finished.
           } else if constexpr (std::is_same_v<T, ir::Collective>) {
             run_collective(instr, p);
-          } else {  // Send, Recv
-            fail(instr, comm ? "point-to-point transfers (pp) are not implemented by the CPU executor yet"
-                             : "a send/recv needs a communicator");
+          } else if constexpr (std::is_same_v<T, ir::Send>) {
+            run_p2p(instr, p, true);
+          } else {
+            run_p2p(instr, p, false);
           }
         },
         instr.op);
   }
 
   void synchronize_state() {
-    if (zero != 3 || shards <= 1) return;
-    // FSDP: every unit's owned shard of params, m and v gathered over the shard group.
-    for (const auto& [name, u] : units) {
-      const int64_t chunk = padded_size(u.size(), shards) / shards;
-      const ShardRange r = owned(u);
-      for (std::span<float> buf : {state.params(), state.adam_m(), state.adam_v()}) {
-        comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
-        float* send = comm_scratch.data() + chunk * shards;
-        std::copy(buf.data() + r.begin, buf.data() + r.end, send);
-        comm->all_gather(send, comm_scratch.data(), chunk, shard_axes);
-        std::copy(comm_scratch.begin(), comm_scratch.begin() + u.size(), buf.data() + u.begin);
-      }
+    if (!comm || comm->world_size() <= 1) return;
+    // Every element from exactly one owner, zeros elsewhere, summed over the world: exact.
+    const int64_t n = state.table().total_elements;
+    const bool replica0 = zero == 3 ? coord("dp_replicate") == 0
+                                    : group_rank(schedule.mesh, options.rank, {"dp_replicate", "dp_shard", "cp"}) == 0;
+    for (std::span<float> buf : {state.params(), state.adam_m(), state.adam_v()}) {
+      std::vector<float> sum(static_cast<size_t>(n), 0.0f);
+      if (replica0)
+        for (const auto& [name, u] : units)
+          for_each_in(u, owned(u), [&](const Segment& s, int64_t fb, int64_t count, int64_t) {
+            if (!s.tp_replicated || tp_rank == 0) std::copy_n(buf.data() + fb, count, sum.data() + fb);
+          });
+      comm->all_reduce(sum.data(), sum.data(), n, comm->all_axes());
+      std::copy(sum.begin(), sum.end(), buf.begin());
     }
   }
 
@@ -947,7 +1496,20 @@ struct Executor::Impl {
                                " sequences per replica, but the batch gives each replica " + std::to_string(per_replica) +
                                " (hint: lower with the same global batch)");
     }
+    if (S != b.seq_len) {  // the rank's share of the sequence (fixed for the run)
+      S = b.seq_len;
+      cp_pos = ir::cp_positions(S, cp, cp_rank);
+      T_cp = S / cp;
+      if (sp && T_cp % tp != 0) {
+        throw ir::InputError("--seq-len", "seq_len", "sequence parallelism splits the " + std::to_string(T_cp) +
+                                                         " positions of a cp rank over tp = " + std::to_string(tp) + ": not divisible",
+                             "choose a sequence length divisible by cp*tp" + std::string(cp > 1 ? "*2" : ""));
+      }
+      T_sp = sp ? T_cp / tp : T_cp;
+      rope_tables.clear();
+    }
     batch = &b;
+    token_cache.clear();
     loss_sum = 0.0;
     grad_norm = 0.0;
     ddp_reduced = 0;
@@ -970,19 +1532,22 @@ struct Executor::Impl {
     std::string leftovers;
     for (const auto& [name, buf] : live) leftovers += " " + name;
     if (!fwd_handoff.empty() || !bwd_handoff.empty()) leftovers += " (block boundary tensors)";
+    if (!pending.empty()) leftovers += " (an unfinished batch of sends / recvs)";
     live.clear();
     fwd_handoff.clear();
     bwd_handoff.clear();
+    pending.clear();
     batch = nullptr;
     if (!leftovers.empty()) throw std::runtime_error("the program left buffers live at its end:" + leftovers);
-    if (zero == 0 && replicas > 1 && ddp_reduced != state.table().total_elements) {
+    const bool ddp = zero == 0 && comm && comm->group_size({"dp_replicate", "dp_shard", "cp"}) > 1;
+    if (ddp && ddp_reduced != stage_layout.size) {
       throw std::runtime_error("the schedule's DDP buckets all-reduced " + std::to_string(ddp_reduced) + " of " +
-                               std::to_string(state.table().total_elements) + " gradients");
+                               std::to_string(stage_layout.size) + " gradients");
     }
     StepStats s;
     // Each rank's loss_sum is its tokens' share of the global mean; the report sums them over the
-    // replicas (an all-reduce of the executor's own, not a schedule instruction).
-    s.loss = sum_over(loss_sum, dp_axes);
+    // ranks holding different tokens (an all-reduce of the executor's own, not a schedule instruction).
+    s.loss = sum_over(loss_sum, loss_axes);
     s.grad_norm = grad_norm;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s.tokens = b.sequences * b.seq_len;

@@ -360,14 +360,15 @@ TEST(block_cost, tp_collectives_with_sequence_parallel) {
                                          {Axis::tp, RS, full, {"attn_out"}, false, sum},
                                          {Axis::tp, AG, full, {"mlp_in"}, true, sum},
                                          {Axis::tp, RS, full, {"mlp_out"}, false, sum}};
-  // Backward, in op order: q/k/v re-gather their saved input shard (before q's backward, the last of
-  // the three) and reduce-scatter its grad after it; o all-gathers its output grad before its
-  // backward; the same for gate/up and down.
-  const std::vector<BlockCollective> bwd{{Axis::tp, AG, full, {"attn_in"}, true, sum},
-                                         {Axis::tp, RS, full, {"grad(attn_in)"}, false, sum},
+  // Backward, listed in op order: q (the first reader, last in backward) reduce-scatters the input
+  // gradient the three summed; v (the last reader, first in backward) re-gathers the input shard
+  // before its backward; o all-gathers its output grad before its backward; the same for gate/up
+  // and down.
+  const std::vector<BlockCollective> bwd{{Axis::tp, RS, full, {"grad(attn_in)"}, false, sum},
+                                         {Axis::tp, AG, full, {"attn_in"}, true, sum},
                                          {Axis::tp, AG, full, {"grad(attn_out)"}, true, sum},
-                                         {Axis::tp, AG, full, {"mlp_in"}, true, sum},
                                          {Axis::tp, RS, full, {"grad(mlp_in)"}, false, sum},
+                                         {Axis::tp, AG, full, {"mlp_in"}, true, sum},
                                          {Axis::tp, AG, full, {"grad(mlp_out)"}, true, sum}};
   EXPECT_EQ(cost.fwd_collectives, fwd);
   EXPECT_EQ(cost.bwd_collectives, bwd);

@@ -1,10 +1,11 @@
-// The schedule executor on several ranks (run under `mpirun -np 2`): a tiny Llama (2 layers, hidden
-// 64, 4 heads, 2 KV heads, vocab 512, seq 32) initialised from a seed, synthetic tokens, global batch
-// 4, 3 AdamW steps with gradient clipping. The losses of {"dp_replicate":2} (DDP) and {"dp_shard":2}
-// (FSDP) must equal the one-rank {} losses, computed in the same program on rank 0, within 1e-5
-// relative; every rank must report the same (global mean) loss. Under `mpirun -np 4` it runs
-// {"dp_replicate":4}, {"dp_shard":4} and HSDP {"dp_replicate":2,"dp_shard":2} instead. Exits 1 on any
-// failed check.
+// The schedule executor on several ranks (issue 5's cross-plan acceptance test): a tiny Llama (2
+// layers, hidden 64, 4 heads, 2 KV heads, vocab 512, seq 32) initialised from a seed, synthetic
+// tokens, global batch 4, 3 AdamW steps with gradient clipping. Under every plan the losses must
+// equal the one-rank {} losses (computed in the same program on rank 0) within 1e-5 relative, and
+// every rank must report the same (global mean) loss. mpirun -np 2: DDP, FSDP, TP with and without
+// SP, CP, PP (1F1B), TP + selective and CP + full recompute; -np 4: DDP, FSDP, HSDP, TP x CP, FSDP x
+// TP, DDP x CP, PP x FSDP, TP x CP + full recompute; -np 8: FSDP x TP x CP and PP x TP x DDP.
+// MGT_EXECUTOR_PLANS='<plan json>' runs just that plan (debugging). Exits 1 on any failed check.
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
 
@@ -22,6 +23,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -87,10 +89,22 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   try {
-    if (world != 2 && world != 4)
-      throw std::runtime_error("run under mpirun -np 2 (or 4) (world size is " + std::to_string(world) + ")");
-    std::vector<std::string> plans = {R"({"dp_replicate":2})", R"({"dp_shard":2})"};
-    if (world == 4) plans = {R"({"dp_replicate":4})", R"({"dp_shard":4})", R"({"dp_replicate":2,"dp_shard":2})"};
+    if (world != 2 && world != 4 && world != 8)
+      throw std::runtime_error("run under mpirun -np 2, 4 or 8 (world size is " + std::to_string(world) + ")");
+    std::vector<std::string> plans;
+    if (const char* only = std::getenv("MGT_EXECUTOR_PLANS")) {  // debugging: one plan per run
+      plans = {only};
+    } else if (world == 2) {
+      plans = {R"({"dp_replicate":2})", R"({"dp_shard":2})", R"({"tp":2,"sequence_parallel":true})",
+               R"({"tp":2,"sequence_parallel":false})", R"({"cp":2})", R"({"pp":2,"micro_batch":2})",
+               R"({"tp":2,"recompute":"selective"})", R"({"cp":2,"recompute":"full"})"};
+    } else if (world == 4) {
+      plans = {R"({"dp_replicate":4})", R"({"dp_shard":4})", R"({"dp_replicate":2,"dp_shard":2})",
+               R"({"tp":2,"cp":2})", R"({"dp_shard":2,"tp":2})", R"({"dp_replicate":2,"cp":2})",
+               R"({"pp":2,"dp_shard":2,"micro_batch":1})", R"({"tp":2,"cp":2,"recompute":"full","micro_batch":1})"};
+    } else {
+      plans = {R"({"dp_shard":2,"tp":2,"cp":2})", R"({"pp":2,"tp":2,"dp_replicate":2,"micro_batch":1})"};
+    }
     const std::string config = write_config(rank);
     std::vector<double> one_rank(kSteps, 0.0);
     if (rank == 0) one_rank = train(config, "{}", 1, /*with_mpi=*/false);

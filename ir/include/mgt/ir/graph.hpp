@@ -29,6 +29,8 @@ struct Dim {
 
 /// Returns true for the dims whose size the plan decides (`b`, `s`).
 inline bool is_symbolic_dim(char name) { return name == 'b' || name == 's'; }
+/// Dims tensor parallelism splits (Megatron-LM): attention heads, kv heads, ffn, vocabulary.
+inline bool is_tensor_parallel_dim(char name) { return name == 'a' || name == 'k' || name == 'f' || name == 'v'; }
 
 struct TensorDecl {
   std::string name;
