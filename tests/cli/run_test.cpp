@@ -356,6 +356,8 @@ TEST(CliRun, SummaryLineComparesPredictedWithMeasured) {
     EXPECT_DOUBLE_EQ(t.at("measured").get<double>(), mean);
     EXPECT_EQ(t.at("measured_from_step").get<int64_t>(), int64_t(from));
     EXPECT_GT(t.at("predicted").get<double>(), 0.0);
+    EXPECT_GE(t.at("predicted_overheads").get<double>(), 0.0);
+    EXPECT_LT(t.at("predicted_overheads").get<double>(), t.at("predicted").get<double>());
     EXPECT_DOUBLE_EQ(t.at("measured_over_predicted").get<double>(),
                      t.at("measured").get<double>() / t.at("predicted").get<double>());
     int64_t peak = 0, planned = 0;

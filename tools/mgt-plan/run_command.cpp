@@ -484,9 +484,10 @@ int run_training(const RunOptions& given) {
       const int64_t mean_from = first_step + static_cast<int64_t>(skip);
       std::printf("predicted vs measured (%s, rank 0 program %s):\n", cluster.name.c_str(),
                   schedule.programs.at(program).name.c_str());
-      std::printf("  step time    predicted %.3f ms  measured %.3f ms (mean of steps %lld..%lld)  measured/predicted %.3f\n",
-                  sim.step_time_s * 1e3, measured_s * 1e3, static_cast<long long>(mean_from),
-                  static_cast<long long>(last_step), time_ratio);
+      std::printf("  step time    predicted %.3f ms (of which %.3f ms fixed per-step and per-micro-batch overheads)  "
+                  "measured %.3f ms (mean of steps %lld..%lld)  measured/predicted %.3f\n",
+                  sim.step_time_s * 1e3, sim.breakdown.overhead_s * 1e3, measured_s * 1e3,
+                  static_cast<long long>(mean_from), static_cast<long long>(last_step), time_ratio);
       std::printf("  peak memory  predicted %.2f MiB (schedule; %.2f MiB with runtime overhead)  measured %.2f MiB  "
                   "measured/predicted %.3f\n",
                   mib(pmem.peak_bytes), mib(pmem.peak_reserved_bytes), mib(peak_bytes), mem_ratio);
@@ -499,6 +500,7 @@ int run_training(const RunOptions& given) {
               {"last_step", last_step},
               {"step_time_s",
                {{"predicted", sim.step_time_s},
+                {"predicted_overheads", sim.breakdown.overhead_s},
                 {"measured", measured_s},
                 {"measured_from_step", mean_from},
                 {"measured_over_predicted", time_ratio}}},
