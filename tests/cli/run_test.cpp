@@ -1,0 +1,377 @@
+// End-to-end tests of `mgt-plan run` (docs/runtime_run.md) on a tiny Llama (2 layers, hidden 64):
+// --save then --resume gives the losses of an uninterrupted run bit for bit (one rank, and
+// {"dp_shard":2} under mpirun when it is installed), clear exit-2 errors for unusable checkpoints,
+// the --trace structure, and the final {"summary": ...} line of --log. No assertion depends on timing.
+// The binary runs with cwd = the repository root; stdout and stderr go to temp files.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kTinyLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,
+  "intermediate_size":128,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_hidden_layers":2,
+  "vocab_size":512,"max_position_embeddings":128,"rms_norm_eps":1e-5,"rope_theta":10000.0,
+  "tie_word_embeddings":false,"hidden_act":"silu"})";
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("mgt_run_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name, std::ios::binary) << text;
+    return file(name);
+  }
+};
+
+/// Runs `launcher... mgt-plan args...` from the repository root.
+Result run(const std::vector<std::string>& args, const std::vector<std::string>& launcher = {}) {
+  TempDir dir;
+  const fs::path out = dir.path / "stdout", err = dir.path / "stderr";
+  std::string cmd = "cd " + shell_quote(MGT_SOURCE_DIR) + " && exec";
+  for (const auto& a : launcher) cmd += " " + shell_quote(a);
+  cmd += " " + shell_quote(MGT_CLI_PATH);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  else if (status != -1 && WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string describe(const Result& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout:\n" + r.out.substr(0, 3000) + "\n--- stderr:\n" + r.err;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+struct Log {
+  std::vector<json> steps;
+  json summary;
+};
+
+Log read_log(const std::string& path) {
+  Log log;
+  for (const std::string& line : lines_of(slurp(path))) {
+    json j = json::parse(line);
+    if (j.contains("summary")) log.summary = j.at("summary");
+    else log.steps.push_back(std::move(j));
+  }
+  return log;
+}
+
+/// (step, loss) of every step line, in order.
+std::vector<std::pair<int64_t, double>> losses(const Log& log) {
+  std::vector<std::pair<int64_t, double>> v;
+  for (const json& s : log.steps) v.emplace_back(s.at("step").get<int64_t>(), s.at("loss").get<double>());
+  return v;
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// Flags of the training runs: lr high enough that AdamW's moments matter from step to step.
+std::vector<std::string> training_flags(const std::string& model, int64_t global_batch) {
+  return {"run",  model,    "--seq-len", "16",     "--global-batch", std::to_string(global_batch),
+          "--lr", "1e-2",   "--beta2",   "0.95",   "--grad-clip",    "0.5",
+          "--seed", "3"};
+}
+
+std::string find_mpirun() {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const fs::path candidate = fs::path(dir) / "mpirun";
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return {};
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// 4 steps == 2 steps + --save, then 2 steps + --resume: identical losses, as doubles.
+void expect_save_resume_bit_identical(const std::vector<std::string>& launcher, const std::string& plan,
+                                      int64_t global_batch) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const auto flags = concat(training_flags(model, global_batch), {"--plan", plan});
+  const Result full = run(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}), launcher);
+  ASSERT_EQ(full.exit_code, 0) << describe(full);
+  const Result first = run(concat(flags, {"--steps", "2", "--save", d.file("ckpt"), "--log", d.file("a.jsonl")}), launcher);
+  ASSERT_EQ(first.exit_code, 0) << describe(first);
+  // Resumed with only the model, the checkpoint and the step count: the rest comes from run.json.
+  const Result second = run({"run", model, "--plan", plan, "--resume", d.file("ckpt"), "--steps", "2", "--log",
+                             d.file("b.jsonl")},
+                            launcher);
+  ASSERT_EQ(second.exit_code, 0) << describe(second);
+  // And with every flag repeated.
+  const Result again = run(concat(flags, {"--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("c.jsonl")}), launcher);
+  ASSERT_EQ(again.exit_code, 0) << describe(again);
+
+  const auto want = losses(read_log(d.file("full.jsonl")));
+  ASSERT_EQ(want.size(), 4u);
+  auto got = losses(read_log(d.file("a.jsonl")));
+  const auto tail = losses(read_log(d.file("b.jsonl")));
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(tail.size(), 2u);
+  got.insert(got.end(), tail.begin(), tail.end());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(want[i].first, int64_t(i));
+    EXPECT_EQ(got[i].first, int64_t(i));
+    EXPECT_EQ(got[i].second, want[i].second) << "step " << i << ": resumed " << got[i].second << " vs uninterrupted "
+                                             << want[i].second;
+  }
+  EXPECT_EQ(losses(read_log(d.file("c.jsonl"))), tail);
+  // The training moves (the comparison is not between constants).
+  EXPECT_NE(want[0].second, want[3].second);
+
+  const json rec = json::parse(slurp(d.file("ckpt/run.json")));
+  EXPECT_EQ(rec.at("format"), "mgt.run/1");
+  EXPECT_EQ(rec.at("step").get<int64_t>(), 2);
+  EXPECT_EQ(rec.at("seq_len").get<int64_t>(), 16);
+  EXPECT_EQ(rec.at("global_batch").get<int64_t>(), global_batch);
+  EXPECT_TRUE(fs::exists(d.file("ckpt/model.safetensors")));
+  EXPECT_TRUE(fs::exists(d.file("ckpt/optimizer.safetensors")));
+  // Nothing of the staging folders is left beside it.
+  for (const auto& entry : fs::directory_iterator(d.path))
+    EXPECT_FALSE(contains(entry.path().filename().string(), "ckpt.")) << entry.path();
+}
+
+TEST(CliRun, SaveThenResumeEqualsUninterruptedRunOneRank) { expect_save_resume_bit_identical({}, "{}", 2); }
+
+TEST(CliRun, SaveThenResumeWithGradAccumAndRecompute) {
+  expect_save_resume_bit_identical({}, R"({"micro_batch":1,"recompute":"full"})", 2);
+}
+
+TEST(CliRun, SaveThenResumeDpShard2UnderMpirun) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  const std::vector<std::string> launcher = {mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe",
+                                             "--mca", "btl", "self,vader"};
+  expect_save_resume_bit_identical(launcher, R"({"dp_shard":2})", 4);
+
+  // An FSDP checkpoint holds the full state (synchronize_state): one rank resumes it under {} and
+  // continues within rounding of the two-rank run.
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const auto flags = concat(training_flags(model, 4), {"--plan", R"({"dp_shard":2})"});
+  const Result full = run(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}), launcher);
+  ASSERT_EQ(full.exit_code, 0) << describe(full);
+  const Result first = run(concat(flags, {"--steps", "2", "--save", d.file("ckpt")}), launcher);
+  ASSERT_EQ(first.exit_code, 0) << describe(first);
+  const Result one = run({"run", model, "--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("one.jsonl")});
+  ASSERT_EQ(one.exit_code, 0) << describe(one);
+  const auto want = losses(read_log(d.file("full.jsonl")));
+  const auto got = losses(read_log(d.file("one.jsonl")));
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].first, want[i + 2].first);
+    EXPECT_NEAR(got[i].second, want[i + 2].second, 1e-5 * std::abs(want[i + 2].second)) << "step " << i + 2;
+  }
+}
+
+TEST(CliRun, UnusableCheckpointsAreOneLineErrors) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  json bigger = json::parse(kTinyLlama);
+  bigger["num_hidden_layers"] = 3;
+  const std::string other = d.write("other.json", bigger.dump());
+  const auto flags = training_flags(model, 2);
+  const Result saved = run(concat(flags, {"--steps", "1", "--save", d.file("ckpt")}));
+  ASSERT_EQ(saved.exit_code, 0) << describe(saved);
+
+  const auto expect_error = [](const Result& r, const std::vector<std::string>& words) {
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+    for (const auto& w : words) EXPECT_TRUE(contains(r.err, w)) << "missing '" << w << "' in: " << r.err;
+  };
+  // No such folder: names it and says what to pass.
+  expect_error(run({"run", model, "--resume", d.file("nowhere"), "--steps", "1"}), {d.file("nowhere"), "--save"});
+  // A folder --save did not write.
+  fs::create_directories(d.path / "empty");
+  expect_error(run({"run", model, "--resume", d.file("empty"), "--steps", "1"}), {"run.json", "--weights"});
+  // Another model: the parameter counts differ; the fix names the model it was saved from.
+  expect_error(run({"run", other, "--resume", d.file("ckpt"), "--steps", "1"}),
+               {d.file("ckpt/run.json"), "parameters", model});
+  // A different sequence length would move the data position.
+  expect_error(run({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--seq-len", "8"}),
+               {"run.json", "seq_len", "--seq-len 16"});
+  expect_error(run({"run", model, "--resume", d.file("ckpt"), "--weights", d.file("ckpt"), "--steps", "1"}),
+               {"--weights", "--resume"});
+  // Without --resume the batch shape is required.
+  expect_error(run({"run", model, "--steps", "1", "--global-batch", "2"}), {"--seq-len"});
+  // --save does not replace a folder that is not a checkpoint.
+  d.write("notes.txt", "keep me");
+  fs::create_directories(d.path / "mine");
+  d.write("mine/notes.txt", "keep me");
+  expect_error(run(concat(flags, {"--steps", "1", "--save", d.file("mine")})), {d.file("mine"), "--save"});
+  EXPECT_EQ(slurp(d.file("mine/notes.txt")), "keep me");
+  // The checkpoint itself survived all of it and still resumes.
+  const Result ok = run({"run", model, "--resume", d.file("ckpt"), "--steps", "1"});
+  EXPECT_EQ(ok.exit_code, 0) << describe(ok);
+}
+
+TEST(CliRun, TraceIsChromeTraceOfTheLastStepBesideTheSimulation) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const Result r = run(concat(training_flags(model, 2), {"--plan", R"({"micro_batch":1})", "--steps", "2", "--trace",
+                                                         d.file("trace.json")}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json trace = json::parse(slurp(d.file("trace.json")));
+  ASSERT_TRUE(trace.at("traceEvents").is_array());
+  EXPECT_EQ(trace.at("displayTimeUnit"), "ms");
+  EXPECT_EQ(trace.at("otherData").at("step").get<int64_t>(), 1);
+
+  std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> thread_names;
+  std::map<std::pair<int, int>, std::vector<json>> events;  // (pid, tid) -> X events
+  for (const json& e : trace.at("traceEvents")) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name")) << e.dump();
+    const int pid = e.at("pid").get<int>();
+    const std::string ph = e.at("ph");
+    if (ph == "M" && e.at("name") == "process_name") process_names[pid] = e.at("args").at("name");
+    if (ph == "M" && e.at("name") == "thread_name") thread_names[{pid, e.at("tid").get<int>()}] = e.at("args").at("name");
+    if (ph != "X") continue;
+    ASSERT_TRUE(e.at("ts").is_number() && e.at("dur").is_number() && e.at("tid").is_number()) << e.dump();
+    EXPECT_GE(e.at("ts").get<double>(), 0.0);
+    EXPECT_GE(e.at("dur").get<double>(), 0.0);
+    events[{pid, e.at("tid").get<int>()}].push_back(e);
+  }
+  ASSERT_EQ(process_names.size(), 2u);
+  EXPECT_EQ(process_names[0].rfind("measured: ", 0), 0u) << process_names[0];
+  EXPECT_EQ(process_names[1].rfind("simulated on ", 0), 0u) << process_names[1];
+
+  std::map<int64_t, std::string> measured_names, simulated_names;
+  std::set<std::string> kinds;
+  for (auto& [key, list] : events) {
+    EXPECT_TRUE(thread_names.count(key)) << "no thread_name for pid " << key.first << " tid " << key.second;
+    std::sort(list.begin(), list.end(), [](const json& a, const json& b) { return a.at("ts") < b.at("ts"); });
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t id = list[i].at("args").at("id");
+      (key.first == 0 ? measured_names : simulated_names)[id] = list[i].at("name");
+      if (key.first == 0) kinds.insert(list[i].at("name").get<std::string>().substr(0, 3));
+      if (i == 0) continue;
+      // The CPU executor runs one instruction at a time, in program order.
+      const double prev_end = list[i - 1].at("ts").get<double>() + list[i - 1].at("dur").get<double>();
+      EXPECT_GE(list[i].at("ts").get<double>(), prev_end - 1e-3) << list[i - 1].dump() << "\n" << list[i].dump();
+      if (key.first == 0) {
+        EXPECT_GT(id, list[i - 1].at("args").at("id").get<int64_t>());
+      }
+    }
+  }
+  // Every instruction the simulator times appears measured, under the same name.
+  ASSERT_FALSE(simulated_names.empty());
+  for (const auto& [id, name] : simulated_names) {
+    ASSERT_TRUE(measured_names.count(id)) << "instruction " << id << " (" << name << ") not measured";
+    EXPECT_EQ(measured_names[id], name);
+  }
+  EXPECT_TRUE(kinds.count("fwd") && kinds.count("bwd")) << "measured event kinds seen: " << kinds.size();
+}
+
+TEST(CliRun, SummaryLineComparesPredictedWithMeasured) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  // The cluster of this machine, as `probe` measures it (quick: structure only, not precision).
+  const Result probe = run({"probe", "--backend", "cpu", "--quick", "--out", d.file("cpu.json")});
+  ASSERT_EQ(probe.exit_code, 0) << describe(probe);
+  for (const int64_t steps : {3, 1}) {
+    const std::string log_path = d.file("log" + std::to_string(steps) + ".jsonl");
+    const Result r = run(concat(training_flags(model, 2), {"--steps", std::to_string(steps), "--cluster",
+                                                           d.file("cpu.json"), "--log", log_path}));
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "predicted vs measured")) << r.out;
+    const Log log = read_log(log_path);
+    ASSERT_EQ(log.steps.size(), size_t(steps));
+    ASSERT_TRUE(log.summary.is_object()) << slurp(log_path);
+    const json& t = log.summary.at("step_time_s");
+    const json& m = log.summary.at("peak_bytes");
+    // Mean over the steps after the first (the first when there is one).
+    double mean = 0.0;
+    const size_t from = steps > 1 ? 1 : 0;
+    for (size_t i = from; i < log.steps.size(); ++i) mean += log.steps[i].at("step_time_s").get<double>();
+    mean /= double(log.steps.size() - from);
+    EXPECT_DOUBLE_EQ(t.at("measured").get<double>(), mean);
+    EXPECT_EQ(t.at("measured_from_step").get<int64_t>(), int64_t(from));
+    EXPECT_GT(t.at("predicted").get<double>(), 0.0);
+    EXPECT_GE(t.at("predicted_overheads").get<double>(), 0.0);
+    EXPECT_LT(t.at("predicted_overheads").get<double>(), t.at("predicted").get<double>());
+    EXPECT_DOUBLE_EQ(t.at("measured_over_predicted").get<double>(),
+                     t.at("measured").get<double>() / t.at("predicted").get<double>());
+    int64_t peak = 0, planned = 0;
+    for (const json& s : log.steps) {
+      peak = std::max(peak, s.at("peak_bytes").get<int64_t>());
+      planned = std::max(planned, s.at("planned_peak_bytes").get<int64_t>());
+    }
+    EXPECT_EQ(m.at("measured").get<int64_t>(), peak);
+    EXPECT_EQ(m.at("planned").get<int64_t>(), planned);
+    // The simulator's peak is the schedule's Alloc/Free peak: what the executor counts as planned.
+    EXPECT_EQ(m.at("predicted").get<int64_t>(), planned);
+    EXPECT_GE(m.at("predicted_reserved").get<int64_t>(), m.at("predicted").get<int64_t>());
+    EXPECT_EQ(log.summary.at("last_step").get<int64_t>(), steps - 1);
+  }
+}
+
+}  // namespace
