@@ -92,7 +92,9 @@ void check_module_text(const std::string& text, const std::string& name) {
 }
 
 mlir::MLIRContext& shared_context() {
-  static mlir::MLIRContext ctx(import_detail::make_registry());
+  // Single-threaded: the modules are small, and a context without a thread pool can be used in a
+  // forked child (the cross-check test isolates MLIR 19's crashes that way).
+  static mlir::MLIRContext ctx(import_detail::make_registry(), mlir::MLIRContext::Threading::DISABLED);
   static const bool loaded = (ctx.loadAllAvailableDialects(), true);
   (void)loaded;
   return ctx;
