@@ -96,12 +96,18 @@ TEST(MlirCli, ImportedGraphPlansAndExports) {
   EXPECT_EQ(planned.exit_code, 0) << planned.err;
   const Result exported = run_cli({"export-mlir", graph.string(), "--gpus", "8", "--plan",
                                    R"({"format": "mgt.spmd_plan/1", "mesh": [8], "splits": [{"tensor": "w1", "dim": 1}]})"});
-  fs::remove(graph);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_NE(exported.out.find("mesh.mesh @mesh(shape = 8)"), std::string::npos) << exported.out;
   EXPECT_NE(exported.out.find("mesh.shard %w1 to <@mesh, [[], [0]]>"), std::string::npos) << exported.out;
+  EXPECT_EQ(exported.err.find("note:"), std::string::npos) << exported.err;  // a 1-D plan MLIR 19 lowers
+  const Result two_d = run_cli({"export-mlir", graph.string(), "--gpus", "8", "--plan",
+                                R"({"format": "mgt.spmd_plan/1", "mesh": [2, 4], "splits": [{"tensor": "x", "dim": 0}, {"tensor": "w1", "dim": 1}]})"});
+  EXPECT_EQ(two_d.exit_code, 0) << two_d.err;
+  EXPECT_NE(two_d.err.find("note: MLIR 19's mesh-spmdization cannot lower this plan: op 'matmul2' writes a result that is "
+                           "both split and partial"), std::string::npos) << two_d.err;
   const Result wrong = run_cli({"export-mlir", "examples/mlir/mlp.mlir", "--gpus", "4", "--plan",
                                 R"({"format": "mgt.spmd_plan/1", "mesh": [8], "splits": [{"tensor": "w1", "dim": 1}]})"});
+  fs::remove(graph);
   EXPECT_EQ(wrong.exit_code, 2);
   EXPECT_NE(wrong.err.find("--plan: field 'mesh': the mesh has 8 devices but --gpus is 4"), std::string::npos) << wrong.err;
 }

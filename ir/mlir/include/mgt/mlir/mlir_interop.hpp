@@ -63,6 +63,13 @@ struct MeshAnnotations {
 /// symbolic dims.
 std::string export_mlir(const ir::Graph& graph, const MeshAnnotations& annotations);
 
+/// The known MLIR 19 mesh-spmdization gaps (docs/mlir.md "Differences") that an export of `graph`
+/// with `annotations` would hit, one line each naming the op: on a mesh of 2+ axes, (1) a result
+/// both partial and split (the scf.if type error), (2) an operand resharded by more than one axis
+/// (MLIR 19 reshards 1-D meshes only; its release build segfaults). Empty: upstream lowers it.
+/// Pure logic, available without MLIR.
+std::vector<std::string> upstream_gaps(const ir::Graph& graph, const MeshAnnotations& annotations);
+
 /// One collective that upstream mesh-spmdization inserted.
 struct UpstreamCollective {
   std::string kind;                   ///< "all_reduce", "all_gather", "all_slice", "all_to_all", ...
