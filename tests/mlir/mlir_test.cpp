@@ -105,6 +105,16 @@ TEST(ImportMlir, UnsupportedOpsAreListedWithLocations) {
   EXPECT_NE(e.find("'linalg.softmax' at " + path + ":9:8"), std::string::npos) << e;
 }
 
+TEST(ImportMlir, LookalikeBodiesAreReportedNotMislabelled) {
+  SKIP_WITHOUT_MLIR();
+  const std::string path = src("tests/mlir/data/lookalikes.mlir");
+  const std::string e = import_error(path);
+  EXPECT_NE(e.find("3 unsupported op(s)"), std::string::npos) << e;
+  EXPECT_NE(e.find("'linalg.generic' at " + path + ":6:8"), std::string::npos) << e;   // sigmoid
+  EXPECT_NE(e.find("'linalg.fill' at " + path + ":16:8"), std::string::npos) << e;     // fill 1.0
+  EXPECT_NE(e.find("'linalg.generic' at " + path + ":17:8"), std::string::npos) << e;  // max(x, 1)
+}
+
 TEST(ImportMlir, TiedDimsOfAttentionScoresAreRejectedAtTheOp) {
   SKIP_WITHOUT_MLIR();
   const std::string path = src("tests/mlir/data/attention_scores.mlir");

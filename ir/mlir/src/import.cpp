@@ -227,6 +227,8 @@ class Importer {
       return;
     }
     if (auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(op)) {
+      // A zero fill is a fresh destination; any other value would be added to a contraction's result.
+      if (!is_float_constant(fill.getInputs()[0], 0.0)) return unsupported(op, "fills with a value other than 0.0");
       destinations_.insert(key(fill.getResult(0)));
       return;
     }
@@ -249,22 +251,48 @@ class Importer {
     unsupported(op, "");
   }
 
-  // Body classification of an all-parallel linalg op from the ops its region uses.
+  // True when `v` is an arith.constant float equal to `value`.
+  static bool is_float_constant(mlir::Value v, double value) {
+    auto c = v.getDefiningOp<mlir::arith::ConstantOp>();
+    auto f = c ? mlir::dyn_cast<mlir::FloatAttr>(c.getValue()) : mlir::FloatAttr();
+    return f && f.getValueAsDouble() == value;
+  }
+
+  // Body classification of an all-parallel linalg op. Structural, not by op names alone, so that
+  // look-alikes are reported rather than mislabelled: relu yields max(x, 0); silu and gelu yield a
+  // product or quotient that reads x itself besides exp (silu) or erf/tanh (gelu), so sigmoid and
+  // plain tanh are not taken for them; add yields x0 + x1.
   std::string elementwise_kind(mlir::linalg::LinalgOp lop) {
-    std::set<std::string> names;
-    bool reads_out = false;
     mlir::Block& body = lop->getRegion(0).front();
     for (mlir::BlockArgument a : body.getArguments().drop_front(lop.getNumDpsInputs()))
-      reads_out |= !a.use_empty();
+      if (!a.use_empty()) return "";  // reads the destination: an accumulation
+    auto* yield = body.getTerminator();
+    if (yield->getNumOperands() != 1) return "";
+    mlir::Operation* last = yield->getOperand(0).getDefiningOp();
+    if (!last) return "";
+    std::set<std::string> names;
     for (mlir::Operation& o : body.without_terminator())
       if (!mlir::isa<mlir::arith::ConstantOp>(o)) names.insert(o.getName().getStringRef().str());
-    if (reads_out) return "";
     const size_t inputs = size_t(lop.getNumDpsInputs());
-    if (inputs == 2 && names == std::set<std::string>{"arith.addf"}) return "residual";
+    if (inputs == 2) {
+      const bool adds_args = mlir::isa<mlir::arith::AddFOp>(last) && names.size() == 1 &&
+                             last->getOperand(0) != last->getOperand(1) &&
+                             mlir::isa<mlir::BlockArgument>(last->getOperand(0)) &&
+                             mlir::isa<mlir::BlockArgument>(last->getOperand(1));
+      return adds_args ? "residual" : "";
+    }
     if (inputs != 1) return "";
-    if (names == std::set<std::string>{"arith.maximumf"} || names == std::set<std::string>{"arith.maxnumf"}) return "relu";
+    mlir::Value x = body.getArgument(0);
+    if (mlir::isa<mlir::arith::MaximumFOp, mlir::arith::MaxNumFOp>(last) && names.size() == 1) {
+      const mlir::Value a = last->getOperand(0), b = last->getOperand(1);
+      return (a == x && is_float_constant(b, 0.0)) || (b == x && is_float_constant(a, 0.0)) ? "relu" : "";
+    }
+    if (!mlir::isa<mlir::arith::MulFOp, mlir::arith::DivFOp>(last)) return "";
+    int uses = 0;
+    for (auto& use : x.getUses()) uses += use.getOwner() != nullptr;
+    if (uses < 2) return "";  // x must be read directly besides inside the nonlinearity
     if (names.count("math.erf") || names.count("math.tanh")) return "gelu";
-    if (names.count("math.exp") && (names.count("arith.divf") || names.count("arith.mulf"))) return "silu";
+    if (names.count("math.exp")) return "silu";
     return "";
   }
 
