@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <optional>
 #include <set>
 #include <tuple>
 
@@ -73,11 +72,8 @@ nlohmann::json to_json(const SpmdPlan& plan) {
 
 namespace {
 
-bool is_block_input(const ir::Block& block, const ir::TensorDecl& t) {
-  if (t.is_parameter || t.name == "x") return true;
-  (void)block;
-  return false;
-}
+// Block inputs: the activation "x" and the parameters (docs/graph_format.md, "Block interface").
+bool is_block_input(const ir::TensorDecl& t) { return t.is_parameter || t.name == "x"; }
 
 int64_t axes_size(const std::vector<int64_t>& mesh, const std::vector<int>& axes) {
   int64_t n = 1;
@@ -148,12 +144,12 @@ SpmdLowering lower_spmd(const ir::Graph& graph, const SpmdPlan& plan, const std:
   SpmdLowering low;
   low.mesh = plan.mesh;
   for (const auto& t : block.tensors)
-    if (is_block_input(block, t)) low.inputs[t.name] = {std::vector<std::vector<int>>(t.dims.size()), {}};
+    if (is_block_input(t)) low.inputs[t.name] = {std::vector<std::vector<int>>(t.dims.size()), {}};
   for (size_t i = 0; i < plan.splits.size(); ++i) {
     const AxisSplit& s = plan.splits[i];
     const std::string field = "splits[" + std::to_string(i) + "]";
     const ir::TensorDecl* t = ir::find_tensor(block, s.tensor);
-    if (!t || !is_block_input(block, *t))
+    if (!t || !is_block_input(*t))
       throw ir::InputError(source, field + ".tensor", "'" + s.tensor + "' is not a block input of the graph", hint);
     if (s.dim < 0 || s.dim >= int64_t(t->dims.size()))
       throw ir::InputError(source, field + ".dim", "tensor '" + s.tensor + "' has " + std::to_string(t->dims.size()) +
@@ -372,7 +368,7 @@ SpmdSearchResult search_spmd(const ir::Graph& graph, const ir::ClusterSpec& clus
     if (num_gpus % p == 0) meshes.push_back({p, num_gpus / p});
   std::vector<AxisSplit> inputs;
   for (const auto& t : block.tensors)
-    if (is_block_input(block, t))
+    if (is_block_input(t))
       for (size_t d = 0; d < t.dims.size(); ++d) inputs.push_back({t.name, int64_t(d)});
   SpmdSearchResult result;
   auto consider = [&](const SpmdPlan& plan) {

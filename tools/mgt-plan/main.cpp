@@ -28,7 +28,7 @@ struct RawPlanFlags {
 };
 
 void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o, RawPlanFlags& raw) {
-  app.add_option("model", o.model_path, "model: Hugging Face config.json or mgt.graph/1 JSON")->required();
+  app.add_option("model", o.model_path, "model: Hugging Face config.json, mgt.graph/1 JSON, or .mlir (docs/mlir.md)")->required();
   app.add_option("--gpus", raw.gpus, "number of GPUs (may span many nodes; at most 1048576)")->required();
   app.add_option("--cluster", o.cluster, "cluster preset name or mgt.cluster/1 file (default h100-sxm; presets: "
                                          "h100-sxm a100-80g-sxm h200-sxm b200 gb200-nvl72 rtx4090-pcie)");

@@ -124,8 +124,6 @@ struct ValueInfo {
   mlir::Location loc;
 };
 
-enum class Role { input, destination, constant };
-
 class Importer {
  public:
   Importer(const std::string& path, const ImportOptions& options) : path_(path), options_(options) {}
