@@ -24,8 +24,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 ir::Graph load_roleless(const std::string& path, const std::vector<std::string>& params) {
-  if (ends_with(path, ".mlir")) return mlirio::import_mlir(path, {params});
-  return ir::load_model(path);
+  ir::Graph g = ends_with(path, ".mlir") ? mlirio::import_mlir(path, {params}) : ir::load_model(path);
+  if (g.blocks.size() != 1)
+    throw ir::InputError(path, "blocks", "role-less plans and export-mlir need a graph of one block, got " +
+                                             std::to_string(g.blocks.size()),
+                         "give a .mlir model or a graph written by mgt-plan import");
+  return g;
 }
 
 // The lowering's shardings in the exporter's terms.

@@ -130,6 +130,9 @@ class Importer {
 
   ir::Graph run(mlir::func::FuncOp func) {
     declare_arguments(func);
+    for (const std::string& bad : bad_args_)
+      throw ir::InputError(path_, "@" + func.getName().str(), "argument " + bad + " is not a static float tensor",
+                           "give every argument a static shape and float type, e.g. tensor<8x16xf32>");
     for (mlir::Operation& op : func.getBody().front()) visit(op);
     if (!unsupported_.empty()) {
       std::string list;
@@ -375,9 +378,6 @@ class Importer {
                            "mark weights with the argument attribute {mgt.param} or list them in --params");
     }
     activations[0]->name = "x";
-    for (const std::string& bad : bad_args_)
-      throw ir::InputError(path_, "@" + func.getName().str(), "argument " + bad + " is not a static float tensor",
-                           "give every argument a static shape, e.g. tensor<8x16xf32>");
     // Letters per dim class, in order of first appearance; b and s are reserved for symbolic dims.
     const std::string pool = "ijklmnopqrtuvwxyzacdefgh";
     std::map<int, char> letter;
