@@ -123,6 +123,18 @@ TEST(ImportMlir, TiedDimsOfAttentionScoresAreRejectedAtTheOp) {
   EXPECT_NE(e.find("tied"), std::string::npos) << e;
 }
 
+TEST(ImportMlir, ParamsListMarksArguments) {
+  SKIP_WITHOUT_MLIR();
+  const std::string path = src("tests/mlir/data/no_param_attrs.mlir");
+  // Without the list, three arguments are read as activations: the graph has one input.
+  EXPECT_NE(import_error(path).find("found 3: arg0, arg1, arg2"), std::string::npos) << import_error(path);
+  const auto g = mgt::mlirio::import_mlir(path, {{"arg1", "arg2"}});
+  EXPECT_TRUE(mgt::ir::find_tensor(g.blocks[0], "arg1")->is_parameter);
+  EXPECT_TRUE(mgt::ir::find_tensor(g.blocks[0], "arg2")->is_parameter);
+  EXPECT_EQ(mgt::ir::count_parameters(g).total, 8 * 16 + 16 * 8);
+  EXPECT_EQ(einsums(g), (std::vector<std::string>{"ij,jk->ik", "ik,kl->il"}));  // output width: its own dim
+}
+
 TEST(ImportMlir, UnknownParamNameIsAnError) {
   SKIP_WITHOUT_MLIR();
   try {
