@@ -100,11 +100,21 @@ TEST(MlirCli, ImportedGraphPlansAndExports) {
   EXPECT_NE(exported.out.find("mesh.mesh @mesh(shape = 8)"), std::string::npos) << exported.out;
   EXPECT_NE(exported.out.find("mesh.shard %w1 to <@mesh, [[], [0]]>"), std::string::npos) << exported.out;
   EXPECT_EQ(exported.err.find("note:"), std::string::npos) << exported.err;  // a 1-D plan MLIR 19 lowers
+  // --check: 1 all_slice (w2's rows) + 1 all_reduce, shapes of the 3 ops, as CrossCheck.* works out.
+  const Result checked = run_cli({"export-mlir", graph.string(), "--gpus", "8", "--out", "-", "--check", "--plan",
+                                  R"({"format": "mgt.spmd_plan/1", "mesh": [8], "splits": [{"tensor": "w1", "dim": 1}]})"});
+  EXPECT_EQ(checked.exit_code, 0) << checked.err;
+  EXPECT_NE(checked.err.find("check: upstream mesh-spmdization agrees: 2 collectives, per-device shapes of 3 ops"),
+            std::string::npos) << checked.err;
   const Result two_d = run_cli({"export-mlir", graph.string(), "--gpus", "8", "--plan",
                                 R"({"format": "mgt.spmd_plan/1", "mesh": [2, 4], "splits": [{"tensor": "x", "dim": 0}, {"tensor": "w1", "dim": 1}]})"});
   EXPECT_EQ(two_d.exit_code, 0) << two_d.err;
   EXPECT_NE(two_d.err.find("note: MLIR 19's mesh-spmdization cannot lower this plan: op 'matmul2' writes a result that is "
                            "both split and partial"), std::string::npos) << two_d.err;
+  const Result two_d_checked = run_cli({"export-mlir", graph.string(), "--gpus", "8", "--check", "--plan",
+                                        R"({"format": "mgt.spmd_plan/1", "mesh": [2, 4], "splits": [{"tensor": "x", "dim": 0}, {"tensor": "w1", "dim": 1}]})"});
+  EXPECT_EQ(two_d_checked.exit_code, 1);
+  EXPECT_NE(two_d_checked.err.find("check: not run: MLIR 19 cannot lower this plan"), std::string::npos) << two_d_checked.err;
   const Result wrong = run_cli({"export-mlir", "examples/mlir/mlp.mlir", "--gpus", "4", "--plan",
                                 R"({"format": "mgt.spmd_plan/1", "mesh": [8], "splits": [{"tensor": "w1", "dim": 1}]})"});
   fs::remove(graph);

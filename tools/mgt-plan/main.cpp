@@ -142,6 +142,10 @@ int main(int argc, char** argv) {
   export_mlir->add_option("--cluster", export_cluster, "cluster for the search when --plan is absent");
   export_mlir->add_option("--params", export_params, "as for import")->delimiter(',');
   export_mlir->add_option("--out", export_out, "output file (default - = stdout)");
+  bool export_check = false;
+  export_mlir->add_flag("--check", export_check, "also run upstream sharding-propagation + mesh-spmdization on it and "
+                                                 "compare the collectives and per-device shapes with mgt's (exit 1 if "
+                                                 "they differ)");
 
   std::vector<std::string> search_params;
   app.add_option("--params", search_params, "for .mlir models: arguments that are parameters (as for import)")
@@ -163,7 +167,7 @@ int main(int argc, char** argv) {
       std::optional<std::string> plan;
       if (export_mlir->get_option("--plan")->count() > 0) plan = export_plan;
       return mgt::cli::run_export_mlir(export_path, export_params, mgt::cli::parse_gpu_count(export_gpus),
-                                       export_cluster, plan, export_out);
+                                       export_cluster, plan, export_out, export_check);
     }
     if (*run) return mgt::cli::run_training(run_options);
     if (*simulate) {

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 #include <fstream>
 #include <iostream>
 
@@ -132,9 +134,53 @@ int run_roleless_search(const std::string& path, const std::vector<std::string>&
   return 0;
 }
 
+namespace {
+
+// `--check`: upstream sharding-propagation + mesh-spmdization on the exported module against mgt's
+// lowering (docs/mlir.md "Cross-check"). Prints one summary line, or each difference; returns 0 when
+// they agree, 1 otherwise (including plans that hit a known MLIR 19 gap, which are not run: some crash).
+int check_against_upstream(const plan::SpmdLowering& low, const std::string& text, const std::vector<std::string>& gaps) {
+  if (!gaps.empty()) {
+    std::cerr << "check: not run: MLIR 19 cannot lower this plan (" << gaps[0] << ")\n";
+    return 1;
+  }
+  using Key = std::tuple<std::string, std::vector<int>, std::vector<int64_t>, std::vector<int64_t>>;
+  std::vector<Key> mine, theirs;
+  for (const auto& c : low.collectives) mine.emplace_back(plan::to_string(c.kind), c.axes, c.input_shape, c.output_shape);
+  const mlirio::UpstreamResult up = mlirio::run_upstream_spmdization(text);
+  for (const auto& c : up.collectives) theirs.emplace_back(c.kind, c.axes, c.input_shape, c.output_shape);
+  std::sort(mine.begin(), mine.end());
+  std::sort(theirs.begin(), theirs.end());
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& op : low.ops) shapes.push_back(op.result_shape);
+  auto describe = [](const Key& k) {
+    std::string s = std::get<0>(k) + " axes";
+    for (int a : std::get<1>(k)) s += " " + std::to_string(a);
+    auto shape = [](const std::vector<int64_t>& v) {
+      std::string t;
+      for (int64_t x : v) t += (t.empty() ? "" : "x") + std::to_string(x);
+      return t;
+    };
+    return s + " " + shape(std::get<2>(k)) + " -> " + shape(std::get<3>(k));
+  };
+  if (mine == theirs && shapes == up.op_result_shapes) {
+    std::cerr << "check: upstream mesh-spmdization agrees: " << mine.size() << " collectives, per-device shapes of "
+              << shapes.size() << " ops\n";
+    return 0;
+  }
+  for (const auto& k : mine)
+    if (std::find(theirs.begin(), theirs.end(), k) == theirs.end()) std::cerr << "check: only mgt: " << describe(k) << "\n";
+  for (const auto& k : theirs)
+    if (std::find(mine.begin(), mine.end(), k) == mine.end()) std::cerr << "check: only MLIR: " << describe(k) << "\n";
+  if (shapes != up.op_result_shapes) std::cerr << "check: per-device op shapes differ\n";
+  return 1;
+}
+
+}  // namespace
+
 int run_export_mlir(const std::string& path, const std::vector<std::string>& params, int64_t gpus,
                     const std::string& cluster_arg, const std::optional<std::string>& plan_text,
-                    const std::string& out_path) {
+                    const std::string& out_path, bool check) {
   if (!mlirio::built_in()) throw mlirio::NotBuiltIn();
   const ir::Graph g = load_roleless(path, params);
   plan::SpmdPlan p;
@@ -159,19 +205,21 @@ int run_export_mlir(const std::string& path, const std::vector<std::string>& par
   const mlirio::MeshAnnotations ann = annotations(low);
   const std::string text = mlirio::export_mlir(g, ann);
   // The module is valid either way; say when MLIR 19's own lowering of it is known to fail.
-  for (const std::string& gap : mlirio::upstream_gaps(g, ann))
+  const std::vector<std::string> gaps = mlirio::upstream_gaps(g, ann);
+  for (const std::string& gap : gaps)
     std::cerr << "export-mlir: note: MLIR 19's mesh-spmdization cannot lower this plan: " << gap
               << " (docs/mlir.md, \"Differences\")\n";
   if (out_path.empty() || out_path == "-") {
     std::cout << text;
-    return 0;
+    std::cout.flush();
+  } else {
+    std::ofstream out(out_path, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out)
+      throw ir::InputError(out_path, "", "cannot write the module", "check the directory exists and is writable");
   }
-  std::ofstream out(out_path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out)
-    throw ir::InputError(out_path, "", "cannot write the module", "check the directory exists and is writable");
-  return 0;
+  return check ? check_against_upstream(low, text, gaps) : 0;
 }
 
 }  // namespace mgt::cli

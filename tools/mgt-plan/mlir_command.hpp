@@ -21,9 +21,12 @@ int run_import(const std::string& path, const std::vector<std::string>& params, 
 int run_roleless_search(const std::string& path, const std::vector<std::string>& params, int64_t gpus,
                         const std::string& cluster, int64_t top, bool json);
 
-/// `export-mlir model --gpus N [--plan P] [--out F]`: the graph as linalg with mesh.shard annotations
-/// from `plan_text` (mgt.spmd_plan/1, inline or a file), or from the search's best plan when empty.
+/// `export-mlir model --gpus N [--plan P] [--out F] [--check]`: the graph as linalg with mesh.shard
+/// annotations from `plan_text` (mgt.spmd_plan/1, inline or a file), or from the search's best plan
+/// when empty. With `check`, also runs upstream mesh-spmdization on it and compares with mgt's
+/// lowering: exit 1 when they differ or MLIR 19 cannot lower the plan.
 int run_export_mlir(const std::string& path, const std::vector<std::string>& params, int64_t gpus,
-                    const std::string& cluster, const std::optional<std::string>& plan_text, const std::string& out_path);
+                    const std::string& cluster, const std::optional<std::string>& plan_text, const std::string& out_path,
+                    bool check);
 
 }  // namespace mgt::cli
