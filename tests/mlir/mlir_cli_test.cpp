@@ -84,6 +84,9 @@ TEST(MlirCli, PlansAnMlirModel) {
   const Result r = run_cli({"examples/mlir/transformer_block.mlir", "--gpus", "8", "--top", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("best: {\"format\":\"mgt.spmd_plan/1\""), std::string::npos) << r.out;
+  const Result seq = run_cli({"examples/mlir/transformer_block.mlir", "--gpus", "8", "--seq-len", "4096"});
+  EXPECT_EQ(seq.exit_code, 2);
+  EXPECT_NE(seq.err.find("--seq-len: does not apply to role-less models"), std::string::npos) << seq.err;
 }
 
 TEST(MlirCli, ImportedGraphPlansAndExports) {

@@ -185,8 +185,14 @@ int main(int argc, char** argv) {
     resolve_plan_flags(app, search_raw, search);
     if (search.model_path.empty()) throw CLI::RequiredError("model");
     if (app.get_option("--gpus")->count() == 0) throw CLI::RequiredError("--gpus");
-    if (mgt::cli::is_roleless_model(search.model_path))
+    if (mgt::cli::is_roleless_model(search.model_path)) {
+      // The role-less search has no sequence, batch or framework export: such flags are errors, not ignored.
+      for (const char* flag : {"--seq-len", "--global-batch-tokens", "--precision", "--emit", "--allow-cross-node-tp"})
+        if (app.get_option(flag)->count() > 0)
+          throw mgt::ir::InputError(flag, "", "does not apply to role-less models (.mlir or graphs imported from MLIR)",
+                                    "drop it; the sizes come from the model's tensors (docs/mlir.md)");
       return mgt::cli::run_roleless_search(search.model_path, search_params, search.gpus, search.cluster, top, search.json);
+    }
     return mgt::cli::run_search(search, top, emit);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
