@@ -3,6 +3,8 @@
 // known from first principles.
 #include "mgt/planner/spmd.hpp"
 
+#include "mgt/cost_model/compute.hpp"
+#include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/error.hpp"
 
@@ -120,6 +122,46 @@ TEST(SpmdPlanJson, RoundTripAndErrors) {
   auto typo = mgt::plan::to_json(p);
   typo["meshes"] = 1;
   EXPECT_THROW(mgt::plan::spmd_plan_from_json(typo, "t"), mgt::ir::InputError);
+}
+
+TEST(EstimateSpmd, ColumnThenRowStepByHand) {
+  // mlp(8, 16, 32) on 4 devices, w1 split by columns. Per device: mm1 is an (8 x 16) . (16 x 8) GEMM,
+  // relu reads and writes 8x8 bf16 (256 bytes), mm2 an (8 x 8) . (8 x 16) GEMM; each 3x for fwd+bwd.
+  // Communication: the forward all-reduce of y (8x16 bf16 = 256 bytes) and, for the free forward slice
+  // of the replicated w2, a backward all-gather of its gradient (32x16 bf16 = 1024 bytes). No weight
+  // gradient is all-reduced: every op's split axis (0) is on both of its operands.
+  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  const auto dtype = mgt::ir::DType::bf16;
+  const mgt::cost::CostParams params;
+  const auto e = mgt::plan::estimate_spmd(mlp(8, 16, 32), plan({4}, {{"w1", 1}}), cluster, 4, dtype);
+  const double compute = 3 * (mgt::cost::gemm_time_s(8, 8, 16, cluster, dtype, params) +
+                              mgt::cost::memory_bound_time_s(256, cluster, params) +
+                              mgt::cost::gemm_time_s(8, 16, 8, cluster, dtype, params));
+  EXPECT_DOUBLE_EQ(e.compute_s, compute);
+  const mgt::cost::Topology topology(cluster, 4);
+  const auto link = topology.link_for_group({{{4, 1}}});
+  const double comm = mgt::cost::collective_time_s(cluster, mgt::cost::CollectiveKind::all_reduce, 4, 256, link) +
+                      mgt::cost::collective_time_s(cluster, mgt::cost::CollectiveKind::all_gather, 4, 1024, link);
+  EXPECT_DOUBLE_EQ(e.comm_s, comm);
+  EXPECT_EQ(e.collectives, 2);
+  // States: w1's local 16x8 and the whole 32x16 w2 (the plan does not split it) at 16 bytes each;
+  // activations h, r (8x8) and y (8x16) in bf16.
+  EXPECT_EQ(e.param_bytes, (16 * 8 + 32 * 16) * 16);
+  EXPECT_EQ(e.peak_bytes, e.param_bytes + (64 + 64 + 128) * 2);
+  EXPECT_DOUBLE_EQ(e.step_s, compute + comm);
+}
+
+TEST(EstimateSpmd, DataParallelAllReducesWeightGradients) {
+  // mlp(8, 16, 32) on 4 devices, tokens split: no forward collective; backward all-reduces the
+  // gradients of the replicated w1 (16x32) and w2 (32x16), 1024 bf16 bytes each, over the 4 devices.
+  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  const auto e = mgt::plan::estimate_spmd(mlp(8, 16, 32), plan({4}, {{"x", 0}}), cluster, 4, mgt::ir::DType::bf16);
+  const mgt::cost::Topology topology(cluster, 4);
+  const double ar = mgt::cost::collective_time_s(cluster, mgt::cost::CollectiveKind::all_reduce, 4, 1024,
+                                                 topology.link_for_group({{{4, 1}}}));
+  EXPECT_DOUBLE_EQ(e.comm_s, 2 * ar);
+  EXPECT_EQ(e.collectives, 2);
+  EXPECT_EQ(e.param_bytes, 2 * 16 * 32 * 16);
 }
 
 TEST(SearchSpmd, ManyTokensSmallWeightsPrefersSplittingTokens) {
