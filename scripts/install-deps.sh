@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libeigen3-dev libopenmpi-dev openmpi-bin
   python3-torch python3-numpy
+  libmlir-19-dev mlir-19-tools llvm-19-dev  # MLIR interop (ir/mlir); mlir-19-tools holds mlir-tblgen, which find_package(MLIR) checks
 )
 missing=()
 for p in "${packages[@]}"; do

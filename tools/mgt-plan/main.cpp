@@ -1,15 +1,19 @@
 // mgt-plan: the command line. Thin: parse flags (CLI11), call the libraries, print.
 #include "commands.hpp"
+#include "mlir_command.hpp"
 #include "probe_command.hpp"
 #include "run_command.hpp"
 #include "validate_command.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/mlir/mlir_interop.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <vector>
 
 namespace {
 constexpr const char* kFooter = R"(
@@ -24,7 +28,7 @@ struct RawPlanFlags {
 };
 
 void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o, RawPlanFlags& raw) {
-  app.add_option("model", o.model_path, "model: Hugging Face config.json or mgt.graph/1 JSON")->required();
+  app.add_option("model", o.model_path, "model: Hugging Face config.json, mgt.graph/1 JSON, or .mlir (docs/mlir.md)")->required();
   app.add_option("--gpus", raw.gpus, "number of GPUs (may span many nodes; at most 1048576)")->required();
   app.add_option("--cluster", o.cluster, "cluster preset name or mgt.cluster/1 file (default h100-sxm; presets: "
                                          "h100-sxm a100-80g-sxm h200-sxm b200 gb200-nvl72 rtx4090-pcie)");
@@ -118,6 +122,35 @@ int main(int argc, char** argv) {
   validate->add_option("files", validate_files, "validation JSON files")->required();
   validate->add_flag("--json", validate_json, "print mgt.validation/1");
 
+  auto* import = app.add_subcommand("import", "MLIR (linalg / tosa / arith / tensor on tensors) -> mgt.graph/1 "
+                                              "(docs/mlir.md)");
+  std::string import_path;
+  std::vector<std::string> import_params;
+  bool import_json = false;
+  import->add_option("model", import_path, "model.mlir")->required();
+  import->add_option("--params", import_params, "arguments that are parameters (mgt.name or arg<i>), besides "
+                                                "those with the {mgt.param} attribute")->delimiter(',');
+  import->add_flag("--json", import_json, "print mgt.graph/1");
+
+  auto* export_mlir = app.add_subcommand("export-mlir", "a role-less graph and plan as linalg + mesh.shard "
+                                                        "annotations (docs/mlir.md)");
+  std::string export_path, export_gpus, export_plan, export_out = "-", export_cluster = "h100-sxm";
+  std::vector<std::string> export_params;
+  export_mlir->add_option("model", export_path, "model.mlir or a mgt.graph/1 JSON imported from MLIR")->required();
+  export_mlir->add_option("--gpus", export_gpus, "number of GPUs: the product of the plan's mesh axes")->required();
+  export_mlir->add_option("--plan", export_plan, "mgt.spmd_plan/1 inline or a file (default: the search's best plan)");
+  export_mlir->add_option("--cluster", export_cluster, "cluster for the search when --plan is absent");
+  export_mlir->add_option("--params", export_params, "as for import")->delimiter(',');
+  export_mlir->add_option("--out", export_out, "output file (default - = stdout)");
+  bool export_check = false;
+  export_mlir->add_flag("--check", export_check, "also run upstream sharding-propagation + mesh-spmdization on it and "
+                                                 "compare the collectives and per-device shapes with mgt's (exit 1 if "
+                                                 "they differ)");
+
+  std::vector<std::string> search_params;
+  app.add_option("--params", search_params, "for .mlir models: arguments that are parameters (as for import)")
+      ->delimiter(',');
+
   // Subcommands carry their own required options: the top-level ones apply only without one.
   for (const char* name : {"model", "--gpus"}) app.get_option(name)->required(false);
   try {
@@ -129,6 +162,13 @@ int main(int argc, char** argv) {
     }
     if (*validate) return mgt::cli::run_validate(validate_files, validate_json);
     if (*probe) return mgt::cli::run_probe(probe_backend, probe_out, probe_quick);
+    if (*import) return mgt::cli::run_import(import_path, import_params, import_json);
+    if (*export_mlir) {
+      std::optional<std::string> plan;
+      if (export_mlir->get_option("--plan")->count() > 0) plan = export_plan;
+      return mgt::cli::run_export_mlir(export_path, export_params, mgt::cli::parse_gpu_count(export_gpus),
+                                       export_cluster, plan, export_out, export_check);
+    }
     if (*run) return mgt::cli::run_training(run_options);
     if (*simulate) {
       resolve_plan_flags(*simulate, simulate_raw, simulate_options);
@@ -145,6 +185,14 @@ int main(int argc, char** argv) {
     resolve_plan_flags(app, search_raw, search);
     if (search.model_path.empty()) throw CLI::RequiredError("model");
     if (app.get_option("--gpus")->count() == 0) throw CLI::RequiredError("--gpus");
+    if (mgt::cli::is_roleless_model(search.model_path)) {
+      // The role-less search has no sequence, batch or framework export: such flags are errors, not ignored.
+      for (const char* flag : {"--seq-len", "--global-batch-tokens", "--precision", "--emit", "--allow-cross-node-tp"})
+        if (app.get_option(flag)->count() > 0)
+          throw mgt::ir::InputError(flag, "", "does not apply to role-less models (.mlir or graphs imported from MLIR)",
+                                    "drop it; the sizes come from the model's tensors (docs/mlir.md)");
+      return mgt::cli::run_roleless_search(search.model_path, search_params, search.gpus, search.cluster, top, search.json);
+    }
     return mgt::cli::run_search(search, top, emit);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
@@ -155,6 +203,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "mgt-plan: " << e.what() << " (hint: mgt-plan --help)\n";
     return 2;
+  } catch (const mgt::mlirio::NotBuiltIn& e) {
+    std::cerr << "mgt-plan: " << e.what() << "\n";
+    return 1;
   } catch (const mgt::ir::InputError& e) {
     std::cerr << "mgt-plan: " << e.what() << "\n";
     return 2;
