@@ -9,13 +9,16 @@ namespace mgt::cost {
 double gemm_efficiency(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& cluster, ir::DType dtype,
                        const CostParams& params) {
   if (!cluster.gemm_table.empty()) {
-    // Measured rates win: nearest row of the same dtype in log(work).
-    const double work = std::log(double(m) * double(n) * double(k));
+    // Measured rates win: the nearest row of the same dtype in (log m, log n, log k), so that shapes
+    // of equal work but different aspect (a thin GEMM vs a square one) find their own kind.
+    const double lm = std::log(double(m)), ln = std::log(double(n)), lk = std::log(double(k));
     double best_distance = std::numeric_limits<double>::infinity();
     double best = 0;
     for (const auto& row : cluster.gemm_table) {
       if (row.dtype != dtype) continue;
-      double distance = std::abs(std::log(double(row.m) * double(row.n) * double(row.k)) - work);
+      const double dm = std::log(double(row.m)) - lm, dn = std::log(double(row.n)) - ln,
+                   dk = std::log(double(row.k)) - lk;
+      const double distance = dm * dm + dn * dn + dk * dk;
       if (distance < best_distance) { best_distance = distance; best = row.efficiency; }
     }
     if (best > 0) return best;
@@ -37,6 +40,12 @@ double gemm_time_s(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& clust
 double memory_bound_time_s(int64_t bytes, const ir::ClusterSpec& cluster, const CostParams& params) {
   if (bytes <= 0) return 0.0;
   return double(bytes) / (cluster.gpu.hbm_bytes_per_s * params.hbm_efficiency) + params.kernel_floor_s;
+}
+
+double optimizer_time_s(int64_t param_elements, int64_t bytes, const ir::ClusterSpec& cluster, const CostParams& params) {
+  const double rate = ir::measured_kernel_rate(cluster, "optimizer", "fwd");
+  if (rate > 0) return param_elements > 0 ? double(param_elements) / rate + params.kernel_floor_s : 0.0;
+  return memory_bound_time_s(bytes, cluster, params);
 }
 
 double attention_time_s(double flops, double efficiency, const ir::ClusterSpec& cluster, ir::DType dtype,

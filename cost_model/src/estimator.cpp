@@ -591,7 +591,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const int64_t params_shard =
       ceil_div(most_params - most_expert_params, shard) + ceil_div(most_expert_params, expert_shard);
   t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, params_shard);
-  t.optimizer_s = memory_bound_time_s(params_shard * kOptimizerTrafficBytes, cluster_, params_);
+  t.optimizer_s = optimizer_time_s(params_shard, params_shard * kOptimizerTrafficBytes, cluster_, params_);
   t.overhead_s = ga * params_.per_microbatch_overhead_s + params_.per_step_overhead_s;
 
   e.step_time_s = t.compute_s + t.recompute_s + t.exposed_tp_s + t.exposed_cp_s + t.exposed_ep_s + t.exposed_pp_s +

@@ -65,6 +65,13 @@ struct Walk {
     if (ctx.ep > 1 && bytes > 0) into.push_back({BlockCollective::Axis::ep, kind, bytes, {}, false, ir::ReduceOp::sum});
   }
   double memory_time(int64_t bytes) const { return memory_bound_time_s(bytes, cluster, params); }
+  /// A non-GEMM kernel: `work` / the measured rate of (op, phase) when the cluster's kernel_table
+  /// has it (ir::KernelMeasurement defines the work unit per op), else `bytes` at memory bandwidth.
+  double kernel_time(const char* op, const char* phase, double work, int64_t bytes) const {
+    const double rate = ir::measured_kernel_rate(cluster, op, phase);
+    if (rate > 0) return work > 0 ? work / rate + params.kernel_floor_s : 0.0;
+    return memory_time(bytes);
+  }
 };
 
 struct EinsumSpec {
@@ -232,8 +239,14 @@ void cost_attention(Walk& w, const ir::Op& op) {
   const double local_flops = fwd_flops(true);
   w.fwd_flops += local_flops;
   // FlashAttention-2 (Dao 2023, §3.1): backward does 5 GEMM-like products to forward's 2.
-  const double fwd_s = attention_time_s(local_flops, w.params.attention_fwd_efficiency, w.cluster, w.ctx.dtype, w.params);
-  const double bwd_s = attention_time_s(2.5 * local_flops, w.params.attention_bwd_efficiency, w.cluster, w.ctx.dtype, w.params);
+  const double fwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "fwd");
+  const double bwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "bwd");
+  const double fwd_s = fwd_rate > 0 ? local_flops / fwd_rate + w.params.kernel_floor_s
+                                    : attention_time_s(local_flops, w.params.attention_fwd_efficiency, w.cluster,
+                                                       w.ctx.dtype, w.params);
+  const double bwd_s = bwd_rate > 0 ? local_flops / bwd_rate + w.params.kernel_floor_s
+                                    : attention_time_s(2.5 * local_flops, w.params.attention_bwd_efficiency, w.cluster,
+                                                       w.ctx.dtype, w.params);
   w.cost.fwd_compute_s += fwd_s;
   w.cost.bwd_compute_s += bwd_s;
   w.cost.attention_fwd_s += fwd_s;
@@ -256,34 +269,35 @@ void cost_attention(Walk& w, const ir::Op& op) {
 void cost_elementwise(Walk& w, const ir::Op& op) {
   const auto& x = w.tensor(op.inputs[0]);
   const int64_t bytes = w.act_bytes(x);
+  const double elements = double(local_elements(x, w.ctx));
   switch (op.kind) {
     case ir::OpKind::norm: {
-      const double fwd = w.memory_time(2 * bytes);
+      const double fwd = w.kernel_time("norm", "fwd", elements, 2 * bytes);
       w.cost.fwd_compute_s += fwd;
-      w.cost.bwd_compute_s += w.memory_time(3 * bytes);
+      w.cost.bwd_compute_s += w.kernel_time("norm", "bwd", elements, 3 * bytes);
       w.cost.selective_recompute_s += fwd;
       w.saved.insert(x.name);
       w.recomputed.insert(op.output);
       break;
     }
     case ir::OpKind::rope:
-      w.cost.fwd_compute_s += w.memory_time(2 * bytes);
-      w.cost.bwd_compute_s += w.memory_time(2 * bytes);
+      w.cost.fwd_compute_s += w.kernel_time("rope", "fwd", elements, 2 * bytes);
+      w.cost.bwd_compute_s += w.kernel_time("rope", "bwd", elements, 2 * bytes);
       break;
     case ir::OpKind::activation: {
       const int64_t n_in = int64_t(op.inputs.size());
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
-      const double fwd = w.memory_time(n_in * bytes + out_bytes);
+      const double fwd = w.kernel_time("activation", "fwd", elements, n_in * bytes + out_bytes);
       w.cost.fwd_compute_s += fwd;
-      w.cost.bwd_compute_s += w.memory_time(2 * n_in * bytes + out_bytes);
+      w.cost.bwd_compute_s += w.kernel_time("activation", "bwd", elements, 2 * n_in * bytes + out_bytes);
       w.cost.selective_recompute_s += fwd;
       for (const auto& in : op.inputs) w.saved.insert(in);
       w.recomputed.insert(op.output);
       break;
     }
     case ir::OpKind::residual:
-      w.cost.fwd_compute_s += w.memory_time(3 * bytes);
-      w.cost.bwd_compute_s += w.memory_time(2 * bytes);
+      w.cost.fwd_compute_s += w.kernel_time("residual", "fwd", elements, 3 * bytes);
+      w.cost.bwd_compute_s += w.kernel_time("residual", "bwd", elements, 2 * bytes);
       break;
     case ir::OpKind::router: {
       // Softmax / sigmoid scores and top-k over the router logits, in fp32.
@@ -312,8 +326,10 @@ void cost_embedding(Walk& w, const ir::Op& op) {
   const auto& weight = w.tensor(op.inputs[0]);
   const auto& out = w.tensor(op.output);
   const int64_t out_bytes = w.act_bytes(out);
-  w.cost.fwd_compute_s += w.memory_time(2 * out_bytes);
-  w.cost.bwd_compute_s += w.memory_time(out_bytes + 2 * out_bytes);  // scatter-add into an fp32 grad
+  const double out_elements = double(local_elements(out, w.ctx));
+  w.cost.fwd_compute_s += w.kernel_time("embedding", "fwd", out_elements, 2 * out_bytes);
+  // scatter-add into an fp32 grad
+  w.cost.bwd_compute_s += w.kernel_time("embedding", "bwd", out_elements, out_bytes + 2 * out_bytes);
   // Vocab-parallel embedding: each rank looks up its vocab slice, partial sums are reduced.
   if (w.ctx.tp > 1 && has_tp_dim(weight)) {
     const int64_t full = w.tp_region_bytes(out);
@@ -329,8 +345,8 @@ void cost_embedding(Walk& w, const ir::Op& op) {
 void cost_loss(Walk& w, const ir::Op& op) {
   const auto& logits = w.tensor(op.inputs[0]);
   const int64_t elements = local_elements(logits, w.ctx);
-  w.cost.fwd_compute_s += w.memory_time(elements * (2 + 4 + 4));
-  w.cost.bwd_compute_s += w.memory_time(elements * (4 + 4 + 2));
+  w.cost.fwd_compute_s += w.kernel_time("softmax_cross_entropy", "fwd", double(elements), elements * (2 + 4 + 4));
+  w.cost.bwd_compute_s += w.kernel_time("softmax_cross_entropy", "bwd", double(elements), elements * (4 + 4 + 2));
   w.cost.logits_bytes = std::max(w.cost.logits_bytes, elements * 10);
   // Vocab-parallel cross-entropy: max, sum-exp and target logit all-reduced over tp, fp32 per token.
   if (w.ctx.tp > 1 && has_tp_dim(logits)) {

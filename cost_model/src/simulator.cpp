@@ -299,7 +299,7 @@ void price(Run& r, const Topology& topology) {
         if (it == p2p_links.end()) it = p2p_links.emplace(key, topology.link_between(0, steps * pl->second.stride)).first;
         t = steps == 0 ? 0 : collective_time_s(sim.cluster, CollectiveKind::send_recv, 2, bytes, it->second);
       } else if (const auto* o = std::get_if<ir::OptimizerStep>(&in.op)) {
-        t = memory_bound_time_s(o->bytes, sim.cluster, sim.params);
+        t = optimizer_time_s(o->param_elements, o->bytes, sim.cluster, sim.params);
       }
       r.base_s[size_t(g)] = t;
     }
@@ -309,6 +309,7 @@ void price(Run& r, const Topology& topology) {
 // 2. Prerequisites: the previous instruction on the same stream, deps and Wait.on (deduplicated).
 void link_prerequisites(Run& r) {
   const int64_t n = r.offset.back();
+  const bool serial = !r.sim.params.concurrent_streams;
   std::vector<int64_t> pre_begin(size_t(n) + 1, 0), pre;
   pre.reserve(size_t(n) * 2);
   for (size_t p = 0; p < r.s.programs.size(); ++p) {
@@ -327,7 +328,8 @@ void link_prerequisites(Run& r) {
         pre.push_back(r.offset[p] + id);
       };
       // Members of a send/recv batch are issued together: all wait for what precedes the batch.
-      const size_t stream = size_t(in.stream);
+      // Without concurrent streams (the CPU backend) a program is one queue in program order.
+      const size_t stream = serial ? 0 : size_t(in.stream);
       const bool p2p = ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv;
       const int64_t stream_pred = p2p && batch_open[stream] ? batch_pred[stream] : last[stream];
       if (p2p) {
@@ -345,7 +347,7 @@ void link_prerequisites(Run& r) {
       pre.erase(std::unique(pre.begin() + int64_t(first), pre.end()), pre.end());
       r.pending[size_t(g)] = int32_t(pre.size() - first);
       pre_begin[size_t(g) + 1] = int64_t(pre.size());
-      last[size_t(in.stream)] = in.id;
+      last[stream] = in.id;
     }
   }
   // Invert into successor lists.

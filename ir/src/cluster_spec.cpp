@@ -116,6 +116,7 @@ std::string to_string(GpuArch arch) {
     case GpuArch::ada: return "ada";
     case GpuArch::hopper: return "hopper";
     case GpuArch::blackwell: return "blackwell";
+    case GpuArch::cpu: return "cpu";
   }
   return "hopper";
 }
@@ -130,10 +131,10 @@ GpuSpec gpu_from_json(const nlohmann::json& obj, const std::string& source) {
   gpu.name = r.string("name");
   const std::string arch = r.string("arch");
   bool known = false;
-  for (GpuArch a : {GpuArch::ampere, GpuArch::ada, GpuArch::hopper, GpuArch::blackwell})
+  for (GpuArch a : {GpuArch::ampere, GpuArch::ada, GpuArch::hopper, GpuArch::blackwell, GpuArch::cpu})
     if (to_string(a) == arch) { gpu.arch = a; known = true; }
   if (!known) throw InputError(source, "gpu.arch", "unknown GPU generation \"" + arch + "\"",
-                               "use ampere, ada, hopper or blackwell");
+                               "use ampere, ada, hopper, blackwell or cpu (the CPU backend, as probe writes it)");
   gpu.peak_bf16_flops_per_s = r.number("peak_bf16_flops_per_s", /*positive=*/true);
   gpu.peak_fp16_flops_per_s = r.optional_number("peak_fp16_flops_per_s", 0, /*positive=*/false);
   gpu.peak_fp8_flops_per_s = r.optional_number("peak_fp8_flops_per_s", 0, /*positive=*/false);
@@ -185,6 +186,34 @@ std::vector<CollectiveMeasurement> collective_table_from_json(const nlohmann::js
   return out;
 }
 
+const std::set<std::string> kKernelOps = {"norm", "rope", "activation", "residual", "embedding",
+                                          "attention_core", "softmax_cross_entropy", "optimizer"};
+
+std::vector<KernelMeasurement> kernel_table_from_json(const nlohmann::json& rows, const std::string& source) {
+  if (!rows.is_array()) throw InputError(source, "kernel_table", std::string("expected an array, got ") + rows.type_name());
+  std::vector<KernelMeasurement> out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    FieldReader r(rows[i], "kernel_table[" + std::to_string(i) + "].", source);
+    r.reject_unknown_keys({"op", "phase", "work_per_s"});
+    KernelMeasurement k;
+    k.op = r.string("op");
+    if (!kKernelOps.count(k.op))
+      throw InputError(source, r.path("op"), "unknown kernel \"" + k.op + "\"",
+                       "use one of norm, rope, activation, residual, embedding, attention_core, "
+                       "softmax_cross_entropy, optimizer");
+    k.phase = r.string("phase");
+    if (k.phase != "fwd" && k.phase != "bwd")
+      throw InputError(source, r.path("phase"), "unknown phase \"" + k.phase + "\"", "use fwd or bwd");
+    k.work_per_s = r.number("work_per_s", /*positive=*/true);
+    for (const auto& prev : out)
+      if (prev.op == k.op && prev.phase == k.phase)
+        throw InputError(source, r.path("op"), "a second row for " + k.op + " " + k.phase,
+                         "keep one measurement per kernel and phase");
+    out.push_back(k);
+  }
+  return out;
+}
+
 /// Cross-field checks the topology relies on.
 void check_consistency(const ClusterSpec& c, const std::string& source) {
   int64_t d = c.nvlink_domain_gpus, g = c.gpus_per_node;
@@ -227,7 +256,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   r.reject_unknown_keys({"format", "name", "source", "comment", "gpu", "gpus_per_node", "nvlink_domain_gpus",
                          "nvlink_bytes_per_s", "nvlink_latency_s", "pcie_bytes_per_s", "pcie_latency_s",
                          "nics_per_node", "nic_bytes_per_s", "network_latency_s", "gemm_table",
-                         "collective_table"});
+                         "collective_table", "kernel_table"});
   ClusterSpec c;
   c.name = r.optional_string("name", stem_of(source));
   c.source = r.optional_string("source", "");
@@ -248,6 +277,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   c.network_latency_s = r.number("network_latency_s", /*positive=*/false);
   if (r.has("gemm_table")) c.gemm_table = gemm_table_from_json(r.at("gemm_table"), source);
   if (r.has("collective_table")) c.collective_table = collective_table_from_json(r.at("collective_table"), source);
+  if (r.has("kernel_table")) c.kernel_table = kernel_table_from_json(r.at("kernel_table"), source);
   check_consistency(c, source);
   return c;
 }
@@ -271,6 +301,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
                     {"nodes_spanned", m.nodes_spanned},
                     {"message_bytes", m.message_bytes},
                     {"bus_bytes_per_s", m.bus_bytes_per_s}});
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : c.kernel_table) kernels.push_back({{"op", k.op}, {"phase", k.phase}, {"work_per_s", k.work_per_s}});
   return {{"format", kFormat},
           {"name", c.name},
           {"source", c.source},
@@ -285,7 +317,14 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"nic_bytes_per_s", c.nic_bytes_per_s},
           {"network_latency_s", c.network_latency_s},
           {"gemm_table", gemm},
-          {"collective_table", coll}};
+          {"collective_table", coll},
+          {"kernel_table", kernels}};
+}
+
+double measured_kernel_rate(const ClusterSpec& cluster, const std::string& op, const std::string& phase) {
+  for (const auto& k : cluster.kernel_table)
+    if (k.op == op && k.phase == phase) return k.work_per_s;
+  return 0.0;
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {

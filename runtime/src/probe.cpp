@@ -246,16 +246,16 @@ ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& 
                                     const ProbeOptions& options, double peak_flops_per_s,
                                     const std::vector<GemmSample>& gemms, const MemorySample& memory,
                                     int64_t memory_bytes_per_rank, int64_t ranks_per_node,
-                                    const std::vector<CollectiveSample>& collectives) {
+                                    const std::vector<CollectiveSample>& collectives,
+                                    const std::vector<KernelSample>& kernels) {
   ir::ClusterSpec c;
   c.name = "cpu-" + host;
   c.source = "measured by " + options.command + " on " + date + " (" + std::to_string(ranks_per_node) +
              (ranks_per_node == 1 ? " rank" : " ranks") + (options.quick ? ", quick" : "") + ")";
   c.gpu.name = cpu_model;
-  // mgt.cluster/1 requires a GPU generation; it only selects the default attention and fp8
-  // efficiencies (the measured gemm_table replaces the GEMM curve). Ampere's attention efficiencies
-  // (0.33 / 0.32 of peak) are the nearer for Eigen-GEMM attention; fp8 is unsupported (peak 0).
-  c.gpu.arch = ir::GpuArch::ampere;
+  // The CPU backend: the cost model drops the GPU runtime's fixed costs and serialises the streams
+  // (cost::default_cost_params); fp8 is unsupported (peak 0).
+  c.gpu.arch = ir::GpuArch::cpu;
   // The CPU backend computes every dtype in fp32, so the measured fp32 peak is every peak.
   c.gpu.peak_bf16_flops_per_s = peak_flops_per_s;
   c.gpu.peak_fp16_flops_per_s = peak_flops_per_s;
@@ -294,10 +294,115 @@ ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& 
     for (const auto& g : gemms)
       c.gemm_table.push_back({.m = g.m, .n = g.n, .k = g.k, .dtype = dtype,
                               .efficiency = std::min(1.0, g.flops_per_s / peak_flops_per_s)});
+  for (const auto& k : kernels) c.kernel_table.push_back({.op = k.op, .phase = k.phase, .work_per_s = k.work_per_s});
   for (const auto& s : collectives)
     c.collective_table.push_back({.op = ir::to_string(s.kind), .group_size = s.group_size, .nodes_spanned = 1,
                                   .message_bytes = s.bytes, .bus_bytes_per_s = s.busbw_gbps * 1e9});
   return c;
+}
+
+std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
+  // Activations of 1024 tokens x 1024 features (4 MiB per tensor: beyond L2, as in a training step)
+  // quick: 256 x 256; attention B 1, T 512, 8 heads (4 KV heads) of 64; logits 256 x 8192.
+  const int64_t N = quick ? 256 : 1024, C = quick ? 256 : 1024, V = quick ? 1024 : 8192;
+  const int64_t T = quick ? 128 : 512, H = 8, KVH = 4, D = 64, NL = quick ? 64 : 256;
+  const int64_t n = N * C;
+  auto buffer = [](int64_t count, uint64_t seed) {
+    std::vector<float> v(static_cast<size_t>(count));
+    fill_uniform(v, seed);
+    return v;
+  };
+  std::vector<float> x = buffer(n, 1), y = buffer(n, 2), dy = buffer(n, 3), dx(static_cast<size_t>(n)),
+                     dx2(static_cast<size_t>(n)), w = buffer(C, 4), dw(static_cast<size_t>(C)),
+                     rstd(static_cast<size_t>(N));
+  std::vector<KernelSample> out;
+  auto timed = [&](const char* op, const char* phase, const std::string& shape, double work,
+                   const std::function<void()>& call, const std::vector<float>& result) {
+    call();  // warm-up: page faults, caches
+    double best = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < std::max(repetitions, 1); ++r) {
+      auto start = Clock::now();
+      call();
+      best = std::min(best, seconds_since(start));
+    }
+    KernelSample k{.op = op, .phase = phase, .shape = shape, .work = work, .time_s = best};
+    k.work_per_s = work / best;
+    for (size_t i = 0; i < result.size(); i += 1 + result.size() / 4096) k.wrong += !std::isfinite(result[i]);
+    out.push_back(k);
+  };
+  const std::string nc = std::to_string(N) + "x" + std::to_string(C);
+  const double elements = static_cast<double>(n);
+  timed("norm", "fwd", nc, elements, [&] { cpu::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); }, y);
+  timed("norm", "bwd", nc, elements, [&] {
+    cpu::rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+  }, dx);
+  // RoPE over (1, N, C/D heads, D) with the Llama-3 tables.
+  const int64_t heads = C / D;
+  std::vector<float> cos(static_cast<size_t>(N * D / 2)), sin(static_cast<size_t>(N * D / 2));
+  cpu::rope_tables(cos.data(), sin.data(), N, D, 0, cpu::RopeConfig{.theta = 500000.0, .factor = 8.0});
+  timed("rope", "fwd", nc, elements, [&] { cpu::rope_forward(y.data(), x.data(), cos.data(), sin.data(), 1, N, heads, D); }, y);
+  std::fill(dx.begin(), dx.end(), 0.0f);
+  timed("rope", "bwd", nc, elements, [&] { cpu::rope_backward(dx.data(), dy.data(), cos.data(), sin.data(), 1, N, heads, D); }, dx);
+  timed("activation", "fwd", nc + " (swiglu)", elements, [&] { cpu::swiglu_forward(y.data(), x.data(), dy.data(), n); }, y);
+  std::fill(dx.begin(), dx.end(), 0.0f);
+  std::fill(dx2.begin(), dx2.end(), 0.0f);
+  timed("activation", "bwd", nc + " (swiglu)", elements, [&] {
+    cpu::swiglu_backward(dx.data(), dx2.data(), dy.data(), x.data(), y.data(), n);
+  }, dx);
+  timed("residual", "fwd", nc, elements, [&] { cpu::residual_forward(y.data(), x.data(), dy.data(), n); }, y);
+  timed("residual", "bwd", nc, elements, [&] { cpu::residual_backward(dx.data(), dx2.data(), dy.data(), n); }, dx);
+  {
+    std::vector<int32_t> ids(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % V);
+    std::vector<float> wte = buffer(V * C, 5), dwte(static_cast<size_t>(V * C));
+    timed("embedding", "fwd", nc + " of " + std::to_string(V), elements,
+          [&] { cpu::embedding_forward(y.data(), ids.data(), wte.data(), N, V, C); }, y);
+    timed("embedding", "bwd", nc + " of " + std::to_string(V), elements,
+          [&] { cpu::embedding_backward(dwte.data(), dy.data(), ids.data(), N, V, C); }, dwte);
+  }
+  {
+    cpu::AttentionConfig ac{.B = 1, .T = T, .H = H, .KVH = KVH, .D = D};
+    std::vector<float> q = buffer(T * H * D, 6), k = buffer(T * KVH * D, 7), v = buffer(T * KVH * D, 8);
+    std::vector<float> o(q.size()), lse(static_cast<size_t>(H * T)), dout = buffer(T * H * D, 9);
+    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<float> scratch(static_cast<size_t>(cpu::attention_backward_scratch(ac)));
+    // Forward FLOPs as the cost model counts them: QK^T and PV, causal half (layer_cost.cpp).
+    const double flops = 2.0 * double(T) * double(T) * double(H) * double(2 * D) * 0.5;
+    const std::string shape = "T " + std::to_string(T) + ", " + std::to_string(H) + "/" + std::to_string(KVH) +
+                              " heads of " + std::to_string(D);
+    timed("attention_core", "fwd", shape, flops,
+          [&] { cpu::attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), ac, scratch.data()); }, o);
+    timed("attention_core", "bwd", shape, flops, [&] {
+      cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), lse.data(),
+                              ac, scratch.data());
+    }, dq);
+  }
+  {
+    std::vector<float> logits = buffer(NL * V, 10), dlogits(logits.size());
+    std::vector<int32_t> targets(static_cast<size_t>(NL));
+    for (int64_t i = 0; i < NL; ++i) targets[static_cast<size_t>(i)] = static_cast<int32_t>((i * 31) % V);
+    const std::string shape = std::to_string(NL) + "x" + std::to_string(V);
+    const double logit_count = static_cast<double>(NL * V);
+    std::vector<float> loss(1);
+    timed("softmax_cross_entropy", "fwd", shape, logit_count, [&] {
+      loss[0] = static_cast<float>(cpu::softmax_cross_entropy_forward_backward(nullptr, logits.data(), targets.data(),
+                                                                                NL, V, NL));
+    }, loss);
+    // Backward as the executor runs it: the gradient written over the logits (in place).
+    std::copy(logits.begin(), logits.end(), dlogits.begin());
+    timed("softmax_cross_entropy", "bwd", shape, logit_count, [&] {
+      cpu::softmax_cross_entropy_forward_backward(dlogits.data(), dlogits.data(), targets.data(), NL, V, NL);
+    }, dlogits);
+  }
+  {
+    const int64_t params = quick ? (int64_t{1} << 18) : (int64_t{1} << 22);
+    std::vector<float> p = buffer(params, 11), g = buffer(params, 12), m(static_cast<size_t>(params)),
+                       v2(static_cast<size_t>(params));
+    int64_t step = 0;
+    timed("optimizer", "fwd", std::to_string(params) + " parameters (AdamW)", static_cast<double>(params),
+          [&] { cpu::adamw_step(p.data(), g.data(), m.data(), v2.data(), params, ++step, cpu::AdamWConfig{}); }, p);
+  }
+  return out;
 }
 
 ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostream* log) {
@@ -383,6 +488,28 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
     throw std::runtime_error("probe: memory triad gave " + std::to_string(report.memory.wrong) + " wrong values of " +
                              std::to_string(report.memory.checked) + " checked");
 
+  // 2b. The non-GEMM kernels, every rank at once (they share the memory system as in training).
+  comm.barrier(all);
+  report.kernels = time_kernels(options.quick, options.quick ? 2 : 5);
+  for (auto& k : report.kernels) {
+    std::vector<float> totals = {static_cast<float>(k.time_s), static_cast<float>(k.wrong)};
+    sum_over_world(comm, totals);
+    k.time_s = static_cast<double>(totals[0]) / static_cast<double>(world);
+    k.work_per_s = k.work / k.time_s;
+    k.wrong = static_cast<int64_t>(totals[1]);
+  }
+  if (log) {
+    *log << "# non-GEMM kernels (the executor's), best of the timed calls, mean over ranks; work: elements of the "
+            "first input, attention forward FLOPs (causal half), parameters for AdamW\n";
+    for (const auto& k : report.kernels)
+      *log << format("%22s %3s  %-32s %12.1f us  %10.3f Gwork/s\n", k.op.c_str(), k.phase.c_str(), k.shape.c_str(),
+                     k.time_s * 1e6, k.work_per_s / 1e9);
+  }
+  for (const auto& k : report.kernels)
+    if (k.wrong != 0)
+      throw std::runtime_error("probe: kernel " + k.op + " " + k.phase + " gave " + std::to_string(k.wrong) +
+                               " non-finite outputs");
+
   // 3. Collectives over the world.
   if (world > 1) {
     const int64_t bytes_budget = options.quick ? (int64_t{4} << 20) : (int64_t{256} << 20);
@@ -423,7 +550,8 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
 
   // 4. The spec.
   report.cluster = build_probe_cluster(host, cpu_model_name(), utc_date(), options, report.peak_flops_per_s,
-                                       report.gemms, report.memory, ram / local, local, report.collectives);
+                                       report.gemms, report.memory, ram / local, local, report.collectives,
+                                       report.kernels);
   if (log) *log << format("# probe took %.1f s\n", seconds_since(total_start));
   return report;
 }

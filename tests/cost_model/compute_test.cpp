@@ -99,7 +99,7 @@ TEST(attention_time_s, flops_over_peak_times_efficiency_plus_floor) {
   EXPECT_EQ(attention_time_s(0, 0.45, round_cluster(), ir::DType::bf16, params), 0.0);
 }
 
-TEST(gemm_efficiency, measured_table_nearest_in_log_work) {
+TEST(gemm_efficiency, measured_table_nearest_in_log_shape) {
   ir::ClusterSpec cluster = round_cluster();
   // Work m*n*k: 1e6, 1e9, 1e12; an fp8 row that would be nearest but has another dtype.
   cluster.gemm_table = {
@@ -109,17 +109,26 @@ TEST(gemm_efficiency, measured_table_nearest_in_log_work) {
       {.m = 3000, .n = 1000, .k = 1000, .dtype = ir::DType::fp8, .efficiency = 0.9},
   };
   const CostParams params = curve_params();
-  // Work 3e9: |ln 3e9 - ln 1e9| = ln 3 < |ln 3e9 - ln 1e12| = ln 333: the 1e9 row.
+  // Distance: squared ln ratios of m, n and k summed.
+  // (3000, 1000, 1000): (ln 3)^2 = 1.2 from 1000^3, 1.4 + 2 (ln 10)^2 = 12 from 10000^3.
   EXPECT_DOUBLE_EQ(gemm_efficiency(3000, 1000, 1000, cluster, ir::DType::bf16, params), 0.5);
-  // Work 5e10 (ln distance 3.9 from 1e9, 3.0 from 1e12): the 1e12 row.
+  // (5000, 10000, 1000): (ln 5)^2 + (ln 10)^2 = 7.9 from 1000^3, (ln 2)^2 + (ln 10)^2 = 5.8 from 10000^3.
   EXPECT_DOUBLE_EQ(gemm_efficiency(5000, 10000, 1000, cluster, ir::DType::bf16, params), 0.8);
-  // Work 1e7 is nearer 1e6 (ln 10) than 1e9 (ln 100).
+  // (1000, 100, 100): (ln 10)^2 = 5.3 from 100^3, 2 (ln 10)^2 from 1000^3.
   EXPECT_DOUBLE_EQ(gemm_efficiency(1000, 100, 100, cluster, ir::DType::bf16, params), 0.2);
   // fp8 sees only its own row.
   EXPECT_DOUBLE_EQ(gemm_efficiency(100, 100, 100, cluster, ir::DType::fp8, params), 0.9);
   // No row of the dtype: the analytic curve.
   const double curve = 0.70 * (256.0 / 352.0) * (256.0 / 352.0) * (256.0 / 352.0);
   EXPECT_NEAR(gemm_efficiency(256, 256, 256, cluster, ir::DType::f32, params), curve, 1e-15);
+  // Equal work, different aspect: each shape finds its own row, not whichever comes first.
+  ir::ClusterSpec aspect = round_cluster();
+  aspect.gemm_table = {{.m = 4096, .n = 64, .k = 64, .dtype = ir::DType::bf16, .efficiency = 0.3},
+                       {.m = 256, .n = 256, .k = 256, .dtype = ir::DType::bf16, .efficiency = 0.9}};
+  EXPECT_DOUBLE_EQ(gemm_efficiency(256, 256, 256, aspect, ir::DType::bf16, params), 0.9);
+  EXPECT_DOUBLE_EQ(gemm_efficiency(4096, 64, 64, aspect, ir::DType::bf16, params), 0.3);
+  // (2048, 128, 64): 2 (ln 2)^2 = 0.96 from the thin row, (ln 8)^2 + (ln 2)^2 + (ln 4)^2 = 6.7 from the cube.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(2048, 128, 64, aspect, ir::DType::bf16, params), 0.3);
   // The table feeds gemm_time_s: 2e9 * 3 FLOP at 0.5 PFLOP/s + 4 us.
   EXPECT_NEAR(gemm_time_s(3000, 1000, 1000, cluster, ir::DType::bf16, params), 6e9 / 0.5e15 + 4e-6, 1e-15);
 }

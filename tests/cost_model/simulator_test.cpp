@@ -389,6 +389,38 @@ TEST(simulate, adds_fixed_overheads_per_micro_batch_and_step) {
   expect_breakdowns_sum_to_step(r);
 }
 
+// The CPU backend runs a rank's instructions one after another: the rhomboid above becomes a chain,
+// fwd(0) 6 us, then the 100 us all-reduce, then fwd(1): 112 us, the all-reduce fully exposed.
+TEST(simulate, without_concurrent_streams_a_program_is_one_queue) {
+  ir::Schedule s = schedule_on({{"tp", 2}});
+  ir::Program& p = ir::add_program(s, "all", {}, 2);
+  ir::emit(p, ir::Stream::compute, ir::Alloc{"g", 10'000'000, ir::BufferKind::comm_buffer});
+  const ir::InstrId a = ir::emit(p, ir::Stream::compute, fwd(0), {0});
+  const ir::InstrId c = ir::emit(p, ir::Stream::tp, all_reduce({"tp"}, 2, 10'000'000), {0});
+  ir::emit(p, ir::Stream::compute, fwd(1), {a, c});
+  ir::emit(p, ir::Stream::compute, ir::Free{"g"}, {3});
+  CostParams params = round_params();
+  params.concurrent_streams = false;
+  const SimulationResult r = Simulator(tiny_graph(), round_cluster(), settings(), params).simulate(s);
+  const double ar = 100e-6;
+  expect_times(r, 0, a, 0, kFwd);
+  expect_times(r, 0, c, kFwd, kFwd + ar);
+  expect_times(r, 0, 3, kFwd + ar, 2 * kFwd + ar);
+  EXPECT_NEAR(r.makespan_s, 2 * kFwd + ar, 1e-15);
+  EXPECT_NEAR(r.breakdown.exposed_tp_s, ar, 1e-15);
+  expect_breakdowns_sum_to_step(r);
+}
+
+// A measured kernel rate replaces the bandwidth model: the residual op over 1e6 elements at
+// 5e10 elements/s forward takes 20 us (not 6 us), backward (no row) keeps its 4 us.
+TEST(simulate, measured_kernel_rate_prices_the_op) {
+  ir::ClusterSpec cluster = round_cluster();
+  cluster.kernel_table = {{.op = "residual", .phase = "fwd", .work_per_s = 5e10}};
+  const std::vector<OpCost> ops = op_costs(tiny_graph().blocks[0], {1, 1000}, cluster, round_params());
+  EXPECT_NEAR(ops[0].fwd_s, 1e6 / 5e10, 1e-18);
+  EXPECT_DOUBLE_EQ(ops[0].bwd_data_s + ops[0].bwd_weight_s, kBwd);
+}
+
 TEST(simulate, reports_a_stuck_schedule) {
   // Both stages receive before they send, unbatched: each waits for the other forever.
   ir::Schedule s = schedule_on({{"pp", 2}});

@@ -47,8 +47,35 @@ TEST(cluster_preset, round_trip_keeps_measured_tables) {
                         {.m = 128, .n = 8192, .k = 1024, .dtype = DType::f16, .efficiency = 0.33}};
   correct.collective_table = {{.op = "all_reduce", .group_size = 16, .nodes_spanned = 2,
                                .message_bytes = int64_t(1) << 30, .bus_bytes_per_s = 181.5e9}};
+  correct.kernel_table = {{.op = "norm", .phase = "fwd", .work_per_s = 2.5e9},
+                          {.op = "attention_core", .phase = "bwd", .work_per_s = 3.1e10}};
   ClusterSpec result = cluster_from_json(to_json(correct), "measured.json");
   EXPECT_EQ(result, correct);
+  EXPECT_EQ(measured_kernel_rate(result, "norm", "fwd"), 2.5e9);
+  EXPECT_EQ(measured_kernel_rate(result, "attention_core", "bwd"), 3.1e10);
+  EXPECT_EQ(measured_kernel_rate(result, "norm", "bwd"), 0.0);  // no row
+}
+
+TEST(cluster_from_json, cpu_arch_and_kernel_table_errors) {
+  nlohmann::json doc = to_json(cluster_preset("h100-sxm"));
+  doc["gpu"]["arch"] = "cpu";
+  EXPECT_EQ(cluster_from_json(doc, "c.json").gpu.arch, GpuArch::cpu);
+  auto with_rows = [&](nlohmann::json rows) {
+    nlohmann::json d = doc;
+    d["kernel_table"] = std::move(rows);
+    return d;
+  };
+  InputError e = expect_input_error([&] { cluster_from_json(with_rows({{{"op", "conv"}, {"phase", "fwd"}, {"work_per_s", 1}}}), "c.json"); });
+  EXPECT_EQ(e.field(), "kernel_table[0].op");
+  e = expect_input_error([&] { cluster_from_json(with_rows({{{"op", "norm"}, {"phase", "up"}, {"work_per_s", 1}}}), "c.json"); });
+  EXPECT_EQ(e.field(), "kernel_table[0].phase");
+  e = expect_input_error([&] { cluster_from_json(with_rows({{{"op", "norm"}, {"phase", "fwd"}, {"work_per_s", 0}}}), "c.json"); });
+  EXPECT_EQ(e.field(), "kernel_table[0].work_per_s");
+  e = expect_input_error([&] {
+    cluster_from_json(with_rows({{{"op", "norm"}, {"phase", "fwd"}, {"work_per_s", 1}},
+                                 {{"op", "norm"}, {"phase", "fwd"}, {"work_per_s", 2}}}), "c.json");
+  });
+  EXPECT_EQ(e.field(), "kernel_table[1].op");
 }
 
 TEST(cluster_preset, names_default_first) {

@@ -119,6 +119,16 @@ void test_probe(rt::MpiCommunicator& comm) {
   check(c.gpu.hbm_bytes > 0 && c.gpu.hbm_bytes_per_s > 0 && report.memory.wrong == 0 && report.memory.checked > 0,
         "memory: capacity and bandwidth positive, triad checked");
   check(c.gpus_per_node == comm.world_size(), "gpus_per_node = ranks on this host");
+  check(c.gpu.arch == ir::GpuArch::cpu, "arch cpu: the cost model's CPU-backend defaults");
+  // Every non-GEMM kernel the executor runs, both phases (the optimizer has one), each a positive rate
+  // equal to its work over its time.
+  bool kernels_ok = c.kernel_table.size() == 15 && report.kernels.size() == 15;
+  for (const char* op : {"norm", "rope", "activation", "residual", "embedding", "attention_core", "softmax_cross_entropy"})
+    for (const char* phase : {"fwd", "bwd"}) kernels_ok = kernels_ok && ir::measured_kernel_rate(c, op, phase) > 0;
+  kernels_ok = kernels_ok && ir::measured_kernel_rate(c, "optimizer", "fwd") > 0;
+  for (const auto& k : report.kernels)
+    kernels_ok = kernels_ok && k.wrong == 0 && k.time_s > 0 && std::abs(k.work_per_s * k.time_s - k.work) <= 1e-9 * k.work;
+  check(kernels_ok, "kernel_table: 15 rows (7 kernels x fwd/bwd + AdamW), rate = work / time, outputs finite");
 
   if (comm.world_size() > 1) {
     for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {

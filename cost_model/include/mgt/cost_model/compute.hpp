@@ -26,6 +26,11 @@ double gemm_time_s(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& clust
 /// + kernel floor (the roofline's memory-bound side).
 double memory_bound_time_s(int64_t bytes, const ir::ClusterSpec& cluster, const CostParams& params);
 
+/// The optimizer step over `param_elements` parameters moving `bytes`: at the measured "optimizer"
+/// rate (parameters per second, kernel_table phase fwd) when the cluster has one, else at memory
+/// bandwidth.
+double optimizer_time_s(int64_t param_elements, int64_t bytes, const ir::ClusterSpec& cluster, const CostParams& params);
+
 /// Seconds for `flops` of attention at `efficiency` of the dtype peak, plus a kernel floor.
 double attention_time_s(double flops, double efficiency, const ir::ClusterSpec& cluster, ir::DType dtype,
                         const CostParams& params);

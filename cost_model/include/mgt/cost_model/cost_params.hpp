@@ -45,6 +45,10 @@ struct CostParams {
   /// of 132 on H100; measured 5-15 % in overlap studies, e.g. Megatron "Reducing activation
   /// recomputation" §5, torchtitan FSDP2 notes).
   double overlap_compute_slowdown = 0.10;
+  /// Whether a rank runs its streams concurrently (GPUs: CUDA streams overlap communication with
+  /// compute). The CPU backend runs a rank's instructions one after another in program order, so
+  /// the simulator then serialises every stream of a program (docs/simulator.md §1).
+  bool concurrent_streams = true;
 
   // --- memory (docs/cost-model.md §4) ---
   /// CUDA context + cuBLAS/cuDNN workspaces per GPU (~0.5-1 GiB on H100 with PyTorch).

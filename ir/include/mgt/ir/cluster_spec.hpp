@@ -13,13 +13,15 @@
 namespace mgt::ir {
 
 /// GPU generation: kernel efficiencies differ by generation at the same fraction of peak
-/// (cost::default_cost_params).
-enum class GpuArch { ampere, ada, hopper, blackwell };
+/// (cost::default_cost_params). `cpu` is the CPU backend (Eigen fp32 kernels, one rank per core,
+/// instructions run one after another): `mgt-plan probe --backend cpu` writes it, and the cost model
+/// then drops the GPU runtime's fixed costs and lets no communication overlap compute.
+enum class GpuArch { ampere, ada, hopper, blackwell, cpu };
 std::string to_string(GpuArch arch);
 
 struct GpuSpec {
   std::string name;                         ///< e.g. "H100-SXM5-80GB"
-  GpuArch arch = GpuArch::hopper;           ///< "arch" in mgt.cluster/1: ampere | ada | hopper | blackwell
+  GpuArch arch = GpuArch::hopper;           ///< "arch" in mgt.cluster/1: ampere | ada | hopper | blackwell | cpu
   double peak_bf16_flops_per_s = 0;         ///< dense tensor-core peak
   double peak_fp16_flops_per_s = 0;         ///< dense; 0 = same as bf16
   double peak_fp8_flops_per_s = 0;          ///< dense; 0 = not supported
@@ -36,6 +38,20 @@ struct GemmMeasurement {
   DType dtype = DType::bf16;
   double efficiency = 0;  ///< achieved FLOP/s / peak FLOP/s, in (0, 1]
   bool operator==(const GemmMeasurement&) const = default;
+};
+
+/// Measured rate of one kind of non-GEMM kernel (probes fill these; the cost model prices such ops
+/// as work / rate in place of its bandwidth model when a row exists, docs/cluster.md §5). `op` is an
+/// ir::OpKind name (norm, rope, activation, residual, embedding, attention_core,
+/// softmax_cross_entropy) or "optimizer"; `phase` is fwd or bwd. The work unit is the op's:
+/// elements of its first input (embedding: of its output; optimizer: parameters stepped), and for
+/// attention_core the forward FLOPs as the cost model counts them (causal: half of the score matrix),
+/// in both phases.
+struct KernelMeasurement {
+  std::string op;
+  std::string phase;  ///< fwd | bwd
+  double work_per_s = 0;
+  bool operator==(const KernelMeasurement&) const = default;
 };
 
 /// Measured collective bus bandwidth (nccl-tests' busbw) for one configuration.
@@ -65,8 +81,12 @@ struct ClusterSpec {
   double network_latency_s = 0;   ///< one hop through the fabric, end to end
   std::vector<GemmMeasurement> gemm_table;
   std::vector<CollectiveMeasurement> collective_table;
+  std::vector<KernelMeasurement> kernel_table;
   bool operator==(const ClusterSpec&) const = default;
 };
+
+/// The measured rate of `op` in `phase` from cluster.kernel_table, 0 when there is no row.
+double measured_kernel_rate(const ClusterSpec& cluster, const std::string& op, const std::string& phase);
 
 /// Peak dense FLOP/s for a compute dtype (fp16 falls back to bf16 when unset); throws
 /// InputError when the GPU has no such peak (fp8 on A100).

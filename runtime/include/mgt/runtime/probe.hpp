@@ -39,6 +39,24 @@ struct MemorySample {
   int64_t checked = 0, wrong = 0;   ///< sampled triad outputs checked, over all ranks
 };
 
+/// One timed non-GEMM kernel of the CPU backend at a fixed shape (ir::KernelMeasurement: op, phase and
+/// the work unit the cost model prices it by).
+struct KernelSample {
+  std::string op;     ///< ir::OpKind name or "optimizer"
+  std::string phase;  ///< fwd | bwd
+  std::string shape;  ///< what was timed, for the log
+  double work = 0;    ///< work units per call (elements, or attention forward FLOPs)
+  double time_s = 0;  ///< best of the timed calls, mean over the ranks
+  double work_per_s = 0;
+  int64_t wrong = 0;  ///< non-finite outputs (sampled), over all ranks
+};
+
+/// Times the CPU backend's non-GEMM kernels as the executor calls them (rmsnorm, rope, swiglu,
+/// residual, embedding, causal GQA attention, fused cross-entropy without and with the gradient,
+/// AdamW), each forward and backward, on this rank; best of `repetitions` after a warm-up. No
+/// communication. Shapes: docs/probe.md §2b.
+std::vector<KernelSample> time_kernels(bool quick, int repetitions);
+
 /// One row of the nccl-tests-like table: rt::time_collective over the world.
 struct CollectiveSample {
   ir::CollectiveKind kind = ir::CollectiveKind::all_reduce;
@@ -55,6 +73,7 @@ struct ProbeReport {
   int64_t peak_square_dim = 0;    ///< the square GEMM timed for the peak
   std::vector<GemmSample> gemms;  ///< the sweep, peak square first
   MemorySample memory;
+  std::vector<KernelSample> kernels;
   std::vector<CollectiveSample> collectives;  ///< empty for one rank
   int64_t ranks_per_node = 1;
 };
@@ -83,11 +102,12 @@ ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& 
                                     const ProbeOptions& options, double peak_flops_per_s,
                                     const std::vector<GemmSample>& gemms, const MemorySample& memory,
                                     int64_t memory_bytes_per_rank, int64_t ranks_per_node,
-                                    const std::vector<CollectiveSample>& collectives);
+                                    const std::vector<CollectiveSample>& collectives,
+                                    const std::vector<KernelSample>& kernels = {});
 
 /// The whole probe; every rank of `comm`'s world must call it. Steps (docs/probe.md):
 /// 1. GEMM sweep on every rank at once (ranks share the machine as they do in training), peak first;
-/// 2. memory bandwidth, on every rank at once;
+/// 2. memory bandwidth, then the non-GEMM kernels (time_kernels), on every rank at once;
 /// 3. all_reduce, all_gather, reduce_scatter, all_to_all over the world, 4 KiB .. 16 MiB (quick:
 ///    4 KiB .. 1 MiB), when the world has more than one rank;
 /// 4. build_probe_cluster.
