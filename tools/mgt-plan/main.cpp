@@ -5,6 +5,7 @@
 #include "validate_command.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/runtime/cuda/device.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -53,6 +54,9 @@ int main(int argc, char** argv) {
   app.footer(kFooter);
   app.require_subcommand(0, 1);
   app.fallthrough(false);
+  app.set_version_flag("--version", [] {
+    return std::string("mgt-plan " MGT_VERSION "\nbackends: ") + mgt::rt::cuda::backends_description();
+  }, "print the version and the backends compiled in (cpu; cuda+nccl when built with CUDA)");
 
   mgt::cli::PlanOptions search;
   RawPlanFlags search_raw;
@@ -146,6 +150,9 @@ int main(int argc, char** argv) {
     if (search.model_path.empty()) throw CLI::RequiredError("model");
     if (app.get_option("--gpus")->count() == 0) throw CLI::RequiredError("--gpus");
     return mgt::cli::run_search(search, top, emit);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return 0;
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return 0;
