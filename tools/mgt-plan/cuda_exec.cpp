@@ -20,6 +20,11 @@ namespace mgt::cli {
 bool cuda_backend_linked() { return false; }
 
 int continue_in_cuda_binary() {
+  if (!rt::cuda::compiled_in()) {
+    std::cerr << "mgt-plan: --backend cuda: this build has no CUDA backend (hint: install the CUDA toolkit with "
+                 "nvcc and NCCL, then reconfigure)\n";
+    return 1;
+  }
   const rt::cuda::DeviceCount devices = rt::cuda::device_count();
   if (devices.count == 0) {
     std::cerr << "mgt-plan: --backend cuda: no CUDA device (" << devices.reason << ")\n";
