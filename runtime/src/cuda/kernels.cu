@@ -42,8 +42,10 @@ Context::Context(Precision precision, int device) : impl_(std::make_unique<Impl>
   MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   MGT_CUBLAS_CHECK(cublasCreate(&impl_->cublas));
   MGT_CUBLAS_CHECK(cublasSetStream(impl_->cublas, impl_->stream));
-  // fp32 GEMMs stay fp32 (no TF32): the fp32 mode is the one checked against the CPU.
-  MGT_CUBLAS_CHECK(cublasSetMathMode(impl_->cublas, CUBLAS_PEDANTIC_MATH));
+  // fp32 mode: no TF32 and no reduced-precision shortcuts (the mode checked against the CPU). bf16 mode: the
+  // default math, so cublasGemmEx may use tensor cores for the bf16 operands (fp32 accumulation either way).
+  MGT_CUBLAS_CHECK(cublasSetMathMode(impl_->cublas,
+                                     precision == Precision::fp32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
   MGT_CUDA_CHECK(cudaMalloc(&impl_->reduce, sizeof(double)));
 }
 

@@ -25,6 +25,9 @@ std::string axes_text(const Axes& axes) {
   return "{" + text + "}";
 }
 
+/// A call queued fine: ncclInProgress is the normal answer of a non-blocking communicator.
+bool queued(ncclResult_t code) { return code == ncclSuccess || code == ncclInProgress; }
+
 bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) {
   if (na == 0 || nb == 0) return false;
   auto lo_a = reinterpret_cast<uintptr_t>(a), lo_b = reinterpret_cast<uintptr_t>(b);
@@ -295,13 +298,13 @@ void NcclCommunicator::all_to_all(const float* send, float* recv, int64_t count,
   }
   s.run_collective("all_to_all", axes, count, send, recv, n * count, [&](ncclComm_t c) {
     ncclResult_t code = ncclGroupStart();
-    for (int64_t j = 0; j < n && code == ncclSuccess; ++j) {
+    for (int64_t j = 0; j < n && queued(code); ++j) {
       code = ncclSend(send + j * count, static_cast<size_t>(count), ncclFloat, static_cast<int>(j), c, s.stream);
-      if (code == ncclSuccess)
+      if (queued(code))
         code = ncclRecv(recv + j * count, static_cast<size_t>(count), ncclFloat, static_cast<int>(j), c, s.stream);
     }
     const ncclResult_t end = ncclGroupEnd();
-    return code != ncclSuccess ? code : end;
+    return queued(code) ? end : code;
   });
   if (staged != nullptr) {
     MGT_CUDA_CHECK(cudaFreeAsync(staged, s.stream));
@@ -365,7 +368,7 @@ void NcclCommunicator::batch(std::span<const PointToPoint> transfers) {
   }
   ncclResult_t code = ncclGroupStart();
   for (const auto& t : transfers) {
-    if (code != ncclSuccess) break;
+    if (!queued(code)) break;
     const int peer = static_cast<int>(peer_rank(mesh(), rank(), t.axis, t.offset));
     if (peer == rank()) continue;
     code = t.kind == PointToPoint::Kind::send
@@ -373,7 +376,7 @@ void NcclCommunicator::batch(std::span<const PointToPoint> transfers) {
                : ncclRecv(t.buffer, static_cast<size_t>(t.count), ncclFloat, peer, s.world_comm, s.stream);
   }
   const ncclResult_t end = ncclGroupEnd();
-  s.check(code != ncclSuccess ? code : end, what, "ncclSend/ncclRecv");
+  s.check(queued(code) ? end : code, what, "ncclSend/ncclRecv");
   s.wait(what, {s.world_comm});
 }
 
