@@ -168,7 +168,9 @@ void check_attention(cuda::Context& ctx, cpu::AttentionConfig c, const std::vect
   const int64_t Tk = cpu::attention_keys(c);
   const int64_t nq = c.B * c.T * c.H * c.D, nkv = c.B * Tk * c.KVH * c.D;
   const Vec q = random_vec(nq, 23), k = random_vec(nkv, 24), v = random_vec(nkv, 25), dout = random_vec(nq, 26);
-  Vec out(nq), lse(c.B * c.H * c.T), dq(nq, 0.0f), dk(nkv, 0.0f), dv(nkv, 0.0f);
+  // Gradients start non-zero: the kernels accumulate (+=).
+  const Vec dq0 = random_vec(nq, 27), dk0 = random_vec(nkv, 28), dv0 = random_vec(nkv, 29);
+  Vec out(nq), lse(c.B * c.H * c.T), dq = dq0, dk = dk0, dv = dv0;
   Vec scratch(cpu::attention_backward_scratch(c));
   DeviceArray<int64_t> d_pos(q_pos.empty() ? std::vector<int64_t>{0} : q_pos);
   cpu::AttentionConfig host = c;
@@ -178,12 +180,11 @@ void check_attention(cuda::Context& ctx, cpu::AttentionConfig c, const std::vect
                           scratch.data());
   cpu::AttentionConfig dev = c;
   dev.q_pos = q_pos.empty() ? nullptr : d_pos.data();
-  DeviceArray<float> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(nq), d_lse(c.B * c.H * c.T), d_dq(nq), d_dk(nkv),
-      d_dv(nkv);
-  d_dq.zero(), d_dk.zero(), d_dv.zero();
+  DeviceArray<float> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(nq), d_lse(c.B * c.H * c.T), d_dq(dq0), d_dk(dk0),
+      d_dv(dv0), d_scratch(cuda::attention_backward_scratch(c));
   cuda::attention_forward(ctx, d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), dev);
   cuda::attention_backward(ctx, d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_q.data(), d_k.data(),
-                           d_v.data(), d_lse.data(), dev);
+                           d_v.data(), d_lse.data(), dev, d_scratch.data());
   ctx.synchronize();
   expect_close(d_out.download(), out, 1e-4f, 1e-5f, "attention out");
   expect_close(d_lse.download(), lse, 1e-5f, 1e-5f, "attention lse");

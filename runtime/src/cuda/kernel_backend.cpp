@@ -46,7 +46,9 @@ class CudaKernelBackend final : public KernelBackend {
     done();
   }
   int64_t attention_forward_scratch(const cpu::AttentionConfig&) const override { return 0; }
-  int64_t attention_backward_scratch(const cpu::AttentionConfig&) const override { return 0; }
+  int64_t attention_backward_scratch(const cpu::AttentionConfig& c) const override {
+    return cuda::attention_backward_scratch(c);
+  }
 
   void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t V, int64_t C) override {
     cuda::embedding_forward(ctx_, out, device_ids(ids, N), wte, N, V, C);
@@ -103,8 +105,9 @@ class CudaKernelBackend final : public KernelBackend {
     done();
   }
   void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                          const float* v, const float* lse, const cpu::AttentionConfig& config, float*) override {
-    cuda::attention_backward(ctx_, dq, dk, dv, dout, q, k, v, lse, device_positions(config));
+                          const float* v, const float* lse, const cpu::AttentionConfig& config,
+                          float* scratch) override {
+    cuda::attention_backward(ctx_, dq, dk, dv, dout, q, k, v, lse, device_positions(config), scratch);
     done();
   }
   void gelu_forward(float* out, const float* x, int64_t n) override { cuda::gelu_forward(ctx_, out, x, n), done(); }

@@ -331,11 +331,12 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
   if (threadIdx.x == 0) lse[(b * a.H + h) * a.T + t] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
-__global__ void attention_backward_kernel(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                                          const float* k, const float* v, const float* lse, AttentionShape a) {
+// Backward, part 1: one block per (b, h, query row t). Pass 1: D_t = sum_s p_s dp_s, saved in row_dot for
+// part 2. Pass 2: ds_s = scale p_s (dp_s - D_t); dq_t += sum_s ds_s k_s, in registers (no atomics).
+__global__ void attention_backward_query_kernel(float* dq, float* row_dot_out, const float* dout, const float* q,
+                                                const float* k, const float* v, const float* lse, AttentionShape a) {
   __shared__ float q_sh[kMaxHeadDim];
   __shared__ float do_sh[kMaxHeadDim];
-  __shared__ float p_sh[kTile];
   __shared__ float ds_sh[kTile];
   __shared__ double red[32];
   const int64_t t = blockIdx.x % a.T, h = (blockIdx.x / a.T) % a.H, b = blockIdx.x / (a.T * a.H);
@@ -355,7 +356,6 @@ __global__ void attention_backward_kernel(float* dq, float* dk, float* dv, const
     *p = expf(a.scale * qk - row_lse);
     *dp = dv_dot;
   };
-  // Pass 1: D_t = sum_s p_s dp_s.
   double local = 0.0;
   for (int64_t s = lo + threadIdx.x; s < hi; s += blockDim.x) {
     float p, dp;
@@ -363,31 +363,82 @@ __global__ void attention_backward_kernel(float* dq, float* dk, float* dv, const
     local += double(p) * dp;
   }
   const float row_dot = float(block_sum(local, red));
-  // Pass 2: ds_s = scale p_s (dp_s - D_t); dq += ds k; dk += ds q; dv += p dout.
+  if (threadIdx.x == 0) row_dot_out[(b * a.H + h) * a.T + t] = row_dot;
   float dq_acc[2] = {0.0f, 0.0f};
   for (int64_t start = lo; start < hi; start += kTile) {
     const int64_t s = start + threadIdx.x;
     float p = 0.0f, dp = 0.0f;
     if (s < hi) probs(s, &p, &dp);
-    p_sh[threadIdx.x] = p;
     ds_sh[threadIdx.x] = a.scale * p * (dp - row_dot);
     __syncthreads();
     const int64_t count = min(int64_t(kTile), hi - start);
     for (int j = 0; j < 2; ++j) {
       const int64_t d = threadIdx.x + j * kTile;
       if (d >= a.D) break;
-      for (int64_t i = 0; i < count; ++i) {
-        const int64_t kv = ((b * a.Tk + start + i) * a.KVH + g) * a.D + d;
-        dq_acc[j] += ds_sh[i] * k[kv];
-        atomicAdd(&dk[kv], ds_sh[i] * q_sh[d]);
-        atomicAdd(&dv[kv], p_sh[i] * do_sh[d]);
-      }
+      for (int64_t i = 0; i < count; ++i) dq_acc[j] += ds_sh[i] * k[((b * a.Tk + start + i) * a.KVH + g) * a.D + d];
     }
     __syncthreads();
   }
   for (int j = 0; j < 2; ++j) {
     const int64_t d = threadIdx.x + j * kTile;
     if (d < a.D) dq[q_off + d] += dq_acc[j];
+  }
+}
+
+// Backward, part 2: one block per (b, kv head g, key s), the mirror of part 1: for every query head of the
+// group and every query t that sees key s, p_ts and ds_ts (with D_t from part 1); dk_s += sum ds_ts q_t and
+// dv_s += sum p_ts dout_t in registers. No atomics: each (b, g, s) row has one writer.
+__global__ void attention_backward_key_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                              const float* v, const float* lse, const float* row_dot,
+                                              AttentionShape a) {
+  __shared__ float k_sh[kMaxHeadDim];
+  __shared__ float v_sh[kMaxHeadDim];
+  __shared__ float p_sh[kTile];
+  __shared__ float ds_sh[kTile];
+  const int64_t s = blockIdx.x % a.Tk, g = (blockIdx.x / a.Tk) % a.KVH, b = blockIdx.x / (a.Tk * a.KVH);
+  const int64_t group = a.H / a.KVH;
+  const int64_t kv_off = ((b * a.Tk + s) * a.KVH + g) * a.D;
+  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) k_sh[d] = k[kv_off + d], v_sh[d] = v[kv_off + d];
+  __syncthreads();
+  float dk_acc[2] = {0.0f, 0.0f}, dv_acc[2] = {0.0f, 0.0f};
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    for (int64_t start = 0; start < a.T; start += kTile) {
+      const int64_t t = start + threadIdx.x;
+      float p = 0.0f, ds = 0.0f;
+      bool visible = false;
+      if (t < a.T) {
+        int64_t lo, hi;
+        visible_keys(a, t, &lo, &hi);
+        visible = lo <= s && s < hi;
+      }
+      if (visible) {
+        const int64_t q_off = ((b * a.T + t) * a.H + h) * a.D;
+        float qk = 0.0f, dp = 0.0f;
+        for (int64_t d = 0; d < a.D; ++d) qk += q[q_off + d] * k_sh[d], dp += dout[q_off + d] * v_sh[d];
+        const int64_t r = (b * a.H + h) * a.T + t;
+        p = expf(a.scale * qk - lse[r]);
+        ds = a.scale * p * (dp - row_dot[r]);
+      }
+      p_sh[threadIdx.x] = p;
+      ds_sh[threadIdx.x] = ds;
+      if (__syncthreads_or(visible)) {  // skip tiles no query of which sees key s (causal: t < s)
+        const int64_t count = min(int64_t(kTile), a.T - start);
+        for (int j = 0; j < 2; ++j) {
+          const int64_t d = threadIdx.x + j * kTile;
+          if (d >= a.D) break;
+          for (int64_t i = 0; i < count; ++i) {
+            const int64_t q_off = ((b * a.T + start + i) * a.H + h) * a.D + d;
+            dk_acc[j] += ds_sh[i] * q[q_off];
+            dv_acc[j] += p_sh[i] * dout[q_off];
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int j = 0; j < 2; ++j) {
+    const int64_t d = threadIdx.x + j * kTile;
+    if (d < a.D) dk[kv_off + d] += dk_acc[j], dv[kv_off + d] += dv_acc[j];
   }
 }
 
@@ -606,10 +657,16 @@ void attention_forward(Context& ctx, float* out, float* lse, const float* q, con
   check_launch();
 }
 void attention_backward(Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, const float* lse, const cpu::AttentionConfig& config) {
+                        const float* k, const float* v, const float* lse, const cpu::AttentionConfig& config,
+                        float* scratch) {
   const AttentionShape a = attention_shape(config);
   if (a.B * a.T * a.H == 0) return;
-  attention_backward_kernel<<<unsigned(a.B * a.T * a.H), kTile, 0, MGT_STREAM>>>(dq, dk, dv, dout, q, k, v, lse, a);
+  attention_backward_query_kernel<<<unsigned(a.B * a.T * a.H), kTile, 0, MGT_STREAM>>>(dq, scratch, dout, q, k, v,
+                                                                                       lse, a);
+  check_launch();
+  if (a.B * a.Tk * a.KVH == 0) return;
+  attention_backward_key_kernel<<<unsigned(a.B * a.Tk * a.KVH), kTile, 0, MGT_STREAM>>>(dk, dv, dout, q, k, v, lse,
+                                                                                       scratch, a);
   check_launch();
 }
 

@@ -76,10 +76,14 @@ void rope_backward(Context& ctx, float* dx, const float* dout, const float* cos,
 /// Requires D <= 256.
 void attention_forward(Context& ctx, float* out, float* lse, const float* q, const float* k, const float* v,
                        const cpu::AttentionConfig& config);
-/// Recomputes P from lse; dk, dv accumulate with atomics (the GQA group's query heads sum into their
-/// kv head, as the CPU kernel).
+/// Device floats attention_backward needs as scratch: B*H*T (each query row's sum_s P dP).
+inline int64_t attention_backward_scratch(const cpu::AttentionConfig& c) { return c.B * c.H * c.T; }
+/// Recomputes P from lse. Two kernels, no atomics: one block per query row (dq, and the row's sum_s P dP
+/// into scratch), then one block per (b, kv head, key) (dk, dv: the GQA group's query heads sum into their
+/// kv head, as the CPU kernel). scratch: attention_backward_scratch(config) device floats.
 void attention_backward(Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, const float* lse, const cpu::AttentionConfig& config);
+                        const float* k, const float* v, const float* lse, const cpu::AttentionConfig& config,
+                        float* scratch);
 
 void gelu_forward(Context& ctx, float* out, const float* x, int64_t n);
 void gelu_backward(Context& ctx, float* dx, const float* dout, const float* x, int64_t n);
