@@ -1,6 +1,6 @@
 // `mgt-plan --version` lists the backends compiled in; `mgt-plan run ... --backend cuda` on a machine
 // without a CUDA device (or a build without CUDA) fails with one line and exit status 1
-// (docs/runtime_cuda.md). MGT_CUDA_BUILT and MGT_CUDA_VERSION come from CMake (tests/CMakeLists.txt).
+// (docs/runtime_cuda.md); so does `probe --backend cuda`. MGT_CUDA_BUILT and MGT_CUDA_VERSION come from CMake (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -79,6 +79,16 @@ TEST(RunBackend, CudaWithoutADeviceIsOneLineAndExit1) {
     // No device on this machine: the reason is cudaGetDeviceCount's own message.
     EXPECT_NE(lines[0].find("no CUDA device (cudaGetDeviceCount"), std::string::npos) << lines[0];
   }
+}
+
+TEST(ProbeBackend, CudaWithoutADeviceIsOneLineAndExit1) {
+  const Result r = run("probe --backend cuda --quick --out /nonexistent-dir/cluster.json");
+  const std::vector<std::string> lines = lines_of(r.err);
+  if (MGT_CUDA_BUILT && r.err.find("no CUDA device") == std::string::npos)
+    GTEST_SKIP() << "a CUDA device is present: the probe runs (scripts/gpu-check)";
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("mgt-plan: --backend cuda: ", 0), 0u) << lines[0];
 }
 
 TEST(RunBackend, UnknownBackendIsAnInputError) {

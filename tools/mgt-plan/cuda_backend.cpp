@@ -4,6 +4,10 @@
 
 #include "mgt/runtime/cuda/kernel_backend.hpp"
 #include "mgt/runtime/cuda/nccl_communicator.hpp"
+#include "mgt/runtime/cuda/probe.hpp"
+#include "mgt/runtime/mpi_communicator.hpp"
+
+#include <iostream>
 
 namespace mgt::cli {
 
@@ -22,6 +26,14 @@ CudaRun start_cuda_backend(const std::string& backend, const ir::Mesh& mesh, dou
   run.kernels = rt::cuda::make_kernel_backend(
       backend == "cuda-fp32" ? rt::cuda::Precision::fp32 : rt::cuda::Precision::bf16, device);
   return run;
+}
+
+CudaProbe probe_cuda_backend(const rt::ProbeOptions& options) {
+  rt::NcclCommunicator comm(ir::Mesh{{{"world", rt::mpi_world_size()}}});
+  CudaProbe probe;
+  probe.root = comm.rank() == 0;
+  probe.report = rt::cuda::probe_cuda(comm, options, probe.root ? &std::cout : nullptr);
+  return probe;
 }
 
 }  // namespace mgt::cli

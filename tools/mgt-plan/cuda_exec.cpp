@@ -60,4 +60,8 @@ CudaRun start_cuda_backend(const std::string&, const ir::Mesh&, double) {
   throw std::logic_error("start_cuda_backend: mgt-plan continues in mgt-plan-cuda for --backend cuda");
 }
 
+CudaProbe probe_cuda_backend(const rt::ProbeOptions&) {
+  throw std::logic_error("probe_cuda_backend: mgt-plan continues in mgt-plan-cuda for --backend cuda");
+}
+
 }  // namespace mgt::cli

@@ -6,6 +6,7 @@
 #include "mgt/ir/schedule.hpp"
 #include "mgt/runtime/communicator.hpp"
 #include "mgt/runtime/kernel_backend.hpp"
+#include "mgt/runtime/probe.hpp"
 
 #include <memory>
 #include <string>
@@ -26,5 +27,13 @@ struct CudaRun {
 /// NcclCommunicator on `mesh` (created first: it selects this rank's device). Throws
 /// rt::cuda::CudaError without a device.
 CudaRun start_cuda_backend(const std::string& backend, const ir::Mesh& mesh, double comm_timeout_s);
+
+struct CudaProbe {
+  rt::ProbeReport report;
+  bool root = true;  ///< rank 0: prints and writes the file
+};
+/// mgt-plan-cuda: `probe --backend cuda`, an NcclCommunicator over the MPI world (one GPU per rank) and
+/// rt::cuda::probe_cuda, printing from rank 0.
+CudaProbe probe_cuda_backend(const rt::ProbeOptions& options);
 
 }  // namespace mgt::cli

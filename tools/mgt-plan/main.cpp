@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
                "mgt.cluster/1 file for --cluster");
   std::string probe_backend = "cpu", probe_out;
   bool probe_quick = false;
-  probe->add_option("--backend", probe_backend, "cpu (default; cuda arrives with the CUDA backend)");
+  probe->add_option("--backend", probe_backend, "cpu (default) or cuda (one GPU per rank under mpirun)");
   probe->add_option("--out", probe_out, "mgt.cluster/1 file to write")->required();
   probe->add_flag("--quick", probe_quick, "a few small shapes and sizes (~0.5 s), for tests");
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace mgt::rt::cuda {
@@ -740,6 +741,47 @@ double grad_sum_squares(Context& ctx, const float* grad, int64_t n) {
 
 void scale_in_place(Context& ctx, float* x, int64_t n, float coefficient) {
   elementwise(ctx, Elementwise::scale, x, nullptr, nullptr, nullptr, nullptr, n, coefficient);
+}
+
+namespace {
+
+__host__ __device__ float uniform_bf16(uint64_t seed, int64_t i) {
+  uint64_t z = (seed ^ static_cast<uint64_t>(i)) + 0x9E3779B97F4A7C15ull;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;  // exact: 24-bit grid
+  uint32_t bits;
+  memcpy(&bits, &u, sizeof bits);
+  bits &= 0xFFFF0000u;  // keep sign, exponent and 7 mantissa bits: a bf16 value
+  float out;
+  memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+__global__ void probe_uniform_kernel(float* x, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = uniform_bf16(seed, i);
+}
+__global__ void fill_constant_kernel(float* x, int64_t n, float value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = value;
+}
+
+}  // namespace
+
+float probe_uniform_bf16_value(uint64_t seed, int64_t i) { return uniform_bf16(seed, i); }
+
+void probe_uniform_bf16(Context& ctx, float* x, int64_t n, uint64_t seed) {
+  if (n == 0) return;
+  probe_uniform_kernel<<<blocks_for(n), kThreads, 0, MGT_STREAM>>>(x, n, seed);
+  check_launch();
+}
+
+void fill_constant(Context& ctx, float* x, int64_t n, float value) {
+  if (n == 0) return;
+  fill_constant_kernel<<<blocks_for(n), kThreads, 0, MGT_STREAM>>>(x, n, value);
+  check_launch();
 }
 
 #undef MGT_STREAM

@@ -109,4 +109,14 @@ void adamw_step(Context& ctx, float* param, const float* grad, float* m, float* 
 double grad_sum_squares(Context& ctx, const float* grad, int64_t n);
 void scale_in_place(Context& ctx, float* x, int64_t n, float coefficient);
 
+// ---- probe inputs ----
+
+/// The value probe_uniform_bf16 writes at index i: splitmix64(seed ^ i) mapped to [-1, 1) and truncated
+/// to a bf16-representable float (so bf16 GEMM operands are exact). Host and device compute it alike.
+float probe_uniform_bf16_value(uint64_t seed, int64_t i);
+/// x[i] = probe_uniform_bf16_value(seed, i) for i < n, on the device.
+void probe_uniform_bf16(Context& ctx, float* x, int64_t n, uint64_t seed);
+/// x[i] = value for i < n.
+void fill_constant(Context& ctx, float* x, int64_t n, float value);
+
 }  // namespace mgt::rt::cuda
