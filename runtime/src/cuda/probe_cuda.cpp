@@ -118,30 +118,14 @@ GemmSample time_gemm(Context& ctx, const Shape& s, int reps, int64_t samples) {
   return g;
 }
 
-/// NVLink between every pair of this node's GPUs, from `nvidia-smi topo -m` ("NV<n>" in every GPU x GPU
-/// cell); false when nvidia-smi is missing or any pair is connected otherwise.
-bool nvlink_between_all(int devices) {
-  if (devices < 2) return false;
+/// `nvidia-smi topo -m` of this node ("" when nvidia-smi is missing).
+std::string topo_text() {
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen("nvidia-smi topo -m 2>/dev/null", "r"), pclose);
-  if (!pipe) return false;
+  if (!pipe) return {};
   std::string text;
   char buffer[4096];
   while (size_t got = fread(buffer, 1, sizeof buffer, pipe.get())) text.append(buffer, got);
-  std::istringstream lines(text);
-  int rows = 0;
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream cells(line);
-    std::string head;
-    cells >> head;
-    if (head.rfind("GPU", 0) != 0 || head.size() < 4 || !std::isdigit(static_cast<unsigned char>(head[3]))) continue;
-    for (int j = 0; j < devices; ++j) {
-      std::string cell;
-      if (!(cells >> cell)) return false;
-      if (cell != "X" && cell.rfind("NV", 0) != 0) return false;
-    }
-    ++rows;
-  }
-  return rows == devices;
+  return text;
 }
 
 std::string utc_date() {
@@ -159,6 +143,26 @@ ir::GpuArch arch_of(int major, int minor) {
 }
 
 }  // namespace
+
+bool topo_shows_nvlink_between_all(const std::string& topo, int devices) {
+  if (devices < 2) return false;
+  std::istringstream lines(topo);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    // A GPU row starts the line with "GPU<i>"; the header starts with whitespace (or an ANSI escape).
+    if (line.rfind("GPU", 0) != 0 || line.size() < 4 || !std::isdigit(static_cast<unsigned char>(line[3]))) continue;
+    std::istringstream cells(line);
+    std::string head;
+    cells >> head;
+    for (int j = 0; j < devices; ++j) {
+      std::string cell;
+      if (!(cells >> cell)) return false;
+      if (cell != "X" && cell.rfind("NV", 0) != 0) return false;
+    }
+    ++rows;
+  }
+  return rows == devices;
+}
 
 ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std::ostream* log) {
   const auto total_start = Clock::now();
@@ -343,7 +347,7 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
   }
 
   // 4. Topology and the spec: the CPU probe's construction, then what a GPU node has in addition.
-  const bool nvlink = nvlink_between_all(devices) && local == devices;
+  const bool nvlink = topo_shows_nvlink_between_all(topo_text(), devices) && local == devices;
   ir::ClusterSpec c = build_probe_cluster(host, prop.name, utc_date(), options, report.peak_flops_per_s, report.gemms,
                                           report.memory, static_cast<int64_t>(prop.totalGlobalMem), local,
                                           report.collectives);

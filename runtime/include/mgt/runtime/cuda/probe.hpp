@@ -11,6 +11,7 @@
 #include "mgt/runtime/probe.hpp"
 
 #include <ostream>
+#include <string>
 
 namespace mgt::rt::cuda {
 
@@ -26,5 +27,9 @@ namespace mgt::rt::cuda {
 /// Throws std::runtime_error naming the measurement when a check fails, ir::InputError when the ranks
 /// span several hosts.
 ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std::ostream* log);
+
+/// True when `topo` (the text of `nvidia-smi topo -m`) has `devices` GPU rows whose GPU x GPU cells are
+/// all "X" or "NV<n>" (NVLink between every pair); false for fewer than 2 devices or anything else.
+bool topo_shows_nvlink_between_all(const std::string& topo, int devices);
 
 }  // namespace mgt::rt::cuda
