@@ -81,6 +81,29 @@ TEST(RunBackend, CudaWithoutADeviceIsOneLineAndExit1) {
   }
 }
 
+// mgt-plan-cuda itself (what mgt-plan re-executes with a device): the CUDA kernels are started and fail
+// with one line, after the schedule was lowered; fp32 and bf16 modes alike.
+TEST(RunBackend, CudaBinaryWithoutADeviceIsOneLineAndExit1) {
+  if (!MGT_CUDA_BUILT) GTEST_SKIP() << "built without CUDA: no mgt-plan-cuda";
+  const std::string cuda_cli = std::string(MGT_CLI_PATH) + "-cuda";
+  for (const char* backend : {"cuda", "cuda-fp32"}) {
+    const fs::path dir = fs::temp_directory_path() / ("mgt_backend_test_cuda_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string cmd = std::string("cd ") + MGT_SOURCE_DIR + " && exec " + cuda_cli +
+                            " run examples/models/Llama-3.1-8B.json --seq-len 8 --global-batch 2 --steps 1 --backend " +
+                            backend + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    const std::string err = slurp(dir / "err");
+    fs::remove_all(dir);
+    if (err.find("no CUDA device") == std::string::npos) GTEST_SKIP() << "a CUDA device is present";
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+    const std::vector<std::string> lines = lines_of(err);
+    ASSERT_EQ(lines.size(), 1u) << err;
+    EXPECT_EQ(lines[0].rfind(std::string("mgt-plan: --backend ") + backend + ": no CUDA device (", 0), 0u) << lines[0];
+  }
+}
+
 TEST(ProbeBackend, CudaWithoutADeviceIsOneLineAndExit1) {
   const Result r = run("probe --backend cuda --quick --out /nonexistent-dir/cluster.json");
   const std::vector<std::string> lines = lines_of(r.err);
