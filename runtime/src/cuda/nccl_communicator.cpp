@@ -136,7 +136,7 @@ struct NcclCommunicator::Impl {
     if (comm == nullptr) {
       if (send != recv && copy_count > 0)
         MGT_CUDA_CHECK(cudaMemcpyAsync(recv, send, static_cast<size_t>(copy_count) * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, stream));
+                                       cudaMemcpyDefault, stream));
       MGT_CUDA_CHECK(cudaStreamSynchronize(stream));
       return;
     }
@@ -293,7 +293,7 @@ void NcclCommunicator::all_to_all(const float* send, float* recv, int64_t count,
   if (send == recv && n > 1 && count > 0) {
     MGT_CUDA_CHECK(cudaMallocAsync(&staged, static_cast<size_t>(n * count) * sizeof(float), s.stream));
     MGT_CUDA_CHECK(cudaMemcpyAsync(staged, send, static_cast<size_t>(n * count) * sizeof(float),
-                                   cudaMemcpyDeviceToDevice, s.stream));
+                                   cudaMemcpyDefault, s.stream));
     send = staged;
   }
   s.run_collective("all_to_all", axes, count, send, recv, n * count, [&](ncclComm_t c) {
@@ -364,7 +364,7 @@ void NcclCommunicator::batch(std::span<const PointToPoint> transfers) {
       throw std::invalid_argument(what + ": a recv from this rank itself has no send of the same tag and count");
     if (r.count > 0)
       MGT_CUDA_CHECK(cudaMemcpyAsync(r.buffer, match->buffer, static_cast<size_t>(r.count) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, s.stream));
+                                     cudaMemcpyDefault, s.stream));
   }
   ncclResult_t code = ncclGroupStart();
   for (const auto& t : transfers) {
