@@ -1,10 +1,11 @@
 // Enough of CUDA to run runtime/src/cuda/kernels_device.cuh on the CPU, for tests on machines without a
-// GPU: one-dimensional grids and blocks; every thread of a block is a fiber (ucontext) and the block's
+// GPU: one-dimensional grids and blocks; every thread of a block is a fiber (own stack) and the block's
 // fibers run round-robin, each until its next __syncthreads (or shuffle), so a block barrier is a round
 // of the scheduler. Blocks run one after another, so __shared__ arrays can be function-local statics.
 // Kernels must reach their barriers uniformly (all threads or none), as CUDA requires anyway.
 #pragma once
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -42,26 +43,34 @@ inline __nv_bfloat16 __float2bfloat16(float f) {
 
 namespace cuda_emulation {
 
+// Fibers start through ucontext (makecontext / setcontext) and then switch with _setjmp / _longjmp, which,
+// unlike swapcontext, makes no signal-mask system call per switch (the emulation switches at every barrier).
+struct JumpBuffer {
+  jmp_buf env;
+};
 struct Scheduler {
-  ucontext_t main{};
-  std::vector<ucontext_t> fibers;
-  std::vector<bool> done;
+  jmp_buf main;
+  std::vector<ucontext_t> start;
+  std::vector<JumpBuffer> suspended;
+  std::vector<char> started, done;
   unsigned current = 0;
   std::function<void()> body;
 };
 inline Scheduler* scheduler = nullptr;
 
 /// Gives the CPU back to the scheduler: the calling fiber continues in the next round.
-inline void yield() { swapcontext(&scheduler->fibers[scheduler->current], &scheduler->main); }
+inline void yield() {
+  if (_setjmp(scheduler->suspended[scheduler->current].env) == 0) _longjmp(scheduler->main, 1);
+}
 
 inline void fiber_entry() {
   scheduler->body();
-  scheduler->done[scheduler->current] = true;
-  swapcontext(&scheduler->fibers[scheduler->current], &scheduler->main);
+  scheduler->done[scheduler->current] = 1;
+  _longjmp(scheduler->main, 1);
 }
 
-// swapcontext returns twice in GCC's eyes; it saves and restores the whole context, so locals of the
-// scheduler are not clobbered (-Wclobbered is a false positive here).
+// _setjmp returns twice in GCC's eyes; nothing of this frame changes between the save and the return
+// (the fibers run on their own stacks), so -Wclobbered is a false positive here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wclobbered"
 /// Runs body() as every thread of `grid` blocks of `block` threads.
@@ -71,18 +80,20 @@ inline void run_blocks(unsigned grid, unsigned block, std::function<void()> body
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
   s.body = std::move(body);
-  s.fibers.resize(block);
+  s.start.resize(block);
+  s.suspended.resize(block);
   static std::vector<std::vector<char>> stacks;  // 128 KiB per fiber, kept across launches
   while (stacks.size() < block) stacks.emplace_back(128 * 1024);
   for (unsigned b = 0; b < grid; ++b) {
     blockIdx = {b, 0, 0};
-    s.done.assign(block, false);
+    s.started.assign(block, 0);
+    s.done.assign(block, 0);
     for (unsigned t = 0; t < block; ++t) {
-      getcontext(&s.fibers[t]);
-      s.fibers[t].uc_stack.ss_sp = stacks[t].data();
-      s.fibers[t].uc_stack.ss_size = stacks[t].size();
-      s.fibers[t].uc_link = nullptr;
-      makecontext(&s.fibers[t], fiber_entry, 0);
+      getcontext(&s.start[t]);
+      s.start[t].uc_stack.ss_sp = stacks[t].data();
+      s.start[t].uc_stack.ss_size = stacks[t].size();
+      s.start[t].uc_link = nullptr;
+      makecontext(&s.start[t], fiber_entry, 0);
     }
     for (bool running = true; running;) {  // one round = every fiber to its next barrier
       running = false;
@@ -90,10 +101,16 @@ inline void run_blocks(unsigned grid, unsigned block, std::function<void()> body
         if (s.done[t]) continue;
         s.current = t;
         threadIdx = {t, 0, 0};
-        swapcontext(&s.main, &s.fibers[t]);
+        if (_setjmp(s.main) == 0) {
+          if (!s.started[t]) {
+            s.started[t] = 1;
+            setcontext(&s.start[t]);
+          }
+          _longjmp(s.suspended[t].env, 1);
+        }
         running = running || !s.done[t];
       }
-      if (running && std::count(s.done.begin(), s.done.end(), true) != 0)
+      if (running && std::count(s.done.begin(), s.done.end(), 1) != 0)
         throw std::logic_error("cuda emulation: some threads of a block returned while others wait at a barrier");
     }
   }

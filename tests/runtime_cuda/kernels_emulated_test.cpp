@@ -10,11 +10,25 @@
 #include "../../runtime/src/cuda/kernels_device.cuh"
 #pragma GCC diagnostic pop
 
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/error.hpp"
+#include "mgt/ir/model_loader.hpp"
+#include "mgt/ir/plan.hpp"
+#include "mgt/planner/lower.hpp"
 #include "mgt/runtime/cpu/kernels.hpp"
+#include "mgt/runtime/cuda/kernels.hpp"
+#include "mgt/runtime/executor.hpp"
+#include "mgt/runtime/kernel_backend.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <vector>
 
@@ -269,6 +283,176 @@ TEST(EmulatedCudaKernels, AdamWSumOfSquaresAndProbeInputs) {
     EXPECT_EQ(x[size_t(i)], uniform_bf16(9, i));
     EXPECT_EQ(c[size_t(i)], 2.5f);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The executor on the emulated kernel set: a KernelBackend that launches the device kernels as the CUDA
+// backend's wrappers do (kernels.cu: same grids and scratch; row kernels with smaller blocks), with the CPU
+// GEMM standing in for cuBLAS, must train a tiny Llama to the CPU backend's losses.
+
+class EmulatedBackend final : public KernelBackend {
+  // Row kernels (norms, loss, sums) work with any multiple of 32 threads; 32 instead of the GPU's 256 keeps
+  // the emulation fast. The unit tests above run them with the GPU's block sizes.
+  static constexpr unsigned kRowThreads = 32;
+
+ public:
+  std::string name() const override { return "emulated cuda"; }
+  std::pmr::memory_resource* memory() override { return std::pmr::new_delete_resource(); }
+  void fill_zero(float* x, int64_t n) override { std::fill_n(x, n, 0.0f); }
+  void copy(float* dst, const float* src, int64_t n) override { std::copy_n(src, n, dst); }
+  int64_t attention_forward_scratch(const cpu::AttentionConfig&) const override { return 0; }
+  int64_t attention_backward_scratch(const cpu::AttentionConfig& c) const override {
+    return cuda::attention_backward_scratch(c);
+  }
+  void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t, int64_t C) override {
+    launch(grid_for(N * C), kThreads, embedding_forward_kernel, out, ids, wte, N, C);
+  }
+  void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t, int64_t C) override {
+    launch(grid_for(N * C), kThreads, embedding_backward_kernel, dwte, dout, ids, N, C);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps,
+                       bool unit_offset) override {
+    launch(unsigned(N), kRowThreads, rmsnorm_forward_kernel, out, rstd, x, w, C, eps, unit_offset);
+  }
+  void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                        int64_t N, int64_t C, bool unit_offset) override {
+    launch(unsigned(N), kRowThreads, rmsnorm_backward_kernel, dx, dw, dout, x, w, rstd, C, unit_offset);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                         int64_t N, int64_t C, float eps) override {
+    launch(unsigned(N), kRowThreads, layernorm_forward_kernel, out, mean, rstd, x, w, b, C, eps);
+  }
+  void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
+                          const float* mean, const float* rstd, int64_t N, int64_t C) override {
+    launch(unsigned(N), kRowThreads, layernorm_backward_kernel, dx, dw, db, dout, x, w, mean, rstd, C);
+  }
+  void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t IC, int64_t OC,
+                      int64_t ldw) override {  // cuBLAS on a GPU; the bias by the device kernel
+    cpu::linear_forward(y, x, w, nullptr, N, IC, OC, ldw);
+    if (b != nullptr) launch(grid_for(N * OC), kThreads, add_bias_kernel, y, b, N, OC);
+  }
+  void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int64_t N,
+                       int64_t IC, int64_t OC, int64_t ldw) override {
+    cpu::linear_backward(dx, dw, nullptr, dy, x, w, N, IC, OC, ldw);
+    if (db != nullptr) launch(grid_for(OC), kThreads, bias_grad_kernel, db, dy, N, OC);
+  }
+  void rope_forward(float* out, const float* x, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                    int64_t D) override {
+    launch(grid_for(B * T * H * D / 2), kThreads, rope_kernel, out, x, cos, sin, B, T, H, D, false);
+  }
+  void rope_backward(float* dx, const float* dout, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                     int64_t D) override {
+    launch(grid_for(B * T * H * D / 2), kThreads, rope_kernel, dx, dout, cos, sin, B, T, H, D, true);
+  }
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                         const cpu::AttentionConfig& c, float*) override {
+    const AttentionShape a = attention_shape(c);
+    launch(unsigned(a.B * a.T * a.H), kTile, attention_forward_kernel, out, lse, q, k, v, a);
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                          const float* v, const float* lse, const cpu::AttentionConfig& c, float* scratch) override {
+    const AttentionShape a = attention_shape(c);
+    launch(unsigned(a.B * a.T * a.H), kTile, attention_backward_query_kernel, dq, scratch, dout, q, k, v, lse, a);
+    launch(unsigned(a.B * a.Tk * a.KVH), kTile, attention_backward_key_kernel, dk, dv, dout, q, k, v, lse,
+           static_cast<const float*>(scratch), a);
+  }
+  void gelu_forward(float* out, const float* x, int64_t n) override {
+    ew(Elementwise::gelu_fwd, out, nullptr, x, nullptr, nullptr, n);
+  }
+  void gelu_backward(float* dx, const float* dout, const float* x, int64_t n) override {
+    ew(Elementwise::gelu_bwd, dx, nullptr, dout, x, nullptr, n);
+  }
+  void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override {
+    ew(Elementwise::swiglu_fwd, out, nullptr, gate, up, nullptr, n);
+  }
+  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                       int64_t n) override {
+    ew(Elementwise::swiglu_bwd, dgate, dup, dout, gate, up, n);
+  }
+  void geglu_forward(float* out, const float* gate, const float* up, int64_t n) override {
+    ew(Elementwise::geglu_fwd, out, nullptr, gate, up, nullptr, n);
+  }
+  void geglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                      int64_t n) override {
+    ew(Elementwise::geglu_bwd, dgate, dup, dout, gate, up, n);
+  }
+  void residual_forward(float* out, const float* a, const float* b, int64_t n) override {
+    ew(Elementwise::residual_fwd, out, nullptr, a, b, nullptr, n);
+  }
+  void residual_backward(float* da, float* db, const float* dout, int64_t n) override {
+    ew(Elementwise::residual_bwd, da, db, dout, nullptr, nullptr, n);
+  }
+  double softmax_cross_entropy_forward_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N,
+                                                int64_t V, int64_t num_targets, float dloss) override {
+    double loss = 0;
+    const double inv = 1.0 / double(num_targets);
+    if (N > 0)
+      launch(unsigned(N), kRowThreads, cross_entropy_kernel, dlogits, logits, targets, V, inv, double(dloss) * inv, &loss);
+    return loss;
+  }
+  void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, int64_t step,
+                  const cpu::AdamWConfig& config) override {
+    launch(grid_for(n), kThreads, adamw_kernel, param, grad, m, v, n, adamw_scalars(config, step));
+  }
+  double grad_sum_squares(const float* grad, int64_t n) override {
+    double sum = 0;
+    if (n > 0) launch(grid_for(n), kRowThreads, sum_squares_kernel, grad, n, &sum);
+    return sum;
+  }
+  void scale_in_place(float* x, int64_t n, float coefficient) override {
+    launch(grid_for(n), kThreads, elementwise_kernel, Elementwise::scale, x, static_cast<float*>(nullptr),
+           static_cast<const float*>(nullptr), static_cast<const float*>(nullptr), static_cast<const float*>(nullptr),
+           coefficient, n);
+  }
+
+ private:
+  static void ew(Elementwise kind, float* o0, float* o1, const float* i0, const float* i1, const float* i2, int64_t n) {
+    if (n > 0) launch(grid_for(n), kThreads, elementwise_kernel, kind, o0, o1, i0, i1, i2, 0.0f, n);
+  }
+};
+
+/// Loss and global gradient norm of each step (the norm sees every gradient, the loss only through updates).
+std::vector<double> train(const std::string& config, const std::string& plan_json, KernelBackend* kernels) {
+  const ir::Graph graph = ir::load_model(config);
+  cost::TrainingSettings settings;
+  settings.seq_len = 8;
+  settings.global_batch_tokens = 2 * 8;
+  const ir::Schedule schedule = plan::lower_to_schedule(
+      graph, ir::plan_from_json(ir::parse_json_text(plan_json, "p"), "p"), settings, 1, ir::cluster_preset("h100-sxm"));
+  ModelState state(graph);
+  init_parameters(state, {.seed = 17});
+  ExecutorOptions options;
+  options.numerics = read_model_numerics(config);
+  options.grad_clip = 1.0;
+  options.kernels = kernels;
+  Executor executor(schedule, graph, state, options);
+  const TokenSource data = TokenSource::synthetic(19, 256);
+  std::vector<double> losses;
+  for (int64_t k = 0; k < 2; ++k) {
+    const StepStats stats = executor.step(global_batch(data, k, 2, 8));
+    losses.push_back(stats.loss);
+    losses.push_back(stats.grad_norm);
+  }
+  return losses;
+}
+
+TEST(EmulatedCudaKernels, ExecutorTrainsTheTinyLlamaToTheCpuLossesAndGradientNorms) {
+  const std::filesystem::path config =
+      std::filesystem::temp_directory_path() / ("mgt_emulated_llama_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(config) << R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":32,
+    "intermediate_size":64,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":8,"num_hidden_layers":2,
+    "vocab_size":256,"max_position_embeddings":64,"rms_norm_eps":1e-5,"rope_theta":10000.0,
+    "tie_word_embeddings":false,"hidden_act":"silu"})";
+  for (const char* plan : {R"({})", R"({"micro_batch":1,"recompute":"full"})"}) {
+    EmulatedBackend emulated;
+    const std::vector<double> want = train(config.string(), plan, nullptr);
+    const std::vector<double> got = train(config.string(), plan, &emulated);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_NEAR(got[k], want[k], 1e-5 * std::fabs(want[k])) << plan << (k % 2 ? " grad norm" : " loss") << " step "
+                                                                << k / 2;
+  }
+  std::filesystem::remove(config);
 }
 
 }  // namespace
