@@ -43,6 +43,18 @@ inline __nv_bfloat16 __float2bfloat16(float f) {
 
 namespace cuda_emulation {
 
+/// Why the emulation cannot run in this build, or nullptr: AddressSanitizer does not follow fibers switched
+/// by _longjmp, and _FORTIFY_SOURCE's longjmp check rejects jumps between stacks.
+inline const char* unsupported() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "the CUDA emulation's fibers are not supported under AddressSanitizer";
+#elif defined(_FORTIFY_SOURCE) && _FORTIFY_SOURCE > 0
+  return "the CUDA emulation's fibers are not supported with _FORTIFY_SOURCE (longjmp between stacks)";
+#else
+  return nullptr;
+#endif
+}
+
 // Fibers start through ucontext (makecontext / setcontext) and then switch with _setjmp / _longjmp, which,
 // unlike swapcontext, makes no signal-mask system call per switch (the emulation switches at every barrier).
 struct JumpBuffer {

@@ -59,9 +59,16 @@ void expect_close(const Vec& result, const Vec& correct, float rtol, float atol,
   }
 }
 
+class EmulatedCudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const char* why = cuda_emulation::unsupported()) GTEST_SKIP() << why;
+  }
+};
+
 unsigned grid_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-TEST(EmulatedCudaKernels, Embedding) {
+TEST_F(EmulatedCudaKernels, Embedding) {
   const int64_t N = 37, V = 11, C = 24;
   std::vector<int32_t> ids(N);
   for (int64_t n = 0; n < N; ++n) ids[size_t(n)] = static_cast<int32_t>((n * 7) % V);
@@ -75,7 +82,7 @@ TEST(EmulatedCudaKernels, Embedding) {
   expect_close(dwte, want_dwte, 1e-6f, 1e-6f, "embedding dwte");
 }
 
-TEST(EmulatedCudaKernels, RmsNormAndLayerNorm) {
+TEST_F(EmulatedCudaKernels, RmsNormAndLayerNorm) {
   const int64_t N = 9, C = 300;  // C > 256: threads loop over the row
   for (bool unit_offset : {false, true}) {
     const Vec x = random_vec(N * C, 4), w = random_vec(C, 5), dout = random_vec(N * C, 6);
@@ -110,7 +117,7 @@ TEST(EmulatedCudaKernels, RmsNormAndLayerNorm) {
   expect_close(db, want_db, 1e-5f, 1e-5f, "layernorm db");
 }
 
-TEST(EmulatedCudaKernels, BiasAddBiasGradientAndBf16Copy) {
+TEST_F(EmulatedCudaKernels, BiasAddBiasGradientAndBf16Copy) {
   const int64_t N = 5, OC = 300;
   const Vec b = random_vec(OC, 13), dy = random_vec(N * OC, 14);
   Vec y = random_vec(N * OC, 15), want_y = y, db = random_vec(OC, 16), want_db = db;
@@ -134,7 +141,7 @@ TEST(EmulatedCudaKernels, BiasAddBiasGradientAndBf16Copy) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(dst[size_t(i)].bits, want[i]) << i;
 }
 
-TEST(EmulatedCudaKernels, Rope) {
+TEST_F(EmulatedCudaKernels, Rope) {
   const int64_t B = 2, T = 9, H = 3, D = 16;
   Vec cos(T * D / 2), sin(T * D / 2);
   cpu::rope_tables(cos.data(), sin.data(), T, D, /*position_offset=*/5, cpu::RopeConfig{});
@@ -175,13 +182,13 @@ void check_attention(cpu::AttentionConfig c, const std::vector<int64_t>& q_pos) 
   expect_close(dv, want_dv, 1e-4f, 1e-5f, "attention dv");
 }
 
-TEST(EmulatedCudaKernels, AttentionCausalGqaOverTwoKeyTiles) {
+TEST_F(EmulatedCudaKernels, AttentionCausalGqaOverTwoKeyTiles) {
   cpu::AttentionConfig c;
   c.B = 1, c.T = 130, c.H = 4, c.KVH = 2, c.D = 16;  // 130 keys: two tiles of 128, the second of 2
   check_attention(c, {});
 }
 
-TEST(EmulatedCudaKernels, AttentionWindowNonCausalAndContextParallelPositions) {
+TEST_F(EmulatedCudaKernels, AttentionWindowNonCausalAndContextParallelPositions) {
   cpu::AttentionConfig w;
   w.B = 2, w.T = 24, w.H = 2, w.KVH = 2, w.D = 8, w.window = 5;
   check_attention(w, {});
@@ -196,7 +203,7 @@ TEST(EmulatedCudaKernels, AttentionWindowNonCausalAndContextParallelPositions) {
   check_attention(cp, pos);
 }
 
-TEST(EmulatedCudaKernels, Elementwise) {
+TEST_F(EmulatedCudaKernels, Elementwise) {
   const int64_t n = 700;
   const Vec a = random_vec(n, 30, 3.0f), b = random_vec(n, 31, 3.0f), dout = random_vec(n, 32);
   struct Case {
@@ -246,7 +253,7 @@ TEST(EmulatedCudaKernels, Elementwise) {
   expect_close(o0, want0, 0, 0, "scale");
 }
 
-TEST(EmulatedCudaKernels, SoftmaxCrossEntropyInPlaceWithIgnoredTargets) {
+TEST_F(EmulatedCudaKernels, SoftmaxCrossEntropyInPlaceWithIgnoredTargets) {
   const int64_t N = 5, V = 600, num_targets = 11;
   const Vec logits = random_vec(N * V, 35, 4.0f);
   const std::vector<int32_t> targets = {3, 599, -100, 0, 77};
@@ -261,7 +268,7 @@ TEST(EmulatedCudaKernels, SoftmaxCrossEntropyInPlaceWithIgnoredTargets) {
   expect_close(got, want, 1e-5f, 1e-9f, "dlogits");
 }
 
-TEST(EmulatedCudaKernels, AdamWSumOfSquaresAndProbeInputs) {
+TEST_F(EmulatedCudaKernels, AdamWSumOfSquaresAndProbeInputs) {
   const int64_t n = 1000;
   Vec p = random_vec(n, 36), m(n, 0.0f), v(n, 0.0f), want_p = p, want_m = m, want_v = v;
   const cpu::AdamWConfig config{1e-2, 0.9, 0.95, 1e-8, 0.1};
@@ -436,7 +443,7 @@ std::vector<double> train(const std::string& config, const std::string& plan_jso
   return losses;
 }
 
-TEST(EmulatedCudaKernels, ExecutorTrainsTheTinyLlamaToTheCpuLossesAndGradientNorms) {
+TEST_F(EmulatedCudaKernels, ExecutorTrainsTheTinyLlamaToTheCpuLossesAndGradientNorms) {
   const std::filesystem::path config =
       std::filesystem::temp_directory_path() / ("mgt_emulated_llama_" + std::to_string(::getpid()) + ".json");
   std::ofstream(config) << R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":32,
