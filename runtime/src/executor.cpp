@@ -2,6 +2,7 @@
 #include "mgt/runtime/executor.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/runtime/kernel_backend.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory_resource>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -64,6 +66,7 @@ namespace {
 // Memory accounting: every float the executor allocates goes through a Tensor bound to a Tracker.
 
 struct Tracker {
+  KernelBackend* kernels = nullptr;  ///< where Tensors are allocated and zeroed
   int64_t current = 0, peak = 0, step_peak = 0;
   int64_t planned = 0, planned_peak = 0, planned_step_peak = 0;
   void add(int64_t bytes) {
@@ -82,40 +85,54 @@ struct Tracker {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Tracker* tracker, int64_t n) : tracker_(tracker), data_(static_cast<size_t>(n), 0.0f) {
+  /// n zeroed floats from the tracker's kernel backend (host memory, or CUDA managed memory).
+  Tensor(Tracker* tracker, int64_t n) : tracker_(tracker), n_(n) {
+    if (n_ > 0) {
+      data_ = static_cast<float*>(tracker_->kernels->memory()->allocate(static_cast<size_t>(bytes()), kAlignment));
+      tracker_->kernels->fill_zero(data_, n_);
+    }
     tracker_->add(bytes());
   }
   ~Tensor() { release(); }
-  Tensor(Tensor&& o) noexcept : tracker_(o.tracker_), data_(std::move(o.data_)) {
+  Tensor(Tensor&& o) noexcept : tracker_(o.tracker_), data_(o.data_), n_(o.n_) {
     o.tracker_ = nullptr;
-    o.data_ = {};
+    o.data_ = nullptr;
+    o.n_ = 0;
   }
   Tensor& operator=(Tensor&& o) noexcept {
     if (this != &o) {
       release();
       tracker_ = o.tracker_;
-      data_ = std::move(o.data_);
+      data_ = o.data_;
+      n_ = o.n_;
       o.tracker_ = nullptr;
-      o.data_ = {};
+      o.data_ = nullptr;
+      o.n_ = 0;
     }
     return *this;
   }
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
-  float* data() { return data_.data(); }
-  const float* data() const { return data_.data(); }
-  int64_t size() const { return static_cast<int64_t>(data_.size()); }
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  int64_t size() const { return n_; }
 
  private:
-  int64_t bytes() const { return size() * static_cast<int64_t>(sizeof(float)); }
+  static constexpr size_t kAlignment = 256;  // cuBLAS / vector loads
+  int64_t bytes() const { return n_ * static_cast<int64_t>(sizeof(float)); }
   void release() {
-    if (tracker_) tracker_->sub(bytes());
+    if (tracker_) {
+      tracker_->sub(bytes());
+      if (data_) tracker_->kernels->memory()->deallocate(data_, static_cast<size_t>(bytes()), kAlignment);
+    }
     tracker_ = nullptr;
-    data_ = {};
+    data_ = nullptr;
+    n_ = 0;
   }
   Tracker* tracker_ = nullptr;
-  std::vector<float> data_;
+  float* data_ = nullptr;
+  int64_t n_ = 0;
 };
 
 /// A live buffer of the schedule: what the executor really stores under its name.
@@ -245,6 +262,7 @@ struct Executor::Impl {
   ModelState& state;
   ExecutorOptions options;
   Communicator* comm;
+  KernelBackend& K;  ///< the kernels (options.kernels, or the CPU's) and where buffers live
   size_t program_index = 0;
   const ir::Program* program = nullptr;
 
@@ -280,7 +298,8 @@ struct Executor::Impl {
   double loss_sum = 0.0, grad_norm = 0.0;
   int64_t ddp_reduced = 0;     ///< packed elements of the stage all-reduced so far this step (buckets)
   std::string last_scattered;  ///< unit of the latest reduce-scatter (HSDP all-reduce follows it)
-  std::vector<float> comm_scratch, comm_scratch2;
+  std::pmr::vector<float> comm_scratch{K.memory()}, comm_scratch2{K.memory()};  ///< communicator-visible
+  std::pmr::vector<float> sum_scratch = std::pmr::vector<float>(2, 0.0f, K.memory());  ///< sum_over's hi + lo
   struct PendingP2P {
     PointToPoint transfer;
     bool to_fwd = true;  ///< a recv lands in fwd_handoff (else bwd_handoff)
@@ -290,7 +309,10 @@ struct Executor::Impl {
   std::vector<PendingP2P> pending;  ///< Send/Recv with batch_with_next, issued together
 
   Impl(const ir::Schedule& s, const ir::Graph& g, ModelState& st, ExecutorOptions o, Communicator* c)
-      : schedule(s), graph(g), state(st), options(std::move(o)), comm(c) {}
+      : schedule(s), graph(g), state(st), options(std::move(o)), comm(c),
+        K(options.kernels != nullptr ? *options.kernels : cpu_kernel_backend()) {
+    tracker.kernels = &K;
+  }
 
   // ---- setup ----
 
@@ -729,7 +751,7 @@ struct Executor::Impl {
         float* y = out(x, op.output);
         const float* w = param(x, op.inputs[0]);
         if (V == V_local) {
-          cpu::embedding_forward(y, ids, w, N, V, C);
+          K.embedding_forward(y, ids, w, N, V, C);
         } else {  // vocab-parallel: this rank's rows of the table; the reduction over tp follows
           const int64_t v0 = tp_rank * V_local;
           for (int64_t i = 0; i < N; ++i) {
@@ -747,11 +769,12 @@ struct Executor::Impl {
         const float* w = in(x, op.inputs[1]);
         float* y = out(x, op.output);
         if (op.norm == ir::NormKind::rms) {
-          cpu::rmsnorm_forward(y, scratch_saved(x, op.name + "#rstd", N), xin, w, N, C, options.numerics.norm_eps);
+          K.rmsnorm_forward(y, scratch_saved(x, op.name + "#rstd", N), xin, w, N, C, options.numerics.norm_eps,
+                            /*unit_offset=*/false);
         } else {
           const float* b = op.inputs.size() > 2 ? in(x, op.inputs[2]) : nullptr;
           float* mean = scratch_saved(x, op.name + "#mean", N);
-          cpu::layernorm_forward(y, mean, scratch_saved(x, op.name + "#rstd", N), xin, w, b, N, C,
+          K.layernorm_forward(y, mean, scratch_saved(x, op.name + "#rstd", N), xin, w, b, N, C,
                                  options.numerics.norm_eps);
         }
         break;
@@ -760,7 +783,7 @@ struct Executor::Impl {
         const Linear l = linear_shape(x);
         const float* b = op.inputs.size() > 2 ? in(x, op.inputs[2]) : nullptr;
         const float* a = in(x, op.inputs[0]);
-        cpu::linear_forward(out(x, op.output), a, state.params().data() + l.w.offset, b, l.N, l.IC, l.OC, l.w.ld);
+        K.linear_forward(out(x, op.output), a, state.params().data() + l.w.offset, b, l.N, l.IC, l.OC, l.w.ld);
         break;
       }
       case ir::OpKind::rope: {
@@ -769,17 +792,17 @@ struct Executor::Impl {
         const int64_t heads = numel(x, op.inputs[0]) / (x.B * x.T * D);
         const auto [cos, sin] = rope(x.T, D);
         const float* xin = in(x, op.inputs[0]);
-        cpu::rope_forward(out(x, op.output), xin, cos, sin, x.B, x.T, heads, D);
+        K.rope_forward(out(x, op.output), xin, cos, sin, x.B, x.T, heads, D);
         break;
       }
       case ir::OpKind::attention_core: {
         const cpu::AttentionConfig ac = attention_config(x);
-        Tensor scratch(&tracker, cpu::attention_forward_scratch(ac));
+        Tensor scratch(&tracker, K.attention_forward_scratch(ac));
         const float* q = in(x, op.inputs[0]);
         const float* k = kv(x, op.inputs[1], ac);
         const float* v = kv(x, op.inputs[2], ac);
         float* lse = scratch_saved(x, op.name + "#lse", ac.B * ac.H * ac.T);
-        cpu::attention_forward(out(x, op.output), lse, q, k, v, ac, scratch.data());
+        K.attention_forward(out(x, op.output), lse, q, k, v, ac, scratch.data());
         break;
       }
       case ir::OpKind::activation: {
@@ -788,11 +811,11 @@ struct Executor::Impl {
           if (op.inputs.size() != 2) fail(x, "a gated activation needs gate and up");
           const float *g = in(x, op.inputs[0]), *u = in(x, op.inputs[1]);
           float* y = out(x, op.output);
-          if (op.activation == ir::ActivationKind::silu_glu) cpu::swiglu_forward(y, g, u, n);
-          else cpu::geglu_forward(y, g, u, n);
+          if (op.activation == ir::ActivationKind::silu_glu) K.swiglu_forward(y, g, u, n);
+          else K.geglu_forward(y, g, u, n);
         } else if (op.activation == ir::ActivationKind::gelu) {
           const float* a = in(x, op.inputs[0]);
-          cpu::gelu_forward(out(x, op.output), a, n);
+          K.gelu_forward(out(x, op.output), a, n);
         } else {
           fail(x, "activation kind of op '" + op.name + "' has no CPU kernel yet (silu_glu, gelu_glu, gelu are done)");
         }
@@ -800,7 +823,7 @@ struct Executor::Impl {
       }
       case ir::OpKind::residual: {
         const float *a = in(x, op.inputs[0]), *b = in(x, op.inputs[1]);
-        cpu::residual_forward(out(x, op.output), a, b, numel(x, op.output));
+        K.residual_forward(out(x, op.output), a, b, numel(x, op.output));
         break;
       }
       case ir::OpKind::softmax_cross_entropy: {
@@ -814,8 +837,8 @@ struct Executor::Impl {
           if (targets[i] < 0 || targets[i] >= V_full) fail(x, "target id " + std::to_string(targets[i]) + " outside the vocabulary of " + std::to_string(V_full));
         const float* logits = in(x, op.inputs[0]);
         if (!vocab_parallel(x)) {
-          loss_sum += cpu::softmax_cross_entropy_forward_backward(nullptr, logits, targets, N, V,
-                                                                  batch->sequences * batch->seq_len);
+          loss_sum += K.softmax_cross_entropy_forward_backward(nullptr, logits, targets, N, V,
+                                                               batch->sequences * batch->seq_len, 1.0f);
           break;
         }
         // Vocab-parallel: the local maximum per token now; the three all-reduces that follow in the
@@ -852,7 +875,7 @@ struct Executor::Impl {
         float* dw = param_grad(x, op.inputs[0]);
         const bool split = tp > 1 && state.table().find_graph(x.block->name, x.c->layer, op.inputs[0])->tp_axis == 0;
         if (!split) {
-          cpu::embedding_backward(dw, dy, ids, N, V_local, C);
+          K.embedding_backward(dw, dy, ids, N, V_local, C);
         } else {
           const int64_t v0 = tp_rank * V_local;
           for (int64_t i = 0; i < N; ++i) {
@@ -875,10 +898,10 @@ struct Executor::Impl {
         float* dx = grad(x, op.inputs[0]);
         float* dw = grad(x, op.inputs[1]);
         if (op.norm == ir::NormKind::rms) {
-          cpu::rmsnorm_backward(dx, dw, dy, xin, w, saved(x, op.name + "#rstd"), N, C);
+          K.rmsnorm_backward(dx, dw, dy, xin, w, saved(x, op.name + "#rstd"), N, C, /*unit_offset=*/false);
         } else {
           float* db = op.inputs.size() > 2 ? grad(x, op.inputs[2]) : nullptr;
-          cpu::layernorm_backward(dx, dw, db, dy, xin, w, saved(x, op.name + "#mean"), saved(x, op.name + "#rstd"),
+          K.layernorm_backward(dx, dw, db, dy, xin, w, saved(x, op.name + "#mean"), saved(x, op.name + "#rstd"),
                                   N, C);
         }
         break;
@@ -890,7 +913,7 @@ struct Executor::Impl {
         float* dx = data ? grad(x, op.inputs[0]) : nullptr;
         float* dw = weight ? state.grads().data() + l.w.offset : nullptr;
         float* db = weight && op.inputs.size() > 2 ? grad(x, op.inputs[2]) : nullptr;
-        cpu::linear_backward(dx, dw, db, dy, a, state.params().data() + l.w.offset, l.N, l.IC, l.OC, l.w.ld);
+        K.linear_backward(dx, dw, db, dy, a, state.params().data() + l.w.offset, l.N, l.IC, l.OC, l.w.ld);
         break;
       }
       case ir::OpKind::rope: {
@@ -900,13 +923,13 @@ struct Executor::Impl {
         const int64_t heads = numel(x, op.inputs[0]) / (x.B * x.T * D);
         const auto [cos, sin] = rope(x.T, D);
         const float* dy = dout(x, op.output);
-        cpu::rope_backward(grad(x, op.inputs[0]), dy, cos, sin, x.B, x.T, heads, D);
+        K.rope_backward(grad(x, op.inputs[0]), dy, cos, sin, x.B, x.T, heads, D);
         break;
       }
       case ir::OpKind::attention_core: {
         if (!data) break;
         const cpu::AttentionConfig ac = attention_config(x);
-        Tensor scratch(&tracker, cpu::attention_backward_scratch(ac));
+        Tensor scratch(&tracker, K.attention_backward_scratch(ac));
         const float* dy = dout(x, op.output);
         const float* q = in(x, op.inputs[0]);
         const float* k = kv(x, op.inputs[1], ac);
@@ -915,7 +938,7 @@ struct Executor::Impl {
         float* dq = grad(x, op.inputs[0]);
         float* dk = grad(x, op.inputs[1], kv_elements);
         float* dv = grad(x, op.inputs[2], kv_elements);
-        cpu::attention_backward(dq, dk, dv, dy, q, k, v, saved(x, op.name + "#lse"), ac, scratch.data());
+        K.attention_backward(dq, dk, dv, dy, q, k, v, saved(x, op.name + "#lse"), ac, scratch.data());
         break;
       }
       case ir::OpKind::activation: {
@@ -926,11 +949,11 @@ struct Executor::Impl {
           const float *g = in(x, op.inputs[0]), *u = in(x, op.inputs[1]);
           float* dg = grad(x, op.inputs[0]);
           float* du = grad(x, op.inputs[1]);
-          if (op.activation == ir::ActivationKind::silu_glu) cpu::swiglu_backward(dg, du, dy, g, u, n);
-          else cpu::geglu_backward(dg, du, dy, g, u, n);
+          if (op.activation == ir::ActivationKind::silu_glu) K.swiglu_backward(dg, du, dy, g, u, n);
+          else K.geglu_backward(dg, du, dy, g, u, n);
         } else {
           const float* a = in(x, op.inputs[0]);
-          cpu::gelu_backward(grad(x, op.inputs[0]), dy, a, n);
+          K.gelu_backward(grad(x, op.inputs[0]), dy, a, n);
         }
         break;
       }
@@ -939,7 +962,7 @@ struct Executor::Impl {
         const float* dy = dout(x, op.output);
         float* da = grad(x, op.inputs[0]);
         float* db = grad(x, op.inputs[1]);
-        cpu::residual_backward(da, db, dy, numel(x, op.output));
+        K.residual_backward(da, db, dy, numel(x, op.output));
         break;
       }
       case ir::OpKind::softmax_cross_entropy: {
@@ -955,7 +978,7 @@ struct Executor::Impl {
         const int32_t* targets = tokens(x, true);
         const int64_t num_targets = batch->sequences * batch->seq_len;
         if (!vocab_parallel(x)) {
-          cpu::softmax_cross_entropy_forward_backward(logits.data(), logits.data(), targets, N, V, num_targets);
+          K.softmax_cross_entropy_forward_backward(logits.data(), logits.data(), targets, N, V, num_targets, 1.0f);
         } else {
           // softmax with the global max and sum of exponentials, minus one at the target if this
           // rank holds its vocab row; the mean over all targets.
@@ -1103,15 +1126,15 @@ struct Executor::Impl {
     double sq = 0.0;
     for (const auto& [name, u] : units)
       for_each_in(u, owned(u), [&](const Segment& s, int64_t fb, int64_t n, int64_t) {
-        if (!s.tp_replicated || tp_rank == 0) sq += cpu::grad_sum_squares(g + fb, n);
+        if (!s.tp_replicated || tp_rank == 0) sq += K.grad_sum_squares(g + fb, n);
       });
     grad_norm = std::sqrt(sum_over(sq, norm_axes));
     const float coef = cpu::grad_clip_coefficient(grad_norm, options.grad_clip);
     state.step += 1;
     for (const auto& [name, u] : units)
       for_each_in(u, owned(u), [&](const Segment&, int64_t fb, int64_t n, int64_t) {
-        if (coef < 1.0f) cpu::scale_in_place(g + fb, n, coef);
-        cpu::adamw_step(state.params().data() + fb, g + fb, state.adam_m().data() + fb, state.adam_v().data() + fb, n,
+        if (coef < 1.0f) K.scale_in_place(g + fb, n, coef);
+        K.adamw_step(state.params().data() + fb, g + fb, state.adam_m().data() + fb, state.adam_v().data() + fb, n,
                         state.step, options.adamw);
       });
   }
@@ -1119,7 +1142,7 @@ struct Executor::Impl {
   /// Sum of a double over a group, exactly enough for reporting: sent as two floats (hi + lo).
   double sum_over(double value, const Axes& axes) {
     if (!comm || comm->group_size(axes) <= 1) return value;
-    float v[2];
+    float* v = sum_scratch.data();  // backend memory: NCCL cannot read the host stack
     v[0] = static_cast<float>(value);
     v[1] = static_cast<float>(value - static_cast<double>(v[0]));
     comm->all_reduce(v, v, 2, axes);
@@ -1263,7 +1286,7 @@ struct Executor::Impl {
         comm->all_reduce(s, s, N, c.axes);
       } else if (stat == "loss(target)") {
         const int32_t* targets = tokens(lx, true);
-        std::vector<float> t(static_cast<size_t>(N), 0.0f);
+        std::pmr::vector<float> t(static_cast<size_t>(N), 0.0f, K.memory());
         const int64_t v0 = tp_rank * V;
         for (int64_t i = 0; i < N; ++i) {
           const int64_t j = targets[i] - v0;
@@ -1378,7 +1401,7 @@ struct Executor::Impl {
         pack(u, {0, u.size}, g, comm_scratch.data());
         float* recv = comm_scratch.data() + chunk * shards;
         comm->reduce_scatter(comm_scratch.data(), recv, chunk, c.axes);
-        for_each_in(u, {0, u.size}, [&](const Segment&, int64_t fb, int64_t n, int64_t) { std::fill_n(g + fb, n, 0.0f); });
+        for_each_in(u, {0, u.size}, [&](const Segment&, int64_t fb, int64_t n, int64_t) { K.fill_zero(g + fb, n); });
         unpack(u, r, recv, g);
         last_scattered = c.buffer.substr(2, c.buffer.size() - 3);
         break;
@@ -1471,7 +1494,7 @@ struct Executor::Impl {
     const bool replica0 = zero == 3 ? coord("dp_replicate") == 0
                                     : group_rank(schedule.mesh, options.rank, {"dp_replicate", "dp_shard", "cp"}) == 0;
     for (std::span<float> buf : {state.params(), state.adam_m(), state.adam_v()}) {
-      std::vector<float> sum(static_cast<size_t>(n), 0.0f);
+      std::pmr::vector<float> sum(static_cast<size_t>(n), 0.0f, K.memory());
       if (replica0)
         for (const auto& [name, u] : units)
           for_each_in(u, owned(u), [&](const Segment& s, int64_t fb, int64_t count, int64_t) {
@@ -1516,7 +1539,7 @@ struct Executor::Impl {
     last_scattered.clear();
     tracker.step_peak = tracker.current;
     tracker.planned_step_peak = tracker.planned;
-    std::fill(state.grads().begin(), state.grads().end(), 0.0f);
+    K.fill_zero(state.grads().data(), static_cast<int64_t>(state.grads().size()));
     std::vector<InstructionTiming> timeline;
     if (options.record_timeline) timeline.reserve(program->instructions.size());
     for (const auto& instr : program->instructions) {

@@ -254,8 +254,9 @@ const ParamEntry& ParamTable::at(const std::string& name) const {
 // ---------------------------------------------------------------------------------------------
 // Model state.
 
-ModelState::ModelState(const ir::Graph& graph, int64_t pad_multiple)
-    : graph_(graph), table_(ParamTable::from_graph(graph)) {
+ModelState::ModelState(const ir::Graph& graph, int64_t pad_multiple, std::pmr::memory_resource* memory)
+    : graph_(graph), table_(ParamTable::from_graph(graph)), params_(memory), grads_(memory), adam_m_(memory),
+      adam_v_(memory) {
   const auto n = static_cast<size_t>(padded_size(table_.total_elements, pad_multiple));
   params_.assign(n, 0.0f);
   grads_.assign(n, 0.0f);
@@ -263,7 +264,7 @@ ModelState::ModelState(const ir::Graph& graph, int64_t pad_multiple)
   adam_v_.assign(n, 0.0f);
 }
 
-TensorView ModelState::view(std::vector<float>& buffer, const std::string& name) {
+TensorView ModelState::view(std::pmr::vector<float>& buffer, const std::string& name) {
   const ParamEntry& e = table_.at(name);
   return {buffer.data() + e.offset, e.shape, e.num_elements};
 }

@@ -7,6 +7,7 @@
 
 #include "mgt/ir/error.hpp"
 #include "mgt/mlir/mlir_interop.hpp"
+#include "mgt/runtime/cuda/device.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
   app.footer(kFooter);
   app.require_subcommand(0, 1);
   app.fallthrough(false);
+  app.set_version_flag("--version", [] {
+    return std::string("mgt-plan " MGT_VERSION "\nbackends: ") + mgt::rt::cuda::backends_description();
+  }, "print the version and the backends compiled in (cpu; cuda+nccl when built with CUDA)");
 
   mgt::cli::PlanOptions search;
   RawPlanFlags search_raw;
@@ -107,7 +111,7 @@ int main(int argc, char** argv) {
                "mgt.cluster/1 file for --cluster");
   std::string probe_backend = "cpu", probe_out;
   bool probe_quick = false;
-  probe->add_option("--backend", probe_backend, "cpu (default; cuda arrives with the CUDA backend)");
+  probe->add_option("--backend", probe_backend, "cpu (default) or cuda (one GPU per rank under mpirun)");
   probe->add_option("--out", probe_out, "mgt.cluster/1 file to write")->required();
   probe->add_flag("--quick", probe_quick, "a few small shapes and sizes (~0.5 s), for tests");
 
@@ -194,6 +198,9 @@ int main(int argc, char** argv) {
       return mgt::cli::run_roleless_search(search.model_path, search_params, search.gpus, search.cluster, top, search.json);
     }
     return mgt::cli::run_search(search, top, emit);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return 0;
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return 0;

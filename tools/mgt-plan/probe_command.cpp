@@ -1,6 +1,8 @@
 // `mgt-plan probe`: the MPI world as a one-axis mesh, rt::probe_cpu, and the file written and re-read.
 #include "probe_command.hpp"
 
+#include "cuda_run.hpp"
+
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 namespace mgt::cli {
 
@@ -35,25 +38,38 @@ void write_atomically(const std::string& path, const std::string& text) {
 }  // namespace
 
 int run_probe(const std::string& backend, const std::string& out_path, bool quick) {
-  if (backend != "cpu")
-    throw ir::InputError("--backend", "", "unsupported backend \"" + backend + "\"",
-                         "use --backend cpu; the cuda probe arrives with the CUDA backend issue");
+  const bool cuda = backend == "cuda";
+  if (!cuda && backend != "cpu")
+    throw ir::InputError("--backend", "", "unsupported backend \"" + backend + "\"", "use --backend cpu or cuda");
   if (out_path.empty())
     throw ir::InputError("--out", "", "missing", "give the path of the mgt.cluster/1 file to write");
+  if (cuda && !cuda_backend_linked()) return continue_in_cuda_binary();  // mgt-plan -> mgt-plan-cuda
 
-  rt::MpiCommunicator comm(ir::Mesh{{{"world", rt::mpi_world_size()}}});
-  const bool root = comm.rank() == 0;
   rt::ProbeOptions options;
   options.quick = quick;
-  options.command = std::string("mgt-plan probe --backend cpu") + (quick ? " --quick" : "");
-  rt::ProbeReport report = rt::probe_cpu(comm, options, root ? &std::cout : nullptr);
+  options.command = "mgt-plan probe --backend " + backend + (quick ? " --quick" : "");
+  rt::ProbeReport report;
+  bool root = true;
+  std::unique_ptr<rt::MpiCommunicator> comm;  // cpu: kept until the file is written, as before
+  if (cuda) {
+    CudaProbe probe = probe_cuda_backend(options);  // NCCL over the MPI world, one GPU per rank
+    report = std::move(probe.report);
+    root = probe.root;
+  } else {
+    comm = std::make_unique<rt::MpiCommunicator>(ir::Mesh{{{"world", rt::mpi_world_size()}}});
+    root = comm->rank() == 0;
+    report = rt::probe_cpu(*comm, options, root ? &std::cout : nullptr);
+  }
 
   if (root) {
     nlohmann::json doc = ir::to_json(report.cluster);
     doc["comment"] =
-        "CPU backend: the gpu is one rank (one core), peaks are the best measured fp32 GEMM rate, hbm is host "
-        "memory (RAM / ranks, STREAM triad), links are MPI over shared memory; arch is a placeholder "
-        "(docs/probe.md)";
+        cuda ? "CUDA backend: one rank per GPU; peaks are the best measured bf16 GEMM rate (rt::cuda::linear_forward) "
+               "and one fp32 square GEMM, hbm is the device copy rate, nvlink from NCCL all_reduce when every GPU pair "
+               "has NVLink, pcie the pinned host-to-device rate; fp8 not measured (docs/runtime_cuda.md)"
+             : "CPU backend: the gpu is one rank (one core), peaks are the best measured fp32 GEMM rate, hbm is host "
+               "memory (RAM / ranks, STREAM triad), links are MPI over shared memory; arch is a placeholder "
+               "(docs/probe.md)";
     write_atomically(out_path, doc.dump(2) + "\n");
     if (!(ir::load_cluster(out_path) == report.cluster))
       throw std::runtime_error("probe: " + out_path + " does not read back as the spec written");

@@ -2,6 +2,8 @@
 // write the measured trace and compare with the simulator (run_command.hpp, docs/runtime_run.md).
 #include "run_command.hpp"
 
+#include "cuda_run.hpp"
+
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/cluster_spec.hpp"
@@ -9,6 +11,7 @@
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/ir/plan.hpp"
 #include "mgt/planner/lower.hpp"
+#include "mgt/runtime/cuda/device.hpp"
 #include "mgt/runtime/data.hpp"
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/model_state.hpp"
@@ -25,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -309,6 +313,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--save", o.save_dir, "after the last step, write a checkpoint folder (atomically)");
   run->add_option("--resume", o.resume_dir, "continue from a checkpoint folder --save wrote, for --steps more steps");
   run->add_option("--trace", o.trace_path, "Chrome trace of the last step: measured on rank 0 beside the simulation");
+  run->add_option("--backend", o.backend,
+                  "cpu (default), cuda (bf16 GEMMs, fp32 master weights) or cuda-fp32 (docs/runtime_cuda.md)");
+  run->add_option("--comm-timeout", o.comm_timeout_s,
+                  "seconds a NCCL collective may take before every communicator is aborted (default 300)");
   run->final_callback([run, &o] {
     for (const CLI::Option* opt : run->get_options())
       if (opt->count() > 0) o.given.insert(opt->get_name());
@@ -317,6 +325,11 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
 }
 
 int run_training(const RunOptions& given) {
+  const bool cuda = given.backend == "cuda" || given.backend == "cuda-fp32";
+  if (!cuda && given.backend != "cpu")
+    throw ir::InputError("command line", "--backend", "unknown backend '" + given.backend + "'",
+                         "use cpu, cuda (bf16 GEMMs) or cuda-fp32");
+  if (cuda && !cuda_backend_linked()) return continue_in_cuda_binary();  // mgt-plan -> mgt-plan-cuda
   const auto positive = [](int64_t v, const char* flag) {
     if (v < 1) throw ir::InputError("command line", flag, "must be >= 1, got " + std::to_string(v));
   };
@@ -372,11 +385,26 @@ int run_training(const RunOptions& given) {
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, world, cluster);
   // Several ranks: one process per rank under mpirun / srun; the communicator checks the launcher's
   // world size equals the plan's (ir::InputError otherwise). Rank 0 prints and logs.
-  std::unique_ptr<rt::MpiCommunicator> comm;
-  if (world > 1) comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh);
+  // --backend cuda: the CUDA kernels and, for several ranks, NCCL (mgt-plan-cuda, cuda_backend.cpp).
+  CudaRun cuda_run;
+  std::unique_ptr<rt::Communicator> comm;
+  if (cuda) {
+    try {
+      cuda_run = start_cuda_backend(o.backend, schedule.mesh, o.comm_timeout_s);
+    } catch (const ir::InputError&) {
+      throw;  // e.g. the launcher's world size differs from the plan's: exit 2 as on the CPU
+    } catch (const std::runtime_error& e) {  // no device (CudaError), NCCL / MPI start-up (NcclError, MpiError)
+      std::cerr << "mgt-plan: --backend " << o.backend << ": " << e.what() << "\n";
+      return 1;
+    }
+    comm = std::move(cuda_run.comm);
+  } else if (world > 1) {
+    comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh);
+  }
   const bool lead = !comm || comm->rank() == 0;
 
-  rt::ModelState state(graph);
+  // The model state lives where the kernels read it: host memory, or CUDA managed memory.
+  rt::ModelState state(graph, 1, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
   if (resume) {
     load_resume(state, o.resume_dir, record, record_path, o.model_path);
   } else if (!o.weights.empty()) {
@@ -402,6 +430,7 @@ int run_training(const RunOptions& given) {
   options.adamw = {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
   options.grad_clip = o.grad_clip;
   options.record_timeline = !o.trace_path.empty();
+  options.kernels = cuda_run.kernels.get();
   std::ofstream log;
   if (lead && !o.log_path.empty()) {
     log.open(o.log_path, std::ios::trunc);
@@ -413,6 +442,7 @@ int run_training(const RunOptions& given) {
       std::printf("run: %s, plan %s, %lld parameters, %lld instructions per step, data %s\n", graph.info.name.c_str(),
                   ir::to_string(schedule.plan).c_str(), static_cast<long long>(state.table().total_elements),
                   static_cast<long long>(executor.program().instructions.size()), data->describe().c_str());
+      if (cuda) std::printf("kernels: %s\n", cuda_run.kernels->name().c_str());
       if (resume)
         std::printf("resumed from %s at step %lld\n", o.resume_dir.c_str(), static_cast<long long>(first_step));
     }

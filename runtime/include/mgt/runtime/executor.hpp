@@ -17,6 +17,7 @@
 #include "mgt/runtime/communicator.hpp"
 #include "mgt/runtime/cpu/kernels.hpp"
 #include "mgt/runtime/data.hpp"
+#include "mgt/runtime/kernel_backend.hpp"
 #include "mgt/runtime/model_state.hpp"
 
 #include <cstdint>
@@ -44,6 +45,9 @@ struct ExecutorOptions {
   double grad_clip = 0.0;   ///< global-norm clipping before AdamW; 0 = off
   int64_t rank = 0;         ///< this process's global rank (communicator->rank() when one is given)
   bool record_timeline = false;  ///< fill StepStats::timeline (one entry per instruction)
+  /// The kernels and memory to run on; nullptr = the CPU kernels. The ModelState must live in the same
+  /// backend's memory (ModelState(graph, 1, kernels->memory())). Must outlive the executor.
+  KernelBackend* kernels = nullptr;
 };
 
 /// When one instruction ran, in seconds from the start of the step (steady clock).

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,7 +73,9 @@ struct TensorView {
 /// `padded_elements` (total_elements rounded up to `pad_multiple`, the tail zero), same layout.
 class ModelState {
  public:
-  explicit ModelState(const ir::Graph& graph, int64_t pad_multiple = 1);
+  /// `memory`: where the four buffers live (KernelBackend::memory(): host, or CUDA managed memory).
+  explicit ModelState(const ir::Graph& graph, int64_t pad_multiple = 1,
+                      std::pmr::memory_resource* memory = std::pmr::get_default_resource());
 
   const ParamTable& table() const { return table_; }
   const ir::Graph& graph() const { return graph_; }
@@ -96,10 +99,10 @@ class ModelState {
   int64_t step = 0;  ///< AdamW steps taken (saved with the optimizer state)
 
  private:
-  TensorView view(std::vector<float>& buffer, const std::string& name);
+  TensorView view(std::pmr::vector<float>& buffer, const std::string& name);
   ir::Graph graph_;
   ParamTable table_;
-  std::vector<float> params_, grads_, adam_m_, adam_v_;
+  std::pmr::vector<float> params_, grads_, adam_m_, adam_v_;
 };
 
 // ---------------------------------------------------------------------------------------------
