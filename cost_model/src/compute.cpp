@@ -9,18 +9,30 @@ namespace mgt::cost {
 double gemm_efficiency(int64_t m, int64_t n, int64_t k, const ir::ClusterSpec& cluster, ir::DType dtype,
                        const CostParams& params) {
   if (!cluster.gemm_table.empty()) {
-    // Measured rates win: the nearest row of the same dtype in (log m, log n, log k), so that shapes
-    // of equal work but different aspect (a thin GEMM vs a square one) find their own kind.
+    // Measured rates win: the nearest rows of the same dtype in (log m, log n, log k), so that shapes
+    // of equal work but different aspect (a thin GEMM vs a square one) find their own kind. Rows at
+    // the same least distance are averaged: a shape between grid points (512 x 1536 x 512 among
+    // powers of 4) is as near to the grid's smaller shapes as to its larger ones, and which of them
+    // comes first in the file must not decide.
     const double lm = std::log(double(m)), ln = std::log(double(n)), lk = std::log(double(k));
     double best_distance = std::numeric_limits<double>::infinity();
-    double best = 0;
+    double sum = 0;
+    int count = 0;
     for (const auto& row : cluster.gemm_table) {
       if (row.dtype != dtype) continue;
       const double dm = std::log(double(row.m)) - lm, dn = std::log(double(row.n)) - ln,
                    dk = std::log(double(row.k)) - lk;
       const double distance = dm * dm + dn * dn + dk * dk;
-      if (distance < best_distance) { best_distance = distance; best = row.efficiency; }
+      if (distance < best_distance - 1e-9) {
+        best_distance = distance;
+        sum = row.efficiency;
+        count = 1;
+      } else if (distance <= best_distance + 1e-9) {
+        sum += row.efficiency;
+        ++count;
+      }
     }
+    const double best = count > 0 ? sum / count : 0.0;
     if (best > 0) return best;
   }
   const double half = params.gemm_half_efficiency_dim;

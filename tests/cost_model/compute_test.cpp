@@ -129,6 +129,10 @@ TEST(gemm_efficiency, measured_table_nearest_in_log_shape) {
   EXPECT_DOUBLE_EQ(gemm_efficiency(4096, 64, 64, aspect, ir::DType::bf16, params), 0.3);
   // (2048, 128, 64): 2 (ln 2)^2 = 0.96 from the thin row, (ln 8)^2 + (ln 2)^2 + (ln 4)^2 = 6.7 from the cube.
   EXPECT_DOUBLE_EQ(gemm_efficiency(2048, 128, 64, aspect, ir::DType::bf16, params), 0.3);
+  // (512, 512, 512) lies 3 (ln 2)^2 from 256^3 and from 1024^3: the two rows are averaged,
+  // (0.9 + 0.5) / 2.
+  aspect.gemm_table.push_back({.m = 1024, .n = 1024, .k = 1024, .dtype = ir::DType::bf16, .efficiency = 0.5});
+  EXPECT_NEAR(gemm_efficiency(512, 512, 512, aspect, ir::DType::bf16, params), 0.7, 1e-12);
   // The table feeds gemm_time_s: 2e9 * 3 FLOP at 0.5 PFLOP/s + 4 us.
   EXPECT_NEAR(gemm_time_s(3000, 1000, 1000, cluster, ir::DType::bf16, params), 6e9 / 0.5e15 + 4e-6, 1e-15);
 }

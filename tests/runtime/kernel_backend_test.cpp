@@ -30,6 +30,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The CPU backend's memory keeps freed blocks for the next allocation of the same size (no page
+// faults on the next step's fresh buffers); other sizes get their own block, and a block is never
+// handed out twice while live.
+TEST(CpuKernelBackendMemory, ReusesAFreedBlockOfTheSameSizeOnly) {
+  std::pmr::memory_resource* mem = cpu_kernel_backend().memory();
+  const size_t bytes = (size_t{3} << 20) + 4096;  // an odd size no other test allocates
+  void* a = mem->allocate(bytes, 64);
+  void* b = mem->allocate(bytes, 64);
+  EXPECT_NE(a, b);
+  static_cast<float*>(a)[0] = 1.0f;  // writable
+  mem->deallocate(a, bytes, 64);
+  void* other = mem->allocate(bytes + 4096, 64);  // a different size does not take a's block
+  EXPECT_NE(other, a);
+  void* again = mem->allocate(bytes, 64);
+  EXPECT_EQ(again, a);
+  mem->deallocate(again, bytes, 64);
+  mem->deallocate(b, bytes, 64);
+  mem->deallocate(other, bytes + 4096, 64);
+}
+
 constexpr const char* kTinyLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,
   "intermediate_size":128,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_hidden_layers":2,
   "vocab_size":512,"max_position_embeddings":128,"rms_norm_eps":1e-5,"rope_theta":10000.0,
@@ -233,7 +253,9 @@ TEST(KernelBackend, ExecutorPassesOnlyBackendMemoryAndMatchesTheDefault) {
 
 TEST(KernelBackend, CpuBackendNamesItselfAndUsesHostMemory) {
   EXPECT_EQ(cpu_kernel_backend().name(), "cpu");
-  EXPECT_EQ(cpu_kernel_backend().memory(), std::pmr::new_delete_resource());
+  // Host memory behind a cache of freed blocks (CpuKernelBackendMemory above), not plain new/delete.
+  EXPECT_NE(cpu_kernel_backend().memory(), nullptr);
+  EXPECT_TRUE(cpu_kernel_backend().memory()->is_equal(*cpu_kernel_backend().memory()));
   cpu::AttentionConfig c;
   c.B = 1, c.T = 8, c.H = 2, c.KVH = 1, c.D = 4;
   EXPECT_EQ(cpu_kernel_backend().attention_forward_scratch(c), 64);

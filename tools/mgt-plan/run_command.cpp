@@ -381,6 +381,10 @@ int run_training(const RunOptions& given) {
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len;
   settings.global_batch_tokens = o.global_batch * o.seq_len;
+  // The CPU backend (and cuda-fp32) compute, store and communicate activations, gradients and
+  // gathered parameters in fp32: the schedule's buffer and collective bytes must say so, or the
+  // prediction prices half the traffic the ranks move.
+  if (o.backend != "cuda") settings.compute_dtype = ir::DType::f32;
   const ir::ClusterSpec cluster = ir::load_cluster(o.cluster);
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, world, cluster);
   // Several ranks: one process per rank under mpirun / srun; the communicator checks the launcher's

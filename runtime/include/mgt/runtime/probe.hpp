@@ -25,7 +25,7 @@ struct ProbeOptions {
 /// One timed GEMM y (m, n) = x (m, k) w^T with w (n, k): rt::linear_forward, the runtime's kernel.
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
-  double time_s = 0;         ///< best of the timed calls, mean over the ranks
+  double time_s = 0;         ///< median of the timed calls, mean over the ranks
   double flops_per_s = 0;    ///< 2 m n k / time_s
   int64_t checked = 0;       ///< outputs compared with the naive reference, over all ranks
   int64_t wrong = 0;         ///< of those, outside the tolerance
@@ -46,14 +46,14 @@ struct KernelSample {
   std::string phase;  ///< fwd | bwd
   std::string shape;  ///< what was timed, for the log
   double work = 0;    ///< work units per call (elements, or attention forward FLOPs)
-  double time_s = 0;  ///< best of the timed calls, mean over the ranks
+  double time_s = 0;  ///< median of the timed calls, mean over the ranks
   double work_per_s = 0;
   int64_t wrong = 0;  ///< non-finite outputs (sampled), over all ranks
 };
 
 /// Times the CPU backend's non-GEMM kernels as the executor calls them (rmsnorm, rope, swiglu,
 /// residual, embedding, causal GQA attention, fused cross-entropy without and with the gradient,
-/// AdamW), each forward and backward, on this rank; best of `repetitions` after a warm-up. No
+/// AdamW), each forward and backward, on this rank; median of `repetitions` after a warm-up. No
 /// communication. Shapes: docs/probe.md §2b.
 std::vector<KernelSample> time_kernels(bool quick, int repetitions);
 
@@ -85,7 +85,7 @@ int64_t count_gemm_mismatches(const float* y, const float* x, const float* w, in
                               int64_t samples);
 
 /// Times linear_forward at (m, n, k) on this rank: one warm-up call, then `repetitions` timed calls,
-/// the best kept; inputs are pseudo-random in [-1, 1]; the output is checked with
+/// the median kept (a step sees typical calls, not the best one); inputs are pseudo-random in [-1, 1]; the output is checked with
 /// count_gemm_mismatches (`samples` outputs). No communication.
 GemmSample time_gemm(int64_t m, int64_t n, int64_t k, int repetitions, int64_t samples = 256);
 
