@@ -752,3 +752,30 @@ TEST(CliHelp, ExitsZeroAndDefinesMfu) {
 }
 
 }  // namespace
+
+namespace {
+
+// A CPU cluster (gpu.arch cpu, as probe --backend cpu writes) plans in fp32 unless --precision says
+// otherwise; a GPU cluster keeps bf16 mixed precision.
+TEST(CliPrecision, CpuClusterDefaultsToFp32) {
+  TempDir dir;
+  json cluster = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples" / "clusters" / "h100-sxm.json"));
+  cluster["gpu"]["arch"] = "cpu";
+  const std::string cpu = dir.write("cpu.json", cluster.dump());
+  auto dtype_of = [](const Result& r) {
+    return json::parse(r.out).at("settings").value("compute_dtype", std::string("missing"));
+  };
+  const Result on_cpu = run_cli({kLlama8B, "--gpus", "8", "--cluster", cpu, "--json", "--top", "1"});
+  ASSERT_EQ(on_cpu.exit_code, 0) << describe(on_cpu);
+  EXPECT_EQ(dtype_of(on_cpu), "f32");
+  const Result forced = run_cli({kLlama8B, "--gpus", "8", "--cluster", cpu, "--precision", "bf16", "--json", "--top", "1"});
+  ASSERT_EQ(forced.exit_code, 0) << describe(forced);
+  EXPECT_EQ(dtype_of(forced), "bf16");
+  const Result on_gpu = run_cli({kLlama8B, "--gpus", "8", "--json", "--top", "1"});
+  ASSERT_EQ(on_gpu.exit_code, 0) << describe(on_gpu);
+  EXPECT_EQ(dtype_of(on_gpu), "bf16");
+  const Result text = run_cli({kLlama8B, "--gpus", "8", "--cluster", cpu, "--top", "1"});
+  EXPECT_NE(text.out.find("fp32 compute"), std::string::npos) << text.out;
+}
+
+}  // namespace

@@ -98,18 +98,24 @@ Loaded load(const PlanOptions& o) {
                          std::to_string(settings.global_batch_tokens) + " tokens is not a whole number of " +
                              std::to_string(settings.seq_len) + "-token sequences",
                          "use a multiple of --seq-len");
-  if (o.precision == "bf16") {
+  // Default: bf16 mixed precision on GPUs; fp32 on the CPU backend (gpu.arch cpu), which computes
+  // and communicates in fp32 only.
+  const std::string precision =
+      !o.precision.empty() ? o.precision : (l.cluster.gpu.arch == ir::GpuArch::cpu ? "fp32" : "bf16");
+  if (precision == "fp32") {
+    settings.compute_dtype = ir::DType::f32;
+  } else if (precision == "bf16") {
     settings.compute_dtype = ir::DType::bf16;
-  } else if (o.precision == "fp16") {
+  } else if (precision == "fp16") {
     settings.compute_dtype = ir::DType::f16;
-  } else if (o.precision == "fp8") {
+  } else if (precision == "fp8") {
     settings.compute_dtype = ir::DType::bf16;
     settings.fp8_linears = true;
     if (l.cluster.gpu.peak_fp8_flops_per_s <= 0)
       throw ir::InputError("--precision", "", "fp8 needs fp8 tensor cores; " + l.cluster.gpu.name + " has none",
                            "use --precision bf16, or a Hopper or newer cluster");
   } else {
-    throw ir::InputError("--precision", "", "unknown precision \"" + o.precision + "\"", "use bf16, fp16 or fp8");
+    throw ir::InputError("--precision", "", "unknown precision \"" + precision + "\"", "use bf16, fp16, fp8 or fp32");
   }
   l.run.model_path = o.model_path;
   l.run.cluster_arg = o.cluster;

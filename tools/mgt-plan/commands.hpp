@@ -15,7 +15,9 @@ struct PlanOptions {
   std::string cluster = "h100-sxm";
   std::optional<std::string> seq_len;              ///< unset = default (min(8192, max_position_embeddings))
   std::optional<std::string> global_batch_tokens;  ///< unset = default ~4M; K/M/G suffixes (powers of 2)
-  std::string precision = "bf16";  ///< bf16 | fp16 (mixed, fp32 master) | fp8 (fp8 linears, bf16 rest)
+  /// bf16 | fp16 (mixed, fp32 master) | fp8 (fp8 linears, bf16 rest) | fp32; empty: fp32 on a CPU
+  /// cluster (gpu.arch cpu), else bf16
+  std::string precision;
   bool json = false;
   bool allow_cross_node_tp = false;
 };

@@ -37,8 +37,8 @@ void add_plan_options(CLI::App& app, mgt::cli::PlanOptions& o, RawPlanFlags& raw
   app.add_option("--global-batch-tokens", raw.global_batch_tokens,
                  "tokens per optimizer step, K/M/G suffixes are powers of 2 (default: the largest power-of-two number of sequences within 4M = 4194304 tokens)");
   app.add_option("--precision", o.precision,
-                 "bf16 (default), fp16 (both mixed with fp32 master weights), or fp8 (linear layers in fp8, "
-                 "the rest bf16; MFU stays relative to the bf16 peak)");
+                 "bf16 (default on GPUs), fp16 (both mixed with fp32 master weights), fp8 (linear layers in fp8, "
+                 "the rest bf16; MFU stays relative to the bf16 peak), or fp32 (default on a CPU cluster from probe)");
   app.add_flag("--json", o.json, "print JSON (mgt.plans/1, or one plan entry for estimate)");
   app.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "allow tensor parallel groups to span nodes");
 }

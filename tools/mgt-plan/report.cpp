@@ -45,7 +45,9 @@ std::string format_header(const RunContext& run) {
          ", global batch " + with_commas(run.settings.global_batch_tokens) + " tokens = " +
          with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") + "\n";
   out += std::string("          ") + (run.settings.fp8_linears ? "fp8 linears, " : "") +
-         (run.settings.compute_dtype == ir::DType::f16 ? "fp16" : "bf16") +
+         (run.settings.compute_dtype == ir::DType::f16   ? "fp16"
+          : run.settings.compute_dtype == ir::DType::f32 ? "fp32"
+                                                         : "bf16") +
          " compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
          "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); ep inside dp_shard x cp;\n"
          "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp)\n";
