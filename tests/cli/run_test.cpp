@@ -374,4 +374,23 @@ TEST(CliRun, SummaryLineComparesPredictedWithMeasured) {
   }
 }
 
+TEST(CliRunHostile, BillionRankPlanIsAnErrorNotAHang) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  // The lowering used to spin on 10^9 ranks (ctest's timeout would catch a hang).
+  const Result r = run({"run", model, "--plan", R"({"dp_replicate":1000000000})", "--seq-len", "16", "--global-batch",
+                        "1000000000", "--steps", "1"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--plan")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "1000000000 ranks is more than mgt runs")) << describe(r);
+  // A mesh whose product overflows int64 is named as such.
+  const Result o = run({"run", model, "--plan", R"({"dp_replicate":4611686018427387906,"tp":4})", "--seq-len", "16",
+                        "--global-batch", "8", "--steps", "1"});
+  EXPECT_EQ(o.exit_code, 2) << describe(o);
+  EXPECT_TRUE(contains(o.err, "overflows")) << describe(o);
+  // Batch x sequence length beyond int64.
+  const Result b = run({"run", model, "--seq-len", "4294967296", "--global-batch", "4294967296", "--steps", "1"});
+  EXPECT_EQ(b.exit_code, 2) << describe(b);
+}
+
 }  // namespace

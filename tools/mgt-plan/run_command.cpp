@@ -2,6 +2,8 @@
 // write the measured trace and compare with the simulator (run_command.hpp, docs/runtime_run.md).
 #include "run_command.hpp"
 
+#include "commands.hpp"
+
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/cluster_spec.hpp"
@@ -338,6 +340,10 @@ int run_training(const RunOptions& given) {
   const rt::ModelNumerics numerics = rt::read_model_numerics(given.model_path);
   const ir::Plan plan = ir::parse_plan_argument(given.plan);
   const int64_t world = ir::world_size(plan);
+  if (world > kMaxGpus)  // 10^9 ranks would hang the lowering, not fail it
+    throw ir::InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
+                         std::to_string(world) + " ranks is more than mgt runs (at most " + std::to_string(kMaxGpus) + ")",
+                         "shrink the plan's mesh");
   if (world == 1) {
     // A one-rank plan under a launcher with several ranks: every rank would train alone. The launcher's
     // environment tells without initialising MPI (Open MPI, PMI / Slurm).
@@ -367,7 +373,7 @@ int run_training(const RunOptions& given) {
   // The executor throws a clear ir::InputError for a plan it cannot run (docs/runtime_executor.md).
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len;
-  settings.global_batch_tokens = o.global_batch * o.seq_len;
+  settings.global_batch_tokens = ir::checked_mul(o.global_batch, o.seq_len, "command line", "--global-batch x --seq-len");
   const ir::ClusterSpec cluster = ir::load_cluster(o.cluster);
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, world, cluster);
   // Several ranks: one process per rank under mpirun / srun; the communicator checks the launcher's
