@@ -286,7 +286,8 @@ void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t cou
   if (recv == send + g * count) {  // NCCL's in-place form: MPI leaves the result at the start
     float* buffer = recv - g * count;
     check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, MPI_FLOAT, MPI_SUM, comm), call);
-    if (g != 0) std::memmove(recv, buffer, static_cast<size_t>(count) * sizeof(float));
+    // count 0: the buffers may be null, which memmove must not be given (UBSan, issue 8).
+    if (g != 0 && count > 0) std::memmove(recv, buffer, static_cast<size_t>(count) * sizeof(float));
     return;
   }
   require_disjoint("reduce_scatter", send, size * count, recv, count);
