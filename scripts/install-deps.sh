@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libeigen3-dev libopenmpi-dev openmpi-bin
   python3-torch python3-numpy
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fresh machine -> every test: installs dependencies, builds with warnings as errors, runs ctest; then
-# the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (gcc, ./build-asan). Any
-# sanitizer report fails.
-#   MGT_SANITIZE=0 skips the sanitizer build (on by default).
+# the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (gcc, ./build-asan), and
+# each libFuzzer target for MGT_FUZZ_SECONDS (default 10) seconds (clang-14, ./build-fuzz). Any
+# sanitizer report or fuzzer finding fails. docs/hardening.md.
+#   MGT_SANITIZE=0 skips the sanitizer build, MGT_FUZZ=0 the fuzz run (both on by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -39,3 +40,7 @@ if [ "${MGT_SANITIZE:-1}" != 0 ]; then
   unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS OMPI_MCA_mca_base_env_list
 fi
 
+if [ "${MGT_FUZZ:-1}" != 0 ]; then
+  # Each libFuzzer target briefly from its seeds (clang-14, ./build-fuzz); scripts/fuzz fails on any finding.
+  bash scripts/fuzz "${MGT_FUZZ_SECONDS:-10}"
+fi

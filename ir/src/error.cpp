@@ -102,7 +102,8 @@ static int64_t as_int(const nlohmann::json& v, const std::string& field, const s
   }
   if (v.is_number_float()) {
     double d = v.get<double>();
-    if (d == double(int64_t(d)) && std::abs(d) < 9.0e18) return int64_t(d);
+    // Range first: converting a double beyond int64 is undefined behaviour (found by hf_config_fuzz).
+    if (std::abs(d) < 9.0e18 && d == std::trunc(d)) return int64_t(d);
   }
   throw InputError(source, field, "expected an integer, got " + type_name(v) + " " + v.dump());
 }
