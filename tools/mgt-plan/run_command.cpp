@@ -15,6 +15,7 @@
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/model_state.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
+#include "mgt/runtime/safetensors.hpp"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -179,20 +180,10 @@ void write_checkpoint(const rt::ModelState& state, const std::string& dir, const
   const fs::path staging = target.string() + ".partial-" + pid;
   fs::remove_all(staging, ec);
   rt::save_checkpoint(state, staging.string());
-  {
-    std::ofstream out(staging / kRunFile, std::ios::trunc);
-    out << record.dump(2) << "\n";
-    if (!out) throw ir::InputError((staging / kRunFile).string(), "--save", "cannot write", "check the disk");
-  }
-  const fs::path old = target.string() + ".old-" + pid;
-  if (fs::exists(target, ec)) {
-    fs::remove_all(old, ec);
-    fs::rename(target, old, ec);
-    if (ec) throw ir::InputError(dir, "--save", "cannot move the previous checkpoint aside: " + ec.message());
-  }
-  fs::rename(staging, target, ec);
-  if (ec) throw ir::InputError(dir, "--save", "cannot rename " + staging.string() + " into place: " + ec.message());
-  fs::remove_all(old, ec);
+  rt::write_file_durably((staging / kRunFile).string(), record.dump(2) + "\n");
+  // Trades names with the previous checkpoint in one atomic rename: a crash at any moment leaves
+  // `dir` holding the old checkpoint or the new one, whole.
+  rt::replace_folder_durably(staging.string(), target.string());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,6 +302,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--save", o.save_dir, "after the last step, write a checkpoint folder (atomically)");
   run->add_option("--resume", o.resume_dir, "continue from a checkpoint folder --save wrote, for --steps more steps");
   run->add_option("--trace", o.trace_path, "Chrome trace of the last step: measured on rank 0 beside the simulation");
+  run->add_option("--comm-timeout", o.comm_timeout_s,
+                  "seconds a rank may wait in one collective or send/recv; past it the job ends (exit 4) with a "
+                  "line naming the call and the lost rank (0 = wait forever)");
   run->final_callback([run, &o] {
     for (const CLI::Option* opt : run->get_options())
       if (opt->count() > 0) o.given.insert(opt->get_name());
@@ -379,7 +373,9 @@ int run_training(const RunOptions& given) {
   // Several ranks: one process per rank under mpirun / srun; the communicator checks the launcher's
   // world size equals the plan's (ir::InputError otherwise). Rank 0 prints and logs.
   std::unique_ptr<rt::MpiCommunicator> comm;
-  if (world > 1) comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh);
+  if (!(o.comm_timeout_s >= 0))
+    throw ir::InputError("command line", "--comm-timeout", "must be >= 0 seconds", "0 waits forever");
+  if (world > 1) comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh, rt::MpiOptions{.timeout_s = o.comm_timeout_s});
   const bool lead = !comm || comm->rank() == 0;
 
   rt::ModelState state(graph);

@@ -32,6 +32,7 @@ struct RunOptions {
   std::string save_dir;         ///< checkpoint folder written after the last step (rank 0, atomically)
   std::string resume_dir;       ///< checkpoint folder to continue from (every rank loads it)
   std::string trace_path;       ///< Chrome trace of the last step: measured on rank 0 beside the simulation
+  double comm_timeout_s = 0;    ///< --comm-timeout: seconds a rank waits in one MPI call before it names the lost rank and aborts; 0 = no limit
   std::set<std::string> given;  ///< flags given on the command line ("--lr", ...), filled by the parser
 };
 
