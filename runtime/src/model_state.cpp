@@ -509,7 +509,8 @@ void load_checkpoint_into(ModelState& state, const std::string& dir) {
   load_hf_weights_into(state, dir);
   std::fill(state.grads().begin(), state.grads().end(), 0.0f);
   const fs::path opt = fs::path(dir) / "optimizer.safetensors";
-  if (!fs::exists(opt)) {
+  std::error_code ec;
+  if (!fs::exists(opt, ec)) {
     std::fill(state.adam_m().begin(), state.adam_m().end(), 0.0f);
     std::fill(state.adam_v().begin(), state.adam_v().end(), 0.0f);
     state.step = 0;

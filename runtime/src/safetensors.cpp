@@ -248,10 +248,13 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
 
 SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
   fs::path p(path);
-  if (fs::is_directory(p)) {
-    if (fs::exists(p / "model.safetensors.index.json")) {
+  // error_code overloads throughout: a name the file system refuses (too long, ...) must be an
+  // InputError, not std::filesystem_error (found by safetensors_index_fuzz).
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) {
+    if (fs::exists(p / "model.safetensors.index.json", ec)) {
       p = p / "model.safetensors.index.json";
-    } else if (fs::exists(p / "model.safetensors")) {
+    } else if (fs::exists(p / "model.safetensors", ec)) {
       p = p / "model.safetensors";
     } else {
       throw InputError(path, "", "folder holds neither model.safetensors.index.json nor model.safetensors",
@@ -277,8 +280,9 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     auto it = file_index.find(rel);
     if (it == file_index.end()) {
       const fs::path shard = p.parent_path() / rel;
-      if (!fs::exists(shard))
-        throw InputError(c.source_, "weight_map." + name, "shard file " + shard.string() + " does not exist");
+      if (!fs::exists(shard, ec))
+        throw InputError(c.source_, "weight_map." + name,
+                         "shard file " + shard.string() + (ec ? " cannot be read: " + ec.message() : " does not exist"));
       c.files_.push_back(SafetensorsFile::open(shard.string()));
       it = file_index.emplace(rel, c.files_.size() - 1).first;
     }

@@ -197,6 +197,11 @@ TEST_F(HardeningTest, IndexNamesThatLeaveTheFolderAreRefused) {
     write_safetensors_index(index, {{"x", bad}}, 4);
     expect_input_error([&] { SafetensorsCheckpoint::open(index); }, {index, "weight_map.x", "next to the index"});
   }
+  // A name the file system refuses (longer than NAME_MAX) threw std::filesystem_error (safetensors_index_fuzz).
+  const std::string index = path("inner/model.safetensors.index.json");
+  write_safetensors_index(index, {{"x", std::string(300, 'B') + ".safetensors"}}, 4);
+  expect_input_error([&] { SafetensorsCheckpoint::open(index); }, {index, "weight_map.x", "cannot be read"});
+  expect_input_error([&] { SafetensorsCheckpoint::open(path(std::string(300, 'C'))); }, {"C"});
 }
 
 }  // namespace
