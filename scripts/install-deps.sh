@@ -10,6 +10,7 @@ packages=(
   libeigen3-dev libopenmpi-dev openmpi-bin
   python3-torch python3-numpy
   libmlir-19-dev mlir-19-tools llvm-19-dev  # MLIR interop (ir/mlir); mlir-19-tools holds mlir-tblgen, which find_package(MLIR) checks
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -8,6 +8,7 @@
 #include "mgt/cost_model/layer_cost.hpp"
 
 #include "mgt/cost_model/compute.hpp"
+#include "mgt/ir/error.hpp"
 
 #include <algorithm>
 #include <map>
@@ -374,7 +375,16 @@ int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_r
 int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx) {
   const bool in_tp = ctx.tp > 1 && has_tp_dim(tensor);
   int64_t n = 1;
-  for (const auto& d : tensor.dims) n *= local_dim_size(d, ctx, in_tp);
+  for (const auto& d : tensor.dims) {
+    // Checked, and capped so that bytes, sums over tensors and layers stay far from int64's end: a
+    // vocab of 2^36 at --seq-len 2^30 overflowed here (UBSan, issue 8).
+    if (__builtin_mul_overflow(n, local_dim_size(d, ctx, in_tp), &n) || n > kMaxLocalElements)
+      throw ir::InputError("model", tensor.name,
+                           "the tensor holds more than 2^44 elements per micro-batch on one GPU (seq_len " +
+                               std::to_string(ctx.seq_len) + ", micro-batch " + std::to_string(ctx.micro_batch) +
+                               ", tp " + std::to_string(ctx.tp) + ", cp " + std::to_string(ctx.cp) + ")",
+                           "no GPU holds that: use a smaller model, --seq-len or micro-batch");
+  }
   return n;
 }
 

@@ -35,18 +35,54 @@ nlohmann::json read_json_file(const std::string& path) {
   return parse_json_text(buffer.str(), path);
 }
 
+namespace {
+/// "line L, column C" of the 0-based byte offset `at` in `text`.
+std::string position_of(std::string_view text, size_t at) {
+  int64_t line = 1, column = 1;
+  for (size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+/// Offset of the first bracket nested deeper than kMaxJsonDepth, or npos. Printing, copying or
+/// comparing a JSON value recurses once per level, so a hostile document of a million '[' would
+/// overflow the stack long after parsing succeeded; no mgt format nests deeper than a handful.
+size_t too_deep_at(std::string_view text) {
+  int64_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+}  // namespace
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+  if (const size_t at = too_deep_at(text); at != std::string_view::npos)
+    throw InputError(source, "", "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at " +
+                                     position_of(text, at),
+                     "mgt documents nest a few levels; the file is corrupt or not an mgt input");
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is the 1-based offset of the failure; give line and column, which editors understand.
-    int64_t line = 1, column = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
-    }
-    throw InputError(source, "", "malformed JSON at line " + std::to_string(line) + ", column " +
-                                     std::to_string(column),
+    throw InputError(source, "", "malformed JSON at " + position_of(text, e.byte == 0 ? 0 : e.byte - 1),
                      "fix the JSON syntax; the parser said: " + std::string(e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond the double range (1e999: JSON has no inf or NaN) is out_of_range.406.
+    throw InputError(source, "", "unusable JSON value: " + std::string(e.what()),
+                     "numbers must be finite and within +-1.8e308");
   }
 }
 
@@ -66,7 +102,8 @@ static int64_t as_int(const nlohmann::json& v, const std::string& field, const s
   }
   if (v.is_number_float()) {
     double d = v.get<double>();
-    if (d == double(int64_t(d)) && std::abs(d) < 9.0e18) return int64_t(d);
+    // Range first: converting a double beyond int64 is undefined behaviour (found by hf_config_fuzz).
+    if (std::abs(d) < 9.0e18 && d == std::trunc(d)) return int64_t(d);
   }
   throw InputError(source, field, "expected an integer, got " + type_name(v) + " " + v.dump());
 }

@@ -39,7 +39,8 @@ class Reader {
 
   /// Rejects keys outside `allowed` (keys starting with '_' are comments and always allowed).
   void only_keys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) const {
-    for (const auto& [key, value] : obj.items()) {
+    for (const auto& item : obj.items()) {
+      const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture those
       if (!key.empty() && key[0] == '_') continue;
       if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) != allowed.end())
         continue;

@@ -18,15 +18,18 @@ std::string to_string(Recompute recompute) {
   return "none";
 }
 
-int64_t world_size(const Plan& plan) {
-  return plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp * plan.pp;
-}
-
 bool sequence_parallel(const Plan& plan) { return plan.sequence_parallel.value_or(plan.tp > 1); }
 
 int64_t zero_stage(const Plan& plan) { return plan.zero_stage.value_or(plan.dp_shard > 1 ? 3 : 0); }
 
 namespace {
+/// The product of the mesh sizes, checked; InputError naming `source` when it overflows int64.
+int64_t world_size(int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp, int64_t pp, const std::string& source) {
+  int64_t n = 1;
+  for (int64_t axis : {dp_replicate, dp_shard, cp, tp, pp}) n = checked_mul(n, axis, source, "dp_replicate*dp_shard*cp*tp*pp");
+  return n;
+}
+
 // The integer keys of mgt.plan/1, with the member each one sets.
 struct IntKey {
   const char* name;
@@ -44,6 +47,11 @@ const char* kAllKeys =
     "dp_replicate, dp_shard, tp, cp, pp, vpp, ep, micro_batch, grad_accum, recompute, recompute_layers, "
     "sequence_parallel, zero_stage";
 }  // namespace
+
+int64_t world_size(const Plan& plan) {
+  // Checked: a hostile plan whose product wraps around could otherwise equal --gpus.
+  return world_size(plan.dp_replicate, plan.dp_shard, plan.cp, plan.tp, plan.pp, "plan");
+}
 
 Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
   if (!doc.is_object()) throw InputError(source, "", "a plan must be a JSON object", "e.g. {\"dp_shard\":4,\"tp\":2}");
@@ -81,6 +89,7 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
     if (z > 3) throw InputError(source, "zero_stage", "must be 0, 1, 2 or 3, got " + std::to_string(z));
     plan.zero_stage = z;
   }
+  world_size(plan.dp_replicate, plan.dp_shard, plan.cp, plan.tp, plan.pp, source);
   if (plan.sequence_parallel.value_or(false) && plan.tp == 1)
     throw InputError(source, "sequence_parallel", "sequence parallelism needs tp > 1",
                      "drop the key or set tp");

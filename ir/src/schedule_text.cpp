@@ -126,7 +126,7 @@ std::string parse_name(std::string_view s, const Cursor& at) {
   try {
     nlohmann::json j = nlohmann::json::parse(s);
     if (j.is_string()) return j.get<std::string>();
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {
   }
   at.fail("bad string literal " + std::string(s));
 }

@@ -41,7 +41,7 @@ std::optional<int64_t> opt_int(const json& obj, const std::string& key, const st
   if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (std::floor(d) == d) return int64_t(d);
+    if (std::abs(d) < 9.0e18 && std::floor(d) == d) return int64_t(d);  // range first: the cast is UB beyond int64
   }
   if (v.is_string()) {
     const std::string s = lower(v.get<std::string>());

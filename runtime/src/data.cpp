@@ -3,6 +3,7 @@
 
 #include "mgt/ir/error.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -60,16 +61,19 @@ std::string TokenSource::describe() const {
 
 void TokenSource::read(int64_t begin, int64_t count, int32_t* out) const {
   if (is_synthetic()) {
+    if (begin < 0 || count < 0 || begin > INT64_MAX - count)
+      throw ir::InputError(describe(), "--data", "tokens [" + std::to_string(begin) + ", +" + std::to_string(count) +
+                                                     ") lie outside the 64-bit token counter");
     for (int64_t i = 0; i < count; ++i) {
       const uint64_t r = splitmix64(seed_ ^ splitmix64(static_cast<uint64_t>(begin + i)));
       out[i] = static_cast<int32_t>(r % static_cast<uint64_t>(vocab_));
     }
     return;
   }
-  if (begin < 0 || count < 0 || begin + count > num_tokens_) {
+  if (begin < 0 || count < 0 || count > num_tokens_ || begin > num_tokens_ - count) {
     throw ir::InputError(path_, "--data",
-                         "tokens [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
-                             ") requested but the file holds " + std::to_string(num_tokens_),
+                         std::to_string(count) + " tokens from token " + std::to_string(begin) +
+                             " requested but the file holds " + std::to_string(num_tokens_),
                          "use a longer token file or fewer --steps");
   }
   std::ifstream in(path_, std::ios::binary);
@@ -99,8 +103,13 @@ StepBatch global_batch(const TokenSource& source, int64_t step, int64_t sequence
   b.step = step;
   b.sequences = sequences;
   b.seq_len = seq_len;
-  const int64_t first = step * sequences * seq_len;
-  const int64_t needed = first + sequences * seq_len + 1;
+  // A step far enough out (or a batch large enough) to overflow the token counter is bad input.
+  const int64_t per_step = ir::checked_mul(sequences, seq_len, source.describe(), "global batch tokens");
+  const int64_t first = ir::checked_mul(step, per_step, source.describe(), "first token of step " + std::to_string(step));
+  if (per_step > INT64_MAX - 1 - first)
+    throw ir::InputError(source.describe(), "--steps", "step " + std::to_string(step) + " ends beyond token 2^63",
+                         "use fewer --steps or a smaller batch");
+  const int64_t needed = first + per_step + 1;
   if (!source.is_synthetic() && needed > source.num_tokens()) {
     throw ir::InputError(source.describe(), "--data",
                          "step " + std::to_string(step) + " needs " + std::to_string(needed) +
@@ -110,9 +119,9 @@ StepBatch global_batch(const TokenSource& source, int64_t step, int64_t sequence
                          "use a longer token file or fewer --steps");
   }
   // Sequences are contiguous in the stream, so one read covers the whole batch plus one token.
-  std::vector<int32_t> tokens(static_cast<size_t>(sequences * seq_len + 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(per_step + 1));
   source.read(first, static_cast<int64_t>(tokens.size()), tokens.data());
-  b.inputs.resize(static_cast<size_t>(sequences * seq_len));
+  b.inputs.resize(static_cast<size_t>(per_step));
   b.targets.resize(b.inputs.size());
   for (int64_t j = 0; j < sequences; ++j) {
     for (int64_t t = 0; t < seq_len; ++t) {

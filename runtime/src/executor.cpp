@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory_resource>
+#include <new>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -88,7 +91,7 @@ class Tensor {
   /// n zeroed floats from the tracker's kernel backend (host memory, or CUDA managed memory).
   Tensor(Tracker* tracker, int64_t n) : tracker_(tracker), n_(n) {
     if (n_ > 0) {
-      data_ = static_cast<float*>(tracker_->kernels->memory()->allocate(static_cast<size_t>(bytes()), kAlignment));
+      data_ = allocate(tracker_->kernels->memory(), n_);
       tracker_->kernels->fill_zero(data_, n_);
     }
     tracker_->add(bytes());
@@ -121,6 +124,18 @@ class Tensor {
  private:
   static constexpr size_t kAlignment = 256;  // cuBLAS / vector loads
   int64_t bytes() const { return n_ * static_cast<int64_t>(sizeof(float)); }
+  /// Records the request first, so that an out-of-memory report can give its size.
+  static float* allocate(std::pmr::memory_resource* memory, int64_t n) {
+    if (__builtin_mul_overflow(n, static_cast<int64_t>(sizeof(float)), &last_request_bytes)) {
+      last_request_bytes = INT64_MAX;
+      throw std::bad_alloc();
+    }
+    // Fault injection for tests: MGT_FAULT_OOM_AT=<k> fails the k-th allocation of the process.
+    static const char* const oom_at = std::getenv("MGT_FAULT_OOM_AT");
+    static int64_t allocations = 0;
+    if (oom_at && ++allocations == std::atoll(oom_at)) throw std::bad_alloc();
+    return static_cast<float*>(memory->allocate(static_cast<size_t>(last_request_bytes), kAlignment));
+  }
   void release() {
     if (tracker_) {
       tracker_->sub(bytes());
@@ -133,6 +148,9 @@ class Tensor {
   Tracker* tracker_ = nullptr;
   float* data_ = nullptr;
   int64_t n_ = 0;
+
+ public:
+  static inline thread_local int64_t last_request_bytes = 0;  ///< bytes of the latest allocation asked for
 };
 
 /// A live buffer of the schedule: what the executor really stores under its name.
@@ -1462,7 +1480,43 @@ struct Executor::Impl {
     pending.clear();
   }
 
+  /// The schedule's own peak of Alloc'd bytes for this rank's program (the simulator's peak).
+  int64_t predicted_peak_bytes() const {
+    int64_t current = 0, peak = 0;
+    std::map<std::string, int64_t> sizes;
+    for (const ir::Instruction& i : program->instructions) {
+      if (const auto* a = std::get_if<ir::Alloc>(&i.op)) {
+        sizes[a->buffer] = a->bytes;
+        peak = std::max(peak, current += a->bytes);
+      } else if (const auto* f = std::get_if<ir::Free>(&i.op)) {
+        current -= sizes[f->buffer];
+      }
+    }
+    return peak;
+  }
+
   void run(const ir::Instruction& instr) {
+    try {
+      run_unguarded(instr);
+    } catch (const std::bad_alloc&) {
+      oom(instr);
+    } catch (const std::length_error&) {  // a size beyond what a vector can hold
+      oom(instr);
+    }
+  }
+
+  /// An allocation failed inside `instr`: names its buffers, the request, what was live and the
+  /// peak the plan predicted.
+  [[noreturn]] void oom(const ir::Instruction& instr) const {
+    std::string buffers;
+    for (const std::string& b : ir::buffers_of(instr)) buffers += (buffers.empty() ? "" : ", ") + b;
+    fail(instr, "out of memory allocating " + std::to_string(Tensor::last_request_bytes) + " bytes for buffer " +
+                    (buffers.empty() ? std::string("(scratch)") : buffers) + " with " + std::to_string(tracker.current) +
+                    " bytes live; the plan predicted a peak of " + std::to_string(predicted_peak_bytes()) +
+                    " bytes for this rank (hint: a plan with more sharding, recompute or a smaller micro-batch)");
+  }
+
+  void run_unguarded(const ir::Instruction& instr) {
     std::visit(
         [&](const auto& p) {
           using T = std::decay_t<decltype(p)>;

@@ -385,7 +385,28 @@ bool find_fused_part(const ParamTable& table, const ParamEntry& e, std::string& 
 
 }  // namespace
 
-LoadReport load_hf_weights(ModelState& state, const std::string& path) {
+namespace {
+
+/// Runs `load`, which writes into `state`; if it throws, puts back the parameters, optimizer moments
+/// and step it found, so a refused checkpoint leaves nothing half-loaded.
+template <typename Load>
+auto all_or_nothing(ModelState& state, Load load) {
+  const std::vector<float> params(state.params().begin(), state.params().end());
+  const std::vector<float> m(state.adam_m().begin(), state.adam_m().end());
+  const std::vector<float> v(state.adam_v().begin(), state.adam_v().end());
+  const int64_t step = state.step;
+  try {
+    return load();
+  } catch (...) {
+    std::copy(params.begin(), params.end(), state.params().begin());
+    std::copy(m.begin(), m.end(), state.adam_m().begin());
+    std::copy(v.begin(), v.end(), state.adam_v().begin());
+    state.step = step;
+    throw;
+  }
+}
+
+LoadReport load_hf_weights_into(ModelState& state, const std::string& path) {
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(path);
   std::set<std::string> used;
   for (const ParamEntry& e : state.table().entries) {
@@ -420,6 +441,12 @@ LoadReport load_hf_weights(ModelState& state, const std::string& path) {
   for (const std::string& name : ckpt.names())
     if (!used.count(name)) report.unused.push_back(name);
   return report;
+}
+
+}  // namespace
+
+LoadReport load_hf_weights(ModelState& state, const std::string& path) {
+  return all_or_nothing(state, [&] { return load_hf_weights_into(state, path); });
 }
 
 void save_checkpoint(const ModelState& state, const std::string& dir, const SaveOptions& options) {
@@ -460,6 +487,7 @@ void save_checkpoint(const ModelState& state, const std::string& dir, const Save
       weight_map[e->name] = file;
     }
     write_safetensors((tmp / file).string(), tensors, options.dtype, {{"format", "pt"}});
+    fault_point("checkpoint-file");
   }
   if (groups.size() > 1) write_safetensors_index((tmp / "model.safetensors.index.json").string(), weight_map, total_bytes);
   if (options.include_optimizer) {
@@ -470,25 +498,20 @@ void save_checkpoint(const ModelState& state, const std::string& dir, const Save
     }
     write_safetensors((tmp / "optimizer.safetensors").string(), tensors, ir::DType::f32,
                       {{"format", "mgt.adamw/1"}, {"step", std::to_string(state.step)}});
+    fault_point("checkpoint-file");
   }
-
-  // Swap the finished folder into place: old -> .old-<pid>, tmp -> dir, then drop the old one.
-  const fs::path old = target.string() + ".old-" + std::to_string(::getpid());
-  if (fs::exists(target)) {
-    fs::remove_all(old, ec);
-    fs::rename(target, old, ec);
-    if (ec) throw InputError(dir, "", "cannot move the previous checkpoint aside: " + ec.message());
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) throw InputError(dir, "", "cannot rename " + tmp.string() + " into place: " + ec.message());
-  fs::remove_all(old, ec);
+  // Every file is fsynced; the folder trades names with the previous checkpoint in one step.
+  replace_folder_durably(tmp.string(), target.string());
 }
 
-void load_checkpoint(ModelState& state, const std::string& dir) {
-  load_hf_weights(state, dir);
+namespace {
+
+void load_checkpoint_into(ModelState& state, const std::string& dir) {
+  load_hf_weights_into(state, dir);
   std::fill(state.grads().begin(), state.grads().end(), 0.0f);
   const fs::path opt = fs::path(dir) / "optimizer.safetensors";
-  if (!fs::exists(opt)) {
+  std::error_code ec;
+  if (!fs::exists(opt, ec)) {
     std::fill(state.adam_m().begin(), state.adam_m().end(), 0.0f);
     std::fill(state.adam_v().begin(), state.adam_v().end(), 0.0f);
     state.step = 0;
@@ -514,6 +537,12 @@ void load_checkpoint(ModelState& state, const std::string& dir) {
   } catch (const std::exception&) {
     throw InputError(f.path(), "__metadata__.step", "expected a non-negative integer, got \"" + it->second + "\"");
   }
+}
+
+}  // namespace
+
+void load_checkpoint(ModelState& state, const std::string& dir) {
+  all_or_nothing(state, [&] { load_checkpoint_into(state, dir); });
 }
 
 }  // namespace mgt::rt

@@ -3,18 +3,31 @@
 #include "mgt/runtime/mpi_communicator.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/runtime/safetensors.hpp"
 
 #include <mpi.h>
+
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define MGT_LSAN_DISABLE() __lsan_disable()
+#define MGT_LSAN_ENABLE() __lsan_enable()
+#else
+#define MGT_LSAN_DISABLE() ((void)0)
+#define MGT_LSAN_ENABLE() ((void)0)
+#endif
 
 namespace mgt::rt {
 
@@ -39,7 +52,11 @@ int g_live = 0;                  // live MpiCommunicators
 void finalise_if_owned() {
   int finalised = 0;
   MPI_Finalized(&finalised);
-  if (g_mgt_initialised && !finalised) MPI_Finalize();
+  if (g_mgt_initialised && !finalised) {
+    MGT_LSAN_DISABLE();
+    MPI_Finalize();
+    MGT_LSAN_ENABLE();
+  }
 }
 
 /// Initialises MPI unless it already is; returns the provided thread level.
@@ -53,7 +70,12 @@ int ensure_mpi(bool thread_multiple) {
   int provided = MPI_THREAD_SINGLE;
   if (!initialised) {
     int required = thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
-    check(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
+    // What Open MPI allocates while it starts and keeps to the end is its own, not a leak of ours
+    // (the sanitizer build, docs/hardening.md).
+    MGT_LSAN_DISABLE();
+    const int rc = MPI_Init_thread(nullptr, nullptr, required, &provided);
+    MGT_LSAN_ENABLE();
+    check(rc, "MPI_Init_thread");
     g_mgt_initialised = true;
     std::atexit(finalise_if_owned);
   } else {
@@ -113,6 +135,9 @@ struct MpiCommunicator::Impl {
   MPI_Comm world_comm = MPI_COMM_NULL;  // duplicate of MPI_COMM_WORLD, for send/recv
   uint32_t trivial = 0;                 // mask of axes of size 1
   std::vector<MPI_Comm> groups;         // indexed by axis mask (bit i = mesh axis i); canonical masks only
+  std::vector<std::vector<int>> members;  // world ranks of each group, by mask
+  double timeout_s = 0;                 // MpiOptions::timeout_s
+  MPI_Comm ping_comm = MPI_COMM_NULL;   // liveness pings while a timed call waits (timeout_s > 0)
 
   /// The canonical mask of `axes` (axes of size 1 dropped); throws for an unknown axis.
   uint32_t mask_of(const Axes& axes) const {
@@ -120,7 +145,11 @@ struct MpiCommunicator::Impl {
     for (const auto& a : axes) mask |= 1u << detail::require_axis(mesh, a);
     return mask & ~trivial;
   }
-  MPI_Comm group(const Axes& axes) const { return groups[mask_of(axes)]; }
+  MPI_Comm group(const Axes& axes) const {
+    fault_point("collective");  // crash tests: MGT_FAULT_KILL_AT=collective:<n> (safetensors.hpp)
+    return groups[mask_of(axes)];
+  }
+  const std::vector<int>& group_members(const Axes& axes) const { return members[mask_of(axes)]; }
   int group_rank(const Axes& axes) const { return static_cast<int>(rt::group_rank(mesh, rank, axes)); }
   int group_size(uint32_t mask) const {
     int n = 1;
@@ -134,7 +163,100 @@ struct MpiCommunicator::Impl {
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
     groups.clear();
     if (world_comm != MPI_COMM_NULL) MPI_Comm_free(&world_comm);
+    if (ping_comm != MPI_COMM_NULL) MPI_Comm_free(&ping_comm);
   }
+
+  // ---- deadlines (MpiOptions::timeout_s) ----
+
+  static constexpr int kPingTag = 1, kPongTag = 2;
+
+  /// Answers every liveness ping that has arrived (a rank waiting in a call is alive).
+  void serve_pings() const {
+    static const int pong = 1;
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, ping_comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+      int ping = 0;
+      MPI_Recv(&ping, 1, MPI_INT, st.MPI_SOURCE, kPingTag, ping_comm, MPI_STATUS_IGNORE);
+      MPI_Request r = MPI_REQUEST_NULL;
+      MPI_Isend(&pong, 1, MPI_INT, st.MPI_SOURCE, kPongTag, ping_comm, &r);
+      MPI_Request_free(&r);
+    }
+  }
+
+  /// Waits for `requests` (issued by `call`) until the deadline, answering pings meanwhile; past it,
+  /// lost() ends the job. `peers` are the world ranks the call waits for.
+  void wait(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses, const std::string& call,
+            const std::vector<int>& peers) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    statuses.resize(requests.size());
+    for (;;) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data()),
+            "MPI_Testall (" + call + ")");
+      if (done) return;
+      serve_pings();
+      if (std::chrono::steady_clock::now() > deadline) lost(call, peers);
+      sched_yield();
+    }
+  }
+
+  void wait(MPI_Request request, const std::string& call, const std::vector<int>& peers) const {
+    std::vector<MPI_Request> requests{request};
+    std::vector<MPI_Status> statuses;
+    wait(requests, statuses, call, peers);
+  }
+
+  /// Past the deadline of `call`: pings `peers`, gives them a grace period to answer, prints one line
+  /// naming the call and the silent ranks, and aborts the job.
+  [[noreturn]] void lost(const std::string& call, const std::vector<int>& peers) const {
+    static const int ping = 1;
+    std::vector<int> others;
+    for (int p : peers)
+      if (p != rank && std::find(others.begin(), others.end(), p) == others.end()) others.push_back(p);
+    std::vector<int> answers(others.size(), 0);
+    std::vector<MPI_Request> pongs(others.size(), MPI_REQUEST_NULL);
+    for (size_t i = 0; i < others.size(); ++i) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      MPI_Isend(&ping, 1, MPI_INT, others[i], kPingTag, ping_comm, &r);
+      MPI_Request_free(&r);
+      MPI_Irecv(&answers[i], 1, MPI_INT, others[i], kPongTag, ping_comm, &pongs[i]);
+    }
+    const double grace_s = std::clamp(timeout_s, 1.0, 10.0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    std::vector<int> answered(others.size(), 0);
+    while (std::chrono::steady_clock::now() < until) {
+      bool all = true;
+      for (size_t i = 0; i < others.size(); ++i) {
+        if (!answered[i]) MPI_Test(&pongs[i], &answered[i], MPI_STATUS_IGNORE);
+        all = all && answered[i];
+      }
+      if (all) break;
+      serve_pings();
+      sched_yield();
+    }
+    std::string silent;
+    for (size_t i = 0; i < others.size(); ++i)
+      if (!answered[i]) silent += (silent.empty() ? "" : ", ") + std::to_string(others[i]);
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+    std::string line = "mgt: rank " + std::to_string(rank) + ": " + call + " did not complete within --comm-timeout " +
+                       seconds + " s; ";
+    if (!silent.empty())
+      line += "lost rank " + silent + " (no answer to a ping within " + std::to_string(static_cast<int>(grace_s)) +
+              " s: killed, crashed or frozen)";
+    else
+      line += "every rank it waits for answers, so they are alive but did not all reach this call "
+              "(ranks running different schedules?)";
+    line += "; aborting the job\n";
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, kCommTimeoutExitCode);
+    std::_Exit(kCommTimeoutExitCode);
+  }
+
+  bool timed() const { return timeout_s > 0; }
 
   /// Steps 2 and 3 of the class comment: world size check, then one split per canonical axis set.
   void create_groups() {
@@ -172,6 +294,27 @@ struct MpiCommunicator::Impl {
         throw std::logic_error("mpi split gave rank " + std::to_string(got_rank) + " of " + std::to_string(got_size) +
                                ", expected " + std::to_string(key) + " of " + std::to_string(group_size(mask)));
     }
+    // World ranks of each group, named when a timed call finds one of them lost.
+    members.assign(groups.size(), {});
+    MPI_Group world_group = MPI_GROUP_NULL;
+    check(MPI_Comm_group(world_comm, &world_group), "MPI_Comm_group");
+    for (uint32_t mask = 0; mask < groups.size(); ++mask) {
+      if (groups[mask] == MPI_COMM_NULL) continue;
+      MPI_Group g = MPI_GROUP_NULL;
+      check(MPI_Comm_group(groups[mask], &g), "MPI_Comm_group");
+      const int n = group_size(mask);
+      std::vector<int> local(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) local[static_cast<size_t>(i)] = i;
+      members[mask].resize(static_cast<size_t>(n));
+      check(MPI_Group_translate_ranks(g, n, local.data(), world_group, members[mask].data()),
+            "MPI_Group_translate_ranks");
+      MPI_Group_free(&g);
+    }
+    MPI_Group_free(&world_group);
+    if (timed()) {
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &ping_comm), "MPI_Comm_dup");
+      check(MPI_Comm_set_errhandler(ping_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    }
   }
 
   int peer(std::string_view axis, int64_t offset) const {
@@ -198,7 +341,10 @@ MpiCommunicator::MpiCommunicator(const ir::Mesh& mesh, MpiOptions options) : imp
     throw std::invalid_argument("mesh has " + std::to_string(mesh.axes.size()) + " axes, at most 16 are supported");
   for (const auto& a : mesh.axes)
     if (a.size < 1) throw std::invalid_argument("mesh axis '" + a.name + "' has size " + std::to_string(a.size));
+  if (!(options.timeout_s >= 0) || options.timeout_s > 1e9)
+    throw ir::InputError("mpi", "--comm-timeout", "must be a number of seconds >= 0 (0: no limit)");
   impl_->mesh = mesh;
+  impl_->timeout_s = options.timeout_s;
   for (size_t i = 0; i < mesh.axes.size(); ++i)
     if (mesh.axes[i].size == 1) impl_->trivial |= 1u << i;
   impl_->thread_level = ensure_mpi(options.thread_multiple);
@@ -206,7 +352,14 @@ MpiCommunicator::MpiCommunicator(const ir::Mesh& mesh, MpiOptions options) : imp
   try {
     check(MPI_Comm_rank(MPI_COMM_WORLD, &impl_->rank), "MPI_Comm_rank");
     check(MPI_Comm_size(MPI_COMM_WORLD, &impl_->world), "MPI_Comm_size");
-    impl_->create_groups();
+    MGT_LSAN_DISABLE();  // communicators Open MPI caches for the whole run
+    try {
+      impl_->create_groups();
+    } catch (...) {
+      MGT_LSAN_ENABLE();
+      throw;
+    }
+    MGT_LSAN_ENABLE();
   } catch (...) {
     impl_->free_all();
     if (--g_live == 0) finalise_if_owned();
@@ -230,16 +383,26 @@ void MpiCommunicator::all_reduce(const float* send, float* recv, int64_t count, 
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_reduce count");
   if (send != recv) require_disjoint("all_reduce", send, count, recv, count);
-  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, comm),
-        "MPI_Allreduce over " + axes_text(axes));
+  const std::string call = "MPI_Allreduce over " + axes_text(axes);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, comm, &r), call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
+  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, comm), call);
 }
 
 void MpiCommunicator::all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_reduce_max count");
   if (send != recv) require_disjoint("all_reduce_max", send, count, recv, count);
-  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_MAX, comm),
-        "MPI_Allreduce (max) over " + axes_text(axes));
+  const std::string call = "MPI_Allreduce (max) over " + axes_text(axes);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_MAX, comm, &r), call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
+  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_MAX, comm), call);
 }
 
 void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {
@@ -248,9 +411,17 @@ void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, 
   int64_t size = group_size(axes);
   bool in_place = send == recv + impl_->group_rank(axes) * count;
   if (!in_place) require_disjoint("all_gather", send, count, recv, size * count);
+  const std::string call = "MPI_Allgather over " + axes_text(axes);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, comm, &r)
+                   : MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm, &r),
+          call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
   check(in_place ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, comm)
                  : MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm),
-        "MPI_Allgather over " + axes_text(axes));
+        call);
 }
 
 void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) {
@@ -260,11 +431,23 @@ void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t cou
   std::string call = "MPI_Reduce_scatter_block over " + axes_text(axes);
   if (recv == send + g * count) {  // NCCL's in-place form: MPI leaves the result at the start
     float* buffer = recv - g * count;
-    check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, MPI_FLOAT, MPI_SUM, comm), call);
-    if (g != 0) std::memmove(recv, buffer, static_cast<size_t>(count) * sizeof(float));
+    if (impl_->timed()) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, n, MPI_FLOAT, MPI_SUM, comm, &r), call);
+      impl_->wait(r, call, impl_->group_members(axes));
+    } else {
+      check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, MPI_FLOAT, MPI_SUM, comm), call);
+    }
+    // count 0: the buffers may be null, which memmove must not be given (UBSan, issue 8).
+    if (g != 0 && count > 0) std::memmove(recv, buffer, static_cast<size_t>(count) * sizeof(float));
     return;
   }
   require_disjoint("reduce_scatter", send, size * count, recv, count);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm, &r), call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
   check(MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm), call);
 }
 
@@ -273,15 +456,28 @@ void MpiCommunicator::all_to_all(const float* send, float* recv, int64_t count, 
   int n = to_int(count, "all_to_all count");
   int64_t size = group_size(axes);
   if (send != recv) require_disjoint("all_to_all", send, size * count, recv, size * count);
+  const std::string call = "MPI_Alltoall over " + axes_text(axes);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(send == recv ? MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, comm, &r)
+                       : MPI_Ialltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm, &r),
+          call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
   check(send == recv ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, comm)
                      : MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm),
-        "MPI_Alltoall over " + axes_text(axes));
+        call);
 }
 
 void MpiCommunicator::broadcast(float* buffer, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
-  check(MPI_Bcast(buffer, to_int(count, "broadcast count"), MPI_FLOAT, /*root=*/0, comm),
-        "MPI_Bcast over " + axes_text(axes));
+  const std::string call = "MPI_Bcast over " + axes_text(axes);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(buffer, to_int(count, "broadcast count"), MPI_FLOAT, /*root=*/0, comm, &r), call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
+  check(MPI_Bcast(buffer, to_int(count, "broadcast count"), MPI_FLOAT, /*root=*/0, comm), call);
 }
 
 void MpiCommunicator::send(const float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) {
@@ -289,8 +485,15 @@ void MpiCommunicator::send(const float* buffer, int64_t count, std::string_view 
   if (peer == impl_->rank)
     throw std::invalid_argument("send along " + std::string(axis) + " offset " + std::to_string(offset) +
                                 " reaches this rank itself (hint: issue it with its recv in batch())");
+  const std::string call = "MPI_Ssend to rank " + std::to_string(peer) + " along " + std::string(axis);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Issend(buffer, to_int(count, "send count"), MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm, &r),
+          call);
+    return impl_->wait(r, call, {peer});
+  }
   check(MPI_Ssend(buffer, to_int(count, "send count"), MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm),
-        "MPI_Ssend along " + std::string(axis));
+        call);
 }
 
 void MpiCommunicator::recv(float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) {
@@ -299,9 +502,16 @@ void MpiCommunicator::recv(float* buffer, int64_t count, std::string_view axis, 
     throw std::invalid_argument("recv along " + std::string(axis) + " offset " + std::to_string(offset) +
                                 " reaches this rank itself (hint: issue it with its send in batch())");
   int n = to_int(count, "recv count");
+  const std::string call = "MPI_Recv from rank " + std::to_string(peer) + " along " + std::string(axis);
+  if (impl_->timed()) {
+    std::vector<MPI_Request> r(1, MPI_REQUEST_NULL);
+    std::vector<MPI_Status> statuses;
+    check(MPI_Irecv(buffer, n, MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm, &r[0]), call);
+    impl_->wait(r, statuses, call, {peer});
+    return Impl::check_received(statuses[0], n, axis, offset);
+  }
   MPI_Status status;
-  check(MPI_Recv(buffer, n, MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm, &status),
-        "MPI_Recv along " + std::string(axis));
+  check(MPI_Recv(buffer, n, MPI_FLOAT, peer, impl_->checked_tag(tag), impl_->world_comm, &status), call);
   Impl::check_received(status, n, axis, offset);
 }
 
@@ -328,14 +538,30 @@ void MpiCommunicator::batch(std::span<const PointToPoint> transfers) {
     }
   }
   std::vector<MPI_Status> statuses(transfers.size());
-  check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()), "MPI_Waitall");
+  if (impl_->timed()) {
+    std::vector<int> peers;
+    std::string call = "send/recv batch with rank";
+    for (const Resolved& r : resolved) {
+      call += (peers.empty() ? " " : ", ") + std::to_string(r.peer);
+      peers.push_back(r.peer);
+    }
+    impl_->wait(requests, statuses, call, peers);
+  } else {
+    check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()), "MPI_Waitall");
+  }
   for (size_t i = 0; i < transfers.size(); ++i)
     if (transfers[i].kind == PointToPoint::Kind::recv)
       Impl::check_received(statuses[i], static_cast<int>(transfers[i].count), transfers[i].axis, transfers[i].offset);
 }
 
 void MpiCommunicator::barrier(const Axes& axes) {
-  check(MPI_Barrier(impl_->group(axes)), "MPI_Barrier over " + axes_text(axes));
+  const std::string call = "MPI_Barrier over " + axes_text(axes);
+  if (impl_->timed()) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(impl_->group(axes), &r), call);
+    return impl_->wait(r, call, impl_->group_members(axes));
+  }
+  check(MPI_Barrier(impl_->group(axes)), call);
 }
 
 // ---- timing (nccl-tests) ----

@@ -10,6 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
 #include <set>
 #include <unistd.h>
 
@@ -91,28 +96,6 @@ std::map<std::string, std::string> parse_metadata(const json& m, const std::stri
     out[k] = v.get<std::string>();
   }
   return out;
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(path, "", "cannot create temporary file " + tmp, "check the folder exists and is writable");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError(path, "", "write failed", "check free disk space");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError(path, "", "cannot rename the temporary file into place: " + ec.message());
-  }
 }
 
 void put_u64_le(std::string& out, uint64_t v) {
@@ -265,10 +248,13 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
 
 SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
   fs::path p(path);
-  if (fs::is_directory(p)) {
-    if (fs::exists(p / "model.safetensors.index.json")) {
+  // error_code overloads throughout: a name the file system refuses (too long, ...) must be an
+  // InputError, not std::filesystem_error (found by safetensors_index_fuzz).
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) {
+    if (fs::exists(p / "model.safetensors.index.json", ec)) {
       p = p / "model.safetensors.index.json";
-    } else if (fs::exists(p / "model.safetensors")) {
+    } else if (fs::exists(p / "model.safetensors", ec)) {
       p = p / "model.safetensors";
     } else {
       throw InputError(path, "", "folder holds neither model.safetensors.index.json nor model.safetensors",
@@ -294,8 +280,9 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     auto it = file_index.find(rel);
     if (it == file_index.end()) {
       const fs::path shard = p.parent_path() / rel;
-      if (!fs::exists(shard))
-        throw InputError(c.source_, "weight_map." + name, "shard file " + shard.string() + " does not exist");
+      if (!fs::exists(shard, ec))
+        throw InputError(c.source_, "weight_map." + name,
+                         "shard file " + shard.string() + (ec ? " cannot be read: " + ec.message() : " does not exist"));
       c.files_.push_back(SafetensorsFile::open(shard.string()));
       it = file_index.emplace(rel, c.files_.size() - 1).first;
     }
@@ -370,13 +357,118 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsWri
       }
     }
   }
-  write_file_atomically(path, bytes);
+  write_file_durably(path, bytes);
 }
 
 void write_safetensors_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
                              int64_t total_size_bytes) {
   const json index = {{"metadata", {{"total_size", total_size_bytes}}}, {"weight_map", weight_map}};
-  write_file_atomically(path, index.dump(2) + "\n");
+  write_file_durably(path, index.dump(2) + "\n");
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Durable writes.
+
+namespace {
+
+std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+
+/// fsync of a file or a folder (a folder's fsync makes the names created or renamed in it durable).
+void sync_path(const fs::path& path, const std::string& source) {
+  const int fd = ::open(path.empty() ? "." : path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(source, "", "cannot open " + path.string() + " to sync it: " + errno_text(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // Some file systems cannot sync a folder (EINVAL); their renames are as durable as they get.
+  if (rc != 0 && err != EINVAL && err != EROFS)
+    throw InputError(source, "", "fsync of " + path.string() + " failed: " + errno_text(err), "check the disk");
+}
+
+fs::path parent_or_dot(const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); }
+
+}  // namespace
+
+void fault_point(std::string_view name) {
+  static const char* spec = std::getenv("MGT_FAULT_KILL_AT");
+  if (!spec) return;
+  const std::string_view s(spec);
+  const size_t colon = s.rfind(':');
+  if (s.substr(0, colon) != name) return;
+  static int64_t hits = 0;
+  const int64_t wanted = colon == std::string_view::npos ? 1 : std::atoll(std::string(s.substr(colon + 1)).c_str());
+  if (++hits == wanted) {
+    std::fprintf(stderr, "mgt: MGT_FAULT_KILL_AT=%s: killing this process\n", spec);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+}
+
+void write_file_durably(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw InputError(path, "", "cannot create temporary file " + tmp + ": " + errno_text(errno),
+                     "check the folder exists and is writable");
+  const auto fail = [&](const std::string& what, int err) {
+    ::close(fd);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw InputError(path, "", what + ": " + errno_text(err), "check free disk space");
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("write failed", n < 0 ? errno : EIO);
+    done += static_cast<size_t>(n);
+    fault_point("write");
+  }
+  if (::fsync(fd) != 0) fail("fsync failed", errno);
+  if (::close(fd) != 0) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw InputError(path, "", "close failed: " + errno_text(errno), "check free disk space");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw InputError(path, "", "cannot rename the temporary file into place: " + errno_text(err));
+  }
+  sync_path(parent_or_dot(fs::path(path)), path);
+}
+
+void replace_folder_durably(const std::string& staging, const std::string& target) {
+  sync_path(staging, target);
+  fault_point("replace-folder");
+  std::error_code ec;
+  if (fs::exists(target, ec)) {
+    // One atomic step: staging and target trade names, so `target` names a complete checkpoint at
+    // every instant; the old one is then under the staging name and is removed.
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+      sync_path(parent_or_dot(fs::path(target)), target);
+      fs::remove_all(staging, ec);
+      return;
+    }
+    if (errno != EINVAL && errno != ENOSYS)
+      throw InputError(target, "", "cannot swap " + staging + " into place: " + errno_text(errno));
+    // A file system without RENAME_EXCHANGE: move the old one aside, then rename (a crash in between
+    // leaves the previous checkpoint under <target>.old-<pid>).
+    const std::string old = target + ".old-" + std::to_string(::getpid());
+    fs::remove_all(old, ec);
+    fs::rename(target, old, ec);
+    if (ec) throw InputError(target, "", "cannot move the previous checkpoint aside: " + ec.message());
+    fs::rename(staging, target, ec);
+    if (ec) throw InputError(target, "", "cannot rename " + staging + " into place: " + ec.message());
+    sync_path(parent_or_dot(fs::path(target)), target);
+    fs::remove_all(old, ec);
+    return;
+  }
+  fs::rename(staging, target, ec);
+  if (ec) throw InputError(target, "", "cannot rename " + staging + " into place: " + ec.message());
+  sync_path(parent_or_dot(fs::path(target)), target);
 }
 
 }  // namespace mgt::rt

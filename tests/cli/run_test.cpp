@@ -374,4 +374,108 @@ TEST(CliRun, SummaryLineComparesPredictedWithMeasured) {
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Faults (issue 8, part 4). MGT_FAULT_KILL_AT=<point>:<n> makes the n-th pass through a fault point
+// SIGKILL the process (runtime/include/mgt/runtime/safetensors.hpp).
+
+/// A --save killed at every stage of writing leaves the previous checkpoint whole: resuming from it
+/// gives the losses of the uninterrupted run bit for bit.
+TEST(CliRunFaults, KillDuringSaveLeavesThePreviousCheckpointToResumeFrom) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const auto flags = training_flags(model, 2);
+  const Result full = run(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}));
+  ASSERT_EQ(full.exit_code, 0) << describe(full);
+  const Result first = run(concat(flags, {"--steps", "2", "--save", d.file("ckpt")}));
+  ASSERT_EQ(first.exit_code, 0) << describe(first);
+  const auto want = losses(read_log(d.file("full.jsonl")));
+  ASSERT_EQ(want.size(), 4u);
+  // Points: inside a file being written, between the files, and just before the folder swap.
+  for (const std::string point : {"write:2", "checkpoint-file:1", "checkpoint-file:2", "replace-folder:1"}) {
+    const Result killed = run({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--save", d.file("ckpt")},
+                              {"env", "MGT_FAULT_KILL_AT=" + point});
+    ASSERT_EQ(killed.exit_code, 128 + 9) << point << ": " << describe(killed);
+    EXPECT_TRUE(contains(killed.err, "MGT_FAULT_KILL_AT=" + point)) << describe(killed);
+    const json rec = json::parse(slurp(d.file("ckpt/run.json")));
+    EXPECT_EQ(rec.at("step").get<int64_t>(), 2) << point;
+    const Result resumed = run({"run", model, "--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("r.jsonl")});
+    ASSERT_EQ(resumed.exit_code, 0) << point << ": " << describe(resumed);
+    const auto got = losses(read_log(d.file("r.jsonl")));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], want[2]) << point;
+    EXPECT_EQ(got[1], want[3]) << point;
+  }
+  // A save that completes replaces it whole.
+  const Result saved = run({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--save", d.file("ckpt")});
+  ASSERT_EQ(saved.exit_code, 0) << describe(saved);
+  EXPECT_EQ(json::parse(slurp(d.file("ckpt/run.json"))).at("step").get<int64_t>(), 3);
+}
+
+/// A rank killed mid-step under a launcher that keeps the job alive (mpirun --enable-recovery): the
+/// survivor stops waiting after --comm-timeout, names the lost rank and the call, and ends the job
+/// with MPI_Abort, exit status 4, instead of hanging (ctest's timeout would catch a hang).
+TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  auto args = concat(training_flags(model, 2), {"--plan", R"({"dp_shard":2})", "--steps", "3", "--comm-timeout", "2"});
+  // MPMD: rank 0 runs normally, rank 1 is killed at its 5th collective (inside the first step).
+  const std::vector<std::string> victim = {":", "-np", "1", "env", "MGT_FAULT_KILL_AT=collective:5", MGT_CLI_PATH};
+  const Result r = run(concat(args, concat(victim, args)),
+                       {mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+                        "--enable-recovery", "-np", "1"});
+  // mpirun --enable-recovery itself exits 0 (Open MPI's notice "MPI_ABORT was invoked on rank 0 ...
+  // with errorcode 4" is not always printed before it exits), so the survivor's line is the evidence.
+  EXPECT_TRUE(contains(r.err, "MGT_FAULT_KILL_AT=collective:5")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "mgt: rank 0: MPI_")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "did not complete within --comm-timeout 2 s; lost rank 1")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "; aborting the job")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "summary")) << describe(r);
+}
+
+TEST(CliRunFaults, CommTimeoutMustBeANonNegativeNumber) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const Result r = run(concat(training_flags(model, 2), {"--steps", "1", "--comm-timeout", "-1"}));
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--comm-timeout")) << describe(r);
+}
+
+TEST(CliRunFaults, OutOfMemoryNamesTheBufferItsSizeAndThePredictedPeak) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const auto flags = concat(training_flags(model, 2), {"--steps", "1"});
+  const Result ok = run(concat(flags, {"--log", d.file("ok.jsonl")}));
+  ASSERT_EQ(ok.exit_code, 0) << describe(ok);
+  // The simulator's predicted peak (the schedule's Alloc/Free peak) of the same plan.
+  const int64_t predicted = read_log(d.file("ok.jsonl")).summary.at("peak_bytes").at("predicted").get<int64_t>();
+  // MGT_FAULT_OOM_AT=k makes the executor's k-th allocation fail as std::bad_alloc.
+  const Result r = run(flags, {"env", "MGT_FAULT_OOM_AT=12"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+  EXPECT_TRUE(contains(r.err, "out of memory allocating ")) << describe(r);
+  EXPECT_TRUE(contains(r.err, " bytes for buffer ")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "the plan predicted a peak of " + std::to_string(predicted) + " bytes")) << describe(r);
+}
+
+TEST(CliRunHostile, BillionRankPlanIsAnErrorNotAHang) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  // The lowering used to spin on 10^9 ranks (ctest's timeout would catch a hang).
+  const Result r = run({"run", model, "--plan", R"({"dp_replicate":1000000000})", "--seq-len", "16", "--global-batch",
+                        "1000000000", "--steps", "1"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--plan")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "1000000000 ranks is more than mgt runs")) << describe(r);
+  // A mesh whose product overflows int64 is named as such.
+  const Result o = run({"run", model, "--plan", R"({"dp_replicate":4611686018427387906,"tp":4})", "--seq-len", "16",
+                        "--global-batch", "8", "--steps", "1"});
+  EXPECT_EQ(o.exit_code, 2) << describe(o);
+  EXPECT_TRUE(contains(o.err, "overflows")) << describe(o);
+  // Batch x sequence length beyond int64.
+  const Result b = run({"run", model, "--seq-len", "4294967296", "--global-batch", "4294967296", "--steps", "1"});
+  EXPECT_EQ(b.exit_code, 2) << describe(b);
+}
+
 }  // namespace

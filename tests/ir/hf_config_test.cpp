@@ -147,7 +147,10 @@ TEST(graph_from_hf_config, moe_blocks_and_info) {
 
 TEST(graph_from_hf_config, sliding_window_only_when_uniform) {
   const auto window = [](const std::string& model) {
-    for (const auto& op : load_model(model_path(model)).blocks[1].ops)
+    // The graph must outlive the loop: a range-for over load_model(...).blocks[1].ops reads a
+    // destroyed temporary (AddressSanitizer: heap-use-after-free).
+    const Graph graph = load_model(model_path(model));
+    for (const auto& op : graph.blocks[1].ops)
       if (op.kind == OpKind::attention_core) return op.sliding_window;
     return int64_t(-1);
   };

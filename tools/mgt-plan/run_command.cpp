@@ -3,6 +3,7 @@
 #include "run_command.hpp"
 
 #include "cuda_run.hpp"
+#include "commands.hpp"
 
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/cost_model/simulator.hpp"
@@ -16,6 +17,7 @@
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/model_state.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
+#include "mgt/runtime/safetensors.hpp"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -181,20 +183,10 @@ void write_checkpoint(const rt::ModelState& state, const std::string& dir, const
   const fs::path staging = target.string() + ".partial-" + pid;
   fs::remove_all(staging, ec);
   rt::save_checkpoint(state, staging.string());
-  {
-    std::ofstream out(staging / kRunFile, std::ios::trunc);
-    out << record.dump(2) << "\n";
-    if (!out) throw ir::InputError((staging / kRunFile).string(), "--save", "cannot write", "check the disk");
-  }
-  const fs::path old = target.string() + ".old-" + pid;
-  if (fs::exists(target, ec)) {
-    fs::remove_all(old, ec);
-    fs::rename(target, old, ec);
-    if (ec) throw ir::InputError(dir, "--save", "cannot move the previous checkpoint aside: " + ec.message());
-  }
-  fs::rename(staging, target, ec);
-  if (ec) throw ir::InputError(dir, "--save", "cannot rename " + staging.string() + " into place: " + ec.message());
-  fs::remove_all(old, ec);
+  rt::write_file_durably((staging / kRunFile).string(), record.dump(2) + "\n");
+  // Trades names with the previous checkpoint in one atomic rename: a crash at any moment leaves
+  // `dir` holding the old checkpoint or the new one, whole.
+  rt::replace_folder_durably(staging.string(), target.string());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -316,7 +308,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--backend", o.backend,
                   "cpu (default), cuda (bf16 GEMMs, fp32 master weights) or cuda-fp32 (docs/runtime_cuda.md)");
   run->add_option("--comm-timeout", o.comm_timeout_s,
-                  "seconds a NCCL collective may take before every communicator is aborted (default 300)");
+                  "seconds a rank may wait in one collective or send/recv; past it the job ends with a line naming "
+                  "the call and the lost rank (MPI: exit 4; NCCL: communicators aborted); 0 = wait forever "
+                  "(default 300)");
   run->final_callback([run, &o] {
     for (const CLI::Option* opt : run->get_options())
       if (opt->count() > 0) o.given.insert(opt->get_name());
@@ -351,6 +345,10 @@ int run_training(const RunOptions& given) {
   const rt::ModelNumerics numerics = rt::read_model_numerics(given.model_path);
   const ir::Plan plan = ir::parse_plan_argument(given.plan);
   const int64_t world = ir::world_size(plan);
+  if (world > kMaxGpus)  // 10^9 ranks would hang the lowering, not fail it
+    throw ir::InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
+                         std::to_string(world) + " ranks is more than mgt runs (at most " + std::to_string(kMaxGpus) + ")",
+                         "shrink the plan's mesh");
   if (world == 1) {
     // A one-rank plan under a launcher with several ranks: every rank would train alone. The launcher's
     // environment tells without initialising MPI (Open MPI, PMI / Slurm).
@@ -380,7 +378,7 @@ int run_training(const RunOptions& given) {
   // The executor throws a clear ir::InputError for a plan it cannot run (docs/runtime_executor.md).
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len;
-  settings.global_batch_tokens = o.global_batch * o.seq_len;
+  settings.global_batch_tokens = ir::checked_mul(o.global_batch, o.seq_len, "command line", "--global-batch x --seq-len");
   // The CPU backend (and cuda-fp32) compute, store and communicate activations, gradients and
   // gathered parameters in fp32: the schedule's buffer and collective bytes must say so, or the
   // prediction prices half the traffic the ranks move.
@@ -389,22 +387,12 @@ int run_training(const RunOptions& given) {
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, world, cluster);
   // Several ranks: one process per rank under mpirun / srun; the communicator checks the launcher's
   // world size equals the plan's (ir::InputError otherwise). Rank 0 prints and logs.
-  // --backend cuda: the CUDA kernels and, for several ranks, NCCL (mgt-plan-cuda, cuda_backend.cpp).
-  CudaRun cuda_run;
-  std::unique_ptr<rt::Communicator> comm;
-  if (cuda) {
-    try {
-      cuda_run = start_cuda_backend(o.backend, schedule.mesh, o.comm_timeout_s);
-    } catch (const ir::InputError&) {
-      throw;  // e.g. the launcher's world size differs from the plan's: exit 2 as on the CPU
-    } catch (const std::runtime_error& e) {  // no device (CudaError), NCCL / MPI start-up (NcclError, MpiError)
-      std::cerr << "mgt-plan: --backend " << o.backend << ": " << e.what() << "\n";
-      return 1;
-    }
-    comm = std::move(cuda_run.comm);
-  } else if (world > 1) {
-    comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh);
-  }
+  run->add_option("--backend", o.backend,
+                  "cpu (default), cuda (bf16 GEMMs, fp32 master weights) or cuda-fp32 (docs/runtime_cuda.md)");
+  run->add_option("--comm-timeout", o.comm_timeout_s,
+                  "seconds a rank may wait in one collective or send/recv; past it the job ends with a line naming "
+                  "the call and the lost rank (MPI: exit 4; NCCL: communicators aborted); 0 = wait forever "
+                  "(default 300)");
   const bool lead = !comm || comm->rank() == 0;
 
   // The model state lives where the kernels read it: host memory, or CUDA managed memory.

@@ -33,7 +33,9 @@ struct RunOptions {
   std::string resume_dir;       ///< checkpoint folder to continue from (every rank loads it)
   std::string trace_path;       ///< Chrome trace of the last step: measured on rank 0 beside the simulation
   std::string backend = "cpu";  ///< cpu, cuda (bf16 GEMMs) or cuda-fp32; cuda needs a device (else exit 1)
-  double comm_timeout_s = 300;  ///< NCCL: a collective not done after this aborts every rank's communicators
+  /// --comm-timeout: seconds a rank waits in one collective or transfer before it names the lost rank
+  /// and ends the job (MPI: polled, then MPI_Abort; NCCL: ncclCommAbort); 0 = no limit
+  double comm_timeout_s = 300;
   std::set<std::string> given;  ///< flags given on the command line ("--lr", ...), filled by the parser
 };
 

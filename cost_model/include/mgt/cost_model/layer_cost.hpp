@@ -37,6 +37,9 @@ bool is_tp_dim(char name);
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region);
 
 /// Local element count of `tensor` under `ctx` (its own region decides how s is split).
+/// The most elements one tensor may hold per micro-batch on one GPU (2^44, 32 TiB in bf16): beyond it
+/// local_elements throws ir::InputError, so that byte counts and their sums cannot overflow int64.
+inline constexpr int64_t kMaxLocalElements = int64_t{1} << 44;
 int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx);
 
 /// One collective a block issues, over the tp or the cp axis.

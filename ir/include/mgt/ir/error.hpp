@@ -26,7 +26,11 @@ class InputError : public std::runtime_error {
 /// Reads and parses a JSON file; throws InputError naming the file and the parse position.
 nlohmann::json read_json_file(const std::string& path);
 
-/// Parses JSON text; `source` names where it came from in errors (a path, or "--plan").
+/// Deepest nesting of arrays and objects parse_json_text accepts.
+inline constexpr int64_t kMaxJsonDepth = 256;
+
+/// Parses JSON text; `source` names where it came from in errors (a path, or "--plan"). Malformed
+/// JSON, a number beyond the double range and nesting deeper than kMaxJsonDepth are InputErrors.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source);
 
 /// Typed field access for readers: each throws InputError naming `source` and `field` when the field

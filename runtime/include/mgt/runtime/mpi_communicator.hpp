@@ -30,7 +30,17 @@ struct MpiOptions {
   /// Ask for MPI_THREAD_MULTIPLE (needed when streams call the communicator from several threads);
   /// otherwise MPI_THREAD_FUNNELED. Only used when this communicator initialises MPI.
   bool thread_multiple = false;
+  /// Seconds any one call may wait for its peers (`mgt-plan run --comm-timeout`); 0 waits forever.
+  /// When set, every call is issued nonblocking and polled against the deadline; past it the rank
+  /// pings the ranks it was waiting for (every rank answers pings while it waits in a call), prints
+  /// one line to stderr naming the call and the ranks that did not answer (lost), and ends the job
+  /// with MPI_Abort(MPI_COMM_WORLD, kCommTimeoutExitCode). So a killed or frozen rank never hangs
+  /// the others.
+  double timeout_s = 0;
 };
+
+/// The exit status of a job ended by a communication timeout (MpiOptions::timeout_s).
+inline constexpr int kCommTimeoutExitCode = 4;
 
 /// Number of ranks the launcher started (mpirun, srun; 1 for a plain run), e.g. to build a mesh for
 /// `probe`. Initialises MPI if needed, as MpiCommunicator does.

@@ -10,6 +10,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mgt::rt {
@@ -96,6 +97,24 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsWri
 /// Writes a model.safetensors.index.json: {"metadata": {"total_size": bytes}, "weight_map": {...}}.
 void write_safetensors_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
                              int64_t total_size_bytes);
+
+/// Writes `bytes` to `path` so that a crash at any moment leaves the old file or the new one whole:
+/// a temporary file in the same folder, written, fsynced, renamed over `path`, then the folder
+/// fsynced. Throws InputError naming `path` on any failure (the temporary file is removed).
+void write_file_durably(const std::string& path, std::string_view bytes);
+
+/// Puts the finished folder `staging` in the place of `target` (absent, or a folder to replace):
+/// staging is fsynced, then the two trade names in one atomic rename (Linux RENAME_EXCHANGE), the
+/// parent is fsynced and the old folder removed. So `target` names the old checkpoint or the new
+/// one at every instant. Files inside `staging` must already be durable (write_file_durably).
+void replace_folder_durably(const std::string& staging, const std::string& target);
+
+/// Fault injection for crash tests: when the environment holds MGT_FAULT_KILL_AT=<name>:<n>, the
+/// n-th call of fault_point(<name>) in this process kills it with SIGKILL (nothing is flushed or
+/// cleaned up, as when a node dies). Points: "write" (after each write(2) of write_file_durably),
+/// "checkpoint-file" (after each file of save_checkpoint), "replace-folder" (before the swap),
+/// "collective" (at the start of each MpiCommunicator collective).
+void fault_point(std::string_view name);
 
 /// Scalar conversions used by the reader and writer (exposed for tests).
 float bf16_to_f32(uint16_t bits);

@@ -1,0 +1,127 @@
+// Hostile input to the mgt_ir readers (issue 8, part 3): JSON numbers beyond the double range (JSON's
+// only way to spell inf), nesting deep enough to overflow the stack of whoever prints or copies the
+// value, and sizes whose products overflow int64. Each must be an InputError naming the file and,
+// where there is one, the field; never another exception or a crash.
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/error.hpp"
+#include "mgt/ir/graph.hpp"
+#include "mgt/ir/model_loader.hpp"
+#include "mgt/ir/plan.hpp"
+#include "mgt/ir/schedule.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+
+namespace mgt::ir {
+namespace {
+
+using nlohmann::json;
+
+/// Runs `f`, expects an InputError whose message holds every one of `parts`.
+template <typename F>
+void expect_input_error(F f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << p << " not in: " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not an InputError: " << e.what();
+  }
+}
+
+std::string nested(int64_t depth, const std::string& inner = "1") {
+  return std::string(static_cast<size_t>(depth), '[') + inner + std::string(static_cast<size_t>(depth), ']');
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+const char* const kTinyLlama = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100})";
+
+TEST(HostileJson, NumberBeyondDoubleRangeIsAnInputErrorNamingTheSource) {
+  // nlohmann reports 1e999 as out_of_range, not parse_error; it must still be an InputError.
+  expect_input_error([] { parse_json_text(R"({"hidden_size": 1e999})", "big.json"); }, {"big.json", "1e999", "finite"});
+  expect_input_error([] { parse_json_text(R"([-1e400])", "neg.json"); }, {"neg.json"});
+  // Through every reader's entry point.
+  const std::string config = write_file("inf.json", R"({"model_type": "llama", "hidden_size": 1e999})");
+  expect_input_error([&] { load_model(config); }, {"inf.json"});
+  expect_input_error([] { parse_plan_argument(R"({"tp": 1e999})"); }, {"--plan"});
+  const std::string cluster = write_file("inf-cluster.json", R"({"format": "mgt.cluster/1", "gpu": {"hbm_bytes": 1e999}})");
+  expect_input_error([&] { load_cluster(cluster); }, {"inf-cluster.json"});
+}
+
+TEST(HostileJson, FiniteFloatWhereAnIntegerBelongsIsRejected) {
+  json c = json::parse(kTinyLlama);
+  c["hidden_size"] = 1.5e300;
+  expect_input_error([&] { graph_from_hf_config(c, "float.json"); }, {"float.json", "hidden_size", "integer"});
+}
+
+TEST(HostileJson, DeepNestingIsRejectedBeforeAnythingRecursesIntoIt) {
+  // Printing this value in an error message (or copying it) recursed once per level and overflowed
+  // the stack: a crash instead of an error.
+  const std::string deep = nested(1'000'000);
+  expect_input_error([&] { parse_json_text(deep, "deep.json"); }, {"deep.json", "nested deeper than 256", "line 1, column 257"});
+  expect_input_error([&] { parse_plan_argument("{\"tp\": " + deep + "}"); }, {"--plan", "nested"});
+  expect_input_error([&] { load_model(write_file("deep-model.json", "{\"hidden_size\": " + deep + "}")); },
+                     {"deep-model.json", "nested"});
+  // Brackets inside strings do not count; ordinary depth is accepted.
+  EXPECT_NO_THROW(parse_json_text("{\"a\": \"" + std::string(1000, '[') + "\"}", "strings.json"));
+  EXPECT_NO_THROW(parse_json_text(nested(kMaxJsonDepth), "ok.json"));
+  expect_input_error([&] { parse_json_text(nested(kMaxJsonDepth + 1), "one-more.json"); }, {"one-more.json"});
+}
+
+TEST(HostileSizes, HiddenAndVocabOf2To40OverflowWithTheFieldNamed) {
+  json c = json::parse(kTinyLlama);
+  c["hidden_size"] = int64_t{1} << 40;
+  c["num_attention_heads"] = 1;
+  c["num_key_value_heads"] = 1;
+  // h x h of the attention projections: 2^80 elements.
+  expect_input_error([&] { verify(graph_from_hf_config(c, "h.json"), "h.json"); }, {"h.json", "overflows"});
+  json v = json::parse(kTinyLlama);
+  v["vocab_size"] = int64_t{1} << 40;
+  v["hidden_size"] = int64_t{1} << 24;
+  v["num_attention_heads"] = 1;
+  v["num_key_value_heads"] = 1;
+  v["intermediate_size"] = 1;
+  expect_input_error([&] { verify(graph_from_hf_config(v, "v.json"), "v.json"); }, {"v.json", "overflows"});
+}
+
+TEST(HostileSizes, ZeroAndNegativeSizesNameTheField) {
+  for (const char* field : {"hidden_size", "vocab_size", "num_hidden_layers", "intermediate_size", "num_attention_heads"}) {
+    for (int64_t bad : {int64_t{0}, int64_t{-1}, INT64_MIN}) {
+      json c = json::parse(kTinyLlama);
+      c[field] = bad;
+      expect_input_error([&] { graph_from_hf_config(c, "bad.json"); }, {"bad.json", field});
+    }
+  }
+  // A value beyond int64 (an unsigned JSON integer).
+  json c = json::parse(kTinyLlama);
+  c["hidden_size"] = uint64_t{1} << 63;
+  expect_input_error([&] { graph_from_hf_config(c, "u64.json"); }, {"u64.json", "hidden_size", "64-bit"});
+}
+
+TEST(HostileSizes, PlanSizesAreCheckedAndTheWorldSizeCannotOverflow) {
+  expect_input_error([] { parse_plan_argument(R"({"tp": 0})"); }, {"--plan", "tp", "positive"});
+  expect_input_error([] { parse_plan_argument(R"({"dp_shard": -8})"); }, {"--plan", "dp_shard"});
+  // 10^9 GPUs is representable; 2^62 x 4 is not, and must not wrap around to a small world.
+  const Plan plan = parse_plan_argument(R"({"dp_replicate": 1000000000})");
+  EXPECT_EQ(world_size(plan), 1'000'000'000);
+  // (2^62 + 2) x 4 wraps to 8: it used to pass as a plan for --gpus 8.
+  expect_input_error([] { parse_plan_argument(R"({"dp_replicate": 4611686018427387906, "tp": 4})"); },
+                     {"--plan", "overflows"});
+  Plan wraps;
+  wraps.dp_replicate = (int64_t{1} << 62) + 2;
+  wraps.tp = 4;
+  expect_input_error([&] { world_size(wraps); }, {"overflows"});
+}
+
+}  // namespace
+}  // namespace mgt::ir
