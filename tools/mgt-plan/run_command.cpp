@@ -387,12 +387,24 @@ int run_training(const RunOptions& given) {
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, world, cluster);
   // Several ranks: one process per rank under mpirun / srun; the communicator checks the launcher's
   // world size equals the plan's (ir::InputError otherwise). Rank 0 prints and logs.
-  run->add_option("--backend", o.backend,
-                  "cpu (default), cuda (bf16 GEMMs, fp32 master weights) or cuda-fp32 (docs/runtime_cuda.md)");
-  run->add_option("--comm-timeout", o.comm_timeout_s,
-                  "seconds a rank may wait in one collective or send/recv; past it the job ends with a line naming "
-                  "the call and the lost rank (MPI: exit 4; NCCL: communicators aborted); 0 = wait forever "
-                  "(default 300)");
+  // --backend cuda: the CUDA kernels and, for several ranks, NCCL (mgt-plan-cuda, cuda_backend.cpp).
+  if (!(o.comm_timeout_s >= 0))
+    throw ir::InputError("command line", "--comm-timeout", "must be >= 0 seconds", "0 waits forever");
+  CudaRun cuda_run;
+  std::unique_ptr<rt::Communicator> comm;
+  if (cuda) {
+    try {
+      cuda_run = start_cuda_backend(o.backend, schedule.mesh, o.comm_timeout_s);
+    } catch (const ir::InputError&) {
+      throw;  // e.g. the launcher's world size differs from the plan's: exit 2 as on the CPU
+    } catch (const std::runtime_error& e) {  // no device (CudaError), NCCL / MPI start-up (NcclError, MpiError)
+      std::cerr << "mgt-plan: --backend " << o.backend << ": " << e.what() << "\n";
+      return 1;
+    }
+    comm = std::move(cuda_run.comm);
+  } else if (world > 1) {
+    comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh, rt::MpiOptions{.timeout_s = o.comm_timeout_s});
+  }
   const bool lead = !comm || comm->rank() == 0;
 
   // The model state lives where the kernels read it: host memory, or CUDA managed memory.
