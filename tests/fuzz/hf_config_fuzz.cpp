@@ -12,6 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const mgt::ir::Graph graph = mgt::ir::graph_from_hf_config(doc, "config.json");
     mgt::ir::verify(graph, "config.json");
     (void)mgt::ir::count_parameters(graph);
+    // The graph a config builds survives mgt.graph/1 and back unchanged.
+    const nlohmann::json out = mgt::ir::to_json(graph);
+    if (mgt::ir::to_json(mgt::ir::graph_from_json(out, "round trip")) != out) __builtin_trap();
   } catch (const mgt::ir::InputError&) {
   }
   return 0;

@@ -12,6 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                     "schedule.json");
     (void)mgt::ir::verify(s);
     (void)mgt::ir::to_text(s);
+    // A schedule that loads is written and read back unchanged.
+    const nlohmann::json out = mgt::ir::to_json(s);
+    if (mgt::ir::to_json(mgt::ir::schedule_from_json(out, "round trip")) != out) __builtin_trap();
   } catch (const mgt::ir::InputError&) {
   }
   return 0;
