@@ -72,6 +72,17 @@ TEST(MlirCli, MalformedExitsTwoWithFileLine) {
             std::string::npos) << r.err;
 }
 
+// mlir-opt-19 itself segfaults on this file (an MLIR 19 parser bug); mgt-plan exits 2 with one line.
+TEST(MlirCli, UpstreamParserBugIsAnInputErrorNotACrash) {
+  if (!mgt::mlirio::built_in()) GTEST_SKIP() << "built without MLIR";
+  const Result r = run_cli({"import", "tests/mlir/data/iterator_types_not_string.mlir"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tests/mlir/data/iterator_types_not_string.mlir:7:84: error: linalg.generic iterator_types "
+                       "element 1 is not a string literal"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(MlirCli, UnsupportedOpExitsTwoWithNameAndLocation) {
   if (!mgt::mlirio::built_in()) GTEST_SKIP() << "built without MLIR";
   const Result r = run_cli({"tests/mlir/data/unsupported.mlir", "--gpus", "8"});

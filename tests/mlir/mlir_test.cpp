@@ -128,6 +128,42 @@ TEST(ImportMlir, LookalikeBodiesAreReportedNotMislabelled) {
   EXPECT_NE(e.find("'linalg.generic' at " + path + ":17:8"), std::string::npos) << e;  // max(x, 1)
 }
 
+// Regression for the libFuzzer finding in tests/fuzz/findings/: MLIR 19's linalg.generic parser casts
+// every iterator_types element to a string unchecked (mlir-opt-19 segfaults on this file). mgt refuses
+// it before MLIR parses, at the element's line and column (line 7: `24` starts at column 84).
+TEST(ImportMlir, NonStringIteratorTypeIsRefusedBeforeMlirParses) {
+  SKIP_WITHOUT_MLIR();
+  const std::string path = src("tests/mlir/data/iterator_types_not_string.mlir");
+  const std::string e = import_error(path);
+  EXPECT_EQ(e.rfind(path + ":7:84: error: linalg.generic iterator_types element 1 is not a string literal", 0), 0u)
+      << e;
+  const std::string finding = src("tests/fuzz/findings/mlir_import_fuzz-libmlir-uninitialised-size.mlir");
+  EXPECT_NE(import_error(finding).find("iterator_types element 4 is not a string literal"), std::string::npos)
+      << import_error(finding);
+}
+
+// The guard reads MLIR's lexical structure: comments, string contents, typed strings and the generic
+// form (whose properties MLIR converts with checked casts) pass; the file imports as two relu ops.
+TEST(ImportMlir, IteratorTypesGuardIgnoresCommentsStringsAndGenericForm) {
+  SKIP_WITHOUT_MLIR();
+  const auto g = mgt::mlirio::import_mlir(src("tests/mlir/data/iterator_types_lookalikes.mlir"));
+  EXPECT_EQ(einsums(g), (std::vector<std::string>{"activation", "activation"}));
+  for (const auto& op : g.blocks.at(0).ops) EXPECT_EQ(op.activation, mgt::ir::ActivationKind::relu);
+}
+
+// Regression for the second libFuzzer finding: MLIR 19's contraction matcher dereferences a null
+// defining op for these bodies (the Release CLI segfaulted). They are listed as unsupported instead.
+TEST(ImportMlir, BodiesThatCrashMlirsContractionMatcherAreUnsupported) {
+  SKIP_WITHOUT_MLIR();
+  const std::string path = src("tests/mlir/data/contraction_lookalikes.mlir");
+  const std::string e = import_error(path);
+  EXPECT_NE(e.find("2 unsupported op(s)"), std::string::npos) << e;
+  EXPECT_NE(e.find("'linalg.generic' at " + path + ":9:8"), std::string::npos) << e;
+  EXPECT_NE(e.find("'linalg.generic' at " + path + ":15:8"), std::string::npos) << e;
+  const std::string finding = src("tests/fuzz/findings/mlir_import_fuzz-libmlir-contraction-null-op.mlir");
+  EXPECT_NE(import_error(finding).find("unsupported op(s)"), std::string::npos) << import_error(finding);
+}
+
 TEST(ImportMlir, TiedDimsOfAttentionScoresAreRejectedAtTheOp) {
   SKIP_WITHOUT_MLIR();
   const std::string path = src("tests/mlir/data/attention_scores.mlir");

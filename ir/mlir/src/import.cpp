@@ -75,6 +75,7 @@ mlir::OwningOpRef<mlir::ModuleOp> parse_module(mlir::MLIRContext& ctx, std::uniq
     if (d.getSeverity() == mlir::DiagnosticSeverity::Error) errors.emplace_back(import_detail::where(d.getLocation()), d.str());
     return mlir::success();
   });
+  guard_upstream_parser_bugs(std::string_view(buffer->getBufferStart(), buffer->getBufferSize()), name);
   llvm::SourceMgr sm;
   sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> mod = mlir::parseSourceFile<mlir::ModuleOp>(sm, &ctx);
@@ -297,6 +298,39 @@ class Importer {
     return "";
   }
 
+  // Follows single-operand side-effect-free ops up the use-def chain, as MLIR 19's contraction
+  // matcher does (LinalgInterfaces.cpp, getSourceSkipUnary).
+  static mlir::Value skip_unary(mlir::Value v) {
+    mlir::Operation* def = v.getDefiningOp();
+    while (def && def->getNumOperands() == 1) {
+      auto effects = mlir::dyn_cast<mlir::MemoryEffectOpInterface>(def);
+      if (!effects || !effects.hasNoEffect()) break;
+      v = def->getOperand(0);
+      def = v.getDefiningOp();
+    }
+    return v;
+  }
+
+  // MLIR 19's isContractionBody dereferences the op that defines the yielded value, and the op that
+  // defines the value added to the accumulator, without checking that they exist: a body that yields
+  // a block argument, or adds the accumulator to an input element, segfaults it (a libFuzzer
+  // finding, docs/hardening.md). Such bodies are not multiply-adds; this replays the matcher's steps
+  // up to those two lookups and says whether asking MLIR is safe.
+  static bool contraction_match_is_safe(mlir::linalg::LinalgOp lop) {
+    mlir::Block* body = lop.getBlock();
+    if (!body || body->empty() || !body->back().mightHaveTrait<mlir::OpTrait::IsTerminator>()) return true;
+    if (body->getNumArguments() != 3) return true;
+    mlir::Operation* yield = body->getTerminator();
+    if (yield->getNumOperands() != 1) return true;
+    mlir::Operation* reduction = skip_unary(yield->getOperand(0)).getDefiningOp();
+    if (!reduction) return false;
+    if (reduction->getNumResults() != 1 || reduction->getNumOperands() != 2) return true;
+    const mlir::Value lhs = skip_unary(reduction->getOperand(0)), rhs = skip_unary(reduction->getOperand(1));
+    if (lhs != body->getArgument(2) && rhs != body->getArgument(2)) return true;
+    const mlir::Value contributed = skip_unary(mlir::isa<mlir::BlockArgument>(lhs) ? rhs : lhs);
+    return contributed.getDefiningOp() != nullptr;
+  }
+
   void visit_linalg(mlir::Operation& op, mlir::linalg::LinalgOp lop) {
     if (!lop.hasPureTensorSemantics() || op.getNumResults() != 1) return unsupported(op, "not a one-result op on tensors");
     std::vector<mlir::Value> inputs;
@@ -314,7 +348,7 @@ class Importer {
     operand_loops.pop_back();
     if (!is_destination(lop.getDpsInits()[0]))
       return unsupported(op, "its outs operand is a computed tensor (accumulation); pass tensor.empty/linalg.fill");
-    if (inputs.size() == 2 && mlir::linalg::isaContractionOpInterface(lop))
+    if (inputs.size() == 2 && contraction_match_is_safe(lop) && mlir::linalg::isaContractionOpInterface(lop))
       return add_op(op, "contraction", inputs, operand_loops, out_loops, int(lop.getNumLoops()));
     if (lop.getNumParallelLoops() != lop.getNumLoops()) return unsupported(op, "a reduction that is not a multiply-add contraction");
     for (const auto& m : maps)
