@@ -259,6 +259,7 @@ struct Estimator::PlanContext {
 struct Estimator::StageTime {
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
   double hsdp = 0;  // once per step: the replica all-reduces FSDP2 chains after each reduce-scatter
+  double hsdp_before_tail = 0;  // of hsdp: what delays the stage's last backward kernel (not the tail)
   int64_t params = 0, expert_params = 0;  // on this stage, after tp / ep, before data-parallel sharding
   double total() const { return compute + recompute + tp + cp + ep + fsdp + pp; }
 };
@@ -411,6 +412,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
     const FsdpExposure fl = fsdp_exposure(last);
     st.hsdp = (fl.exposed - f.exposed) + params_.overlap_compute_slowdown * (fl.hidden - f.hidden);
+    st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
   }
   return st;
 }
@@ -560,10 +562,12 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   // ---- one micro-batch per stage; the slowest stage paces the pipeline ----
   StageTime slowest;
   double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
+  double all_stages_hsdp_s = 0;  // their HSDP all-reduce exposure in the last micro-batch
   int64_t most_params = 0, most_expert_params = 0;
   for (const auto& stage : layout.stages) {
     const StageTime st = stage_time(s, stage.copies, stage.layers, x);
     all_stages_s += double(stage.count) * st.total();
+    all_stages_hsdp_s += double(stage.count) * st.hsdp_before_tail;
     if (st.total() > slowest.total()) slowest = st;
     if (st.params > most_params) {
       most_params = st.params;
@@ -583,7 +587,10 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   t.exposed_ep_s = ga * slowest.ep;
   t.exposed_pp_s = ga * slowest.pp;
   t.exposed_fsdp_s = ga * slowest.fsdp;
-  t.bubble_s = (all_stages_s - slowest.total()) / double(plan.vpp);
+  // The drain runs the other stages' last backward, which their HSDP all-reduces slow down when the
+  // FSDP stream is behind (the slowest stage's own are booked as exposed DP below); the all-reduce
+  // after a stage's last kernel (the chain's tail) runs beside the next stage's backward.
+  t.bubble_s = (all_stages_s - slowest.total() + all_stages_hsdp_s - slowest.hsdp_before_tail) / double(plan.vpp);
 
   // ---- once per step: gradient synchronisation outside FSDP, optimizer, fixed costs ----
   const int64_t shard = x.zero >= 1 ? x.shard_group : 1;

@@ -300,6 +300,11 @@ void fsdp_pass(State& s) {
   for (Stage& st : s.stages) {
     std::vector<int64_t> in_flight(st.chunks.size(), 0);
     std::vector<int64_t> kept(st.chunks.size(), -1);  // buffer index of the chunk's last copy's w
+    // Reduce-scatters of the copies already done backward, in order. FSDP2 bounds gradient memory
+    // by making each copy's post-backward wait for the previous copy's reduce-scatter: the backward
+    // of copy i+1 starts only once the reduce-scatter of copy i-1 has finished, so at most two
+    // unsharded gradients wait on the dp stream however far it falls behind.
+    std::vector<std::vector<int64_t>> rs_done;
     for (size_t t = 0; t < st.tasks.size(); ++t) {
       const Task& task = st.tasks[t];
       auto& uns = st.unit_nodes[t];
@@ -368,6 +373,8 @@ void fsdp_pass(State& s) {
           if (is_last) kept[c] = -1;
         }
         if (task.fwd) continue;
+        if (rs_done.size() >= 2 && uns[p].first >= 0)
+          for (int64_t h : rs_done[rs_done.size() - 2]) st.nodes[size_t(uns[p].first)].instr.deps.push_back(h);
         BufferUse& g = open_buffer(st, g_name(s, u), pel * (2 + 4), ir::BufferKind::fsdp_buffer, key(t, p, 0, -10),
                                    ir::Stream::compute);
         std::vector<int64_t> rs;
@@ -382,6 +389,7 @@ void fsdp_pass(State& s) {
                                         ir::DType::f32, g.name),
                            {uns[p].last}));
         close_buffer(g, key(t, p, end, 11), ir::Stream::dp, rs);
+        if (!rs.empty()) rs_done.push_back(std::move(rs));
       }
     }
   }
