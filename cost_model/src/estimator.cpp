@@ -458,8 +458,12 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   const ir::Plan& plan = x.plan;
   MemoryBreakdown sm;
   int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
-  int64_t largest_pair = 0;  // two consecutive block copies (FSDP's current + prefetched)
-  int64_t previous_block = -1;
+  // The stage's blocks in forward order (each repeated `copies` times) for FSDP's per-copy phases.
+  struct StageBlock {
+    int64_t params = 0, copies = 0, logits_bytes = 0;
+    double saved_bytes = 0;  // activations one copy saves for backward, one micro-batch
+  };
+  std::vector<StageBlock> order;
   int64_t largest_layer_block = 0;
   double per_microbatch_saved = 0;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
@@ -472,16 +476,14 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     expert += copies * c.expert_param_elements_local;
     const int64_t p_local = c.param_elements_local;
     largest_block = std::max(largest_block, p_local);
-    // FSDP holds a copy and the one prefetched after it: the largest adjacent pair of copies.
-    if (copies > 1) largest_pair = std::max(largest_pair, 2 * p_local);
-    if (previous_block >= 0) largest_pair = std::max(largest_pair, previous_block + p_local);
-    previous_block = p_local;
+    order.push_back({p_local, copies, c.logits_bytes, 0});
     if (blk.is_layer) largest_layer_block = std::max(largest_layer_block, p_local);
     double saved = double(c.saved_bytes_none);
     if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
     if (blk.is_layer && full_fraction > 0)
       saved = full_fraction * double(c.saved_bytes_full) + (1.0 - full_fraction) * double(c.saved_bytes_none);
     per_microbatch_saved += double(copies) * saved;
+    order.back().saved_bytes = saved;
     if (blk.is_layer) largest_saved_none = std::max(largest_saved_none, c.saved_bytes_none);
     largest_tensor = std::max(largest_tensor, c.largest_tensor_bytes);
     logits = std::max(logits, c.logits_bytes);
@@ -510,13 +512,6 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
       sm.parameters_bytes = shard_params * kMasterBytes;
       sm.gradients_bytes = shard_params * kGradBytes;
       sm.optimizer_bytes = shard_params * kAdamBytes;
-      // The block in use and the one prefetched beside it, unsharded in bf16; one block's unsharded
-      // gradient (bf16, then fp32 for the reduce-scatter); with pp, each chunk's last layer block
-      // stays gathered while its micro-batches are in flight (docs/lowering.md, FSDP).
-      if (x.fsdp)
-        sm.fsdp_buffers_bytes = std::max(largest_pair, largest_block) * kWorkingBytes +
-                                largest_block * (kWorkingBytes + kGradBytes) +
-                                (plan.pp > 1 ? plan.vpp * largest_layer_block * kWorkingBytes : 0);
       break;
   }
   // Micro-batches in flight on stage k (Megatron schedules): 1F1B warms up pp - k - 1 forwards, so
@@ -540,6 +535,52 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   // two largest tensors in flight; the loss holds the logits working set.
   const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
   sm.transient_bytes = std::max(logits, backward_transient);
+  if (x.zero == 3 && x.fsdp) {
+    // FSDP2's buffers peak in backward, copy by copy, and the loss's logits peak only during the head's
+    // backward: take the worst moment, not the sum of each one's worst (docs/cost-model.md §4.3).
+    // Backward of copy b (P = its unsharded parameters; b-1 the copy before it in forward order,
+    // prefetched; b+1 the copy after it, whose fp32 reduce-scatter input is still in flight):
+    //   while its kernels run:  transient + w_b + g_b(bf16) + w_{b-1} + g_{b+1}(fp32)
+    //   after its last kernel:  w_{b-1} + g_b(bf16) + g_b(fp32), w_b already resharded.
+    // With pp, each chunk's last layer copy stays gathered while its micro-batches are in flight.
+    // Activations: the other in-flight micro-batches hold all of theirs; the one in backward holds
+    // the copies before b (and b's own while its kernels run), within its chunk under vpp.
+    const int64_t kept = plan.pp > 1 ? plan.vpp * largest_layer_block * kWorkingBytes : 0;
+    const double all_saved = in_flight * per_microbatch_saved;
+    int64_t worst = 0, worst_fsdp = 0, worst_transient = 0, worst_act = sm.activations_bytes;
+    auto consider = [&](int64_t transient, int64_t fsdp, double act) {
+      const int64_t a = int64_t(std::llround(act));
+      if (transient + fsdp + a > worst)
+        worst = transient + fsdp + a, worst_fsdp = fsdp, worst_transient = transient, worst_act = a;
+    };
+    double saved_before = 0;  // one micro-batch, the copies before block i
+    for (size_t i = 0; i < order.size(); ++i) {
+      const StageBlock& b = order[i];
+      const int64_t before = i > 0 ? order[i - 1].params : 0, after = i + 1 < order.size() ? order[i + 1].params : 0;
+      const bool head = b.logits_bytes > 0;
+      // The head's neighbour is the kept last layer: counted once.
+      const int64_t held = head ? std::max<int64_t>(0, kept - largest_layer_block * kWorkingBytes) : kept;
+      const int64_t transient = head ? b.logits_bytes : backward_transient;
+      // First and last copy of the run (neighbours from other blocks), and a middle one.
+      const int64_t first_next = b.copies > 1 ? b.params : after, last_prev = b.copies > 1 ? b.params : before;
+      const std::pair<int64_t, int64_t> neighbours[] = {{before, first_next}, {last_prev, after}, {b.params, b.params}};
+      const double copy_index[] = {0, double(b.copies - 1), double(b.copies - 2)};  // first, last, a middle one
+      for (size_t k = 0; k < (b.copies >= 3 ? 3u : 2u); ++k) {
+        const auto& [prev, next] = neighbours[k];
+        const double through_b = saved_before + (copy_index[k] + 1) * b.saved_bytes;
+        const double running = all_saved - (per_microbatch_saved - through_b) / double(plan.vpp);
+        consider(transient, held + b.params * 2 * kWorkingBytes + prev * kWorkingBytes + next * kGradBytes, running);
+        consider(0, held + prev * kWorkingBytes + b.params * (kWorkingBytes + kGradBytes),
+                 running - b.saved_bytes / double(plan.vpp));
+      }
+      saved_before += double(b.copies) * b.saved_bytes;
+    }
+    // The end of the last forward: every in-flight micro-batch's activations, the loss's logits.
+    consider(logits, kept + largest_block * kWorkingBytes, all_saved);
+    sm.fsdp_buffers_bytes = worst_fsdp;
+    sm.transient_bytes = worst_transient;
+    sm.activations_bytes = worst_act;
+  }
   const int64_t allocated = sm.parameters_bytes + sm.gradients_bytes + sm.optimizer_bytes + sm.fsdp_buffers_bytes +
                             sm.activations_bytes + sm.transient_bytes;
   sm.overhead_bytes = params_.cuda_context_bytes + params_.nccl_buffer_bytes +

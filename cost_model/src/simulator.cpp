@@ -614,6 +614,7 @@ ProgramMemory program_memory(const Run& r, size_t p, const CostParams& params) {
     double time;
     int64_t id, bytes;
     ir::BufferKind kind;
+    const std::string* buffer;
   };
   std::vector<Change> changes;
   std::unordered_map<std::string, std::pair<int64_t, ir::BufferKind>> live;
@@ -621,11 +622,11 @@ ProgramMemory program_memory(const Run& r, size_t p, const CostParams& params) {
     const double t = r.start_s[size_t(r.offset[p] + in.id)];
     if (const auto* a = std::get_if<ir::Alloc>(&in.op)) {
       live[a->buffer] = {a->bytes, a->kind};
-      changes.push_back({t, in.id, a->bytes, a->kind});
+      changes.push_back({t, in.id, a->bytes, a->kind, &a->buffer});
     } else if (const auto* f = std::get_if<ir::Free>(&in.op)) {
       auto it = live.find(f->buffer);
       if (it == live.end()) continue;  // verify reports it (double-free); nothing to release here
-      changes.push_back({t, in.id, -it->second.first, it->second.second});
+      changes.push_back({t, in.id, -it->second.first, it->second.second, &f->buffer});
       live.erase(it);
     }
   }
@@ -634,8 +635,10 @@ ProgramMemory program_memory(const Run& r, size_t p, const CostParams& params) {
   ProgramMemory m;
   std::array<int64_t, kNumBufferKinds> by_kind{};
   int64_t bytes = 0;
+  size_t peak_change = 0;
   m.timeline.reserve(changes.size());
-  for (const auto& c : changes) {
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const Change& c = changes[i];
     bytes += c.bytes;
     by_kind[size_t(c.kind)] += c.bytes;
     if (!m.timeline.empty() && m.timeline.back().time_s == c.time)
@@ -646,7 +649,21 @@ ProgramMemory program_memory(const Run& r, size_t p, const CostParams& params) {
       m.peak_bytes = bytes;
       m.peak_time_s = c.time;
       m.peak_by_kind = by_kind;
+      peak_change = i;
     }
+  }
+  // Replay up to the peak for the live set (once, not at every new maximum).
+  if (!changes.empty() && m.peak_bytes > 0) {
+    std::unordered_map<std::string, LiveBuffer> at_peak;
+    for (size_t i = 0; i <= peak_change; ++i) {
+      const Change& c = changes[i];
+      if (c.bytes >= 0) at_peak[*c.buffer] = {*c.buffer, c.bytes, c.kind};
+      else at_peak.erase(*c.buffer);
+    }
+    for (auto& [name, b] : at_peak) m.peak_live.push_back(std::move(b));
+    std::sort(m.peak_live.begin(), m.peak_live.end(), [](const LiveBuffer& a, const LiveBuffer& b) {
+      return std::tie(b.bytes, a.name) < std::tie(a.bytes, b.name);
+    });
   }
   m.peak_reserved_bytes = m.peak_bytes + params.cuda_context_bytes + params.nccl_buffer_bytes +
                           int64_t(std::llround(params.allocator_fragmentation * double(m.peak_bytes)));

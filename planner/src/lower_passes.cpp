@@ -280,7 +280,9 @@ void sp_grad_all_reduce(State& s) {
         if (names.empty()) continue;
         ir::Collective c = s.collective(ir::CollectiveKind::all_reduce, s.tp_axes, elements * 4, ir::DType::f32, "grads");
         c.tensors = std::move(names);
-        add(st, key(t, p, end_part(num_ops(s, u)), 11), ir::Stream::tp, std::move(c), {last});
+        // Right after the copy's last kernel: before its activations are freed (the runtime reads
+        // the op's context from them) and before FSDP reduce-scatters the gradients.
+        add(st, key(t, p, end_part(num_ops(s, u)), 3), ir::Stream::tp, std::move(c), {last});
       }
     }
 }
@@ -300,11 +302,7 @@ void fsdp_pass(State& s) {
   for (Stage& st : s.stages) {
     std::vector<int64_t> in_flight(st.chunks.size(), 0);
     std::vector<int64_t> kept(st.chunks.size(), -1);  // buffer index of the chunk's last copy's w
-    // Reduce-scatters of the copies already done backward, in order. FSDP2 bounds gradient memory
-    // by making each copy's post-backward wait for the previous copy's reduce-scatter: the backward
-    // of copy i+1 starts only once the reduce-scatter of copy i-1 has finished, so at most two
-    // unsharded gradients wait on the dp stream however far it falls behind.
-    std::vector<std::vector<int64_t>> rs_done;
+    std::vector<std::vector<int64_t>> rs_done;  // reduce-scatters issued so far, in order
     for (size_t t = 0; t < st.tasks.size(); ++t) {
       const Task& task = st.tasks[t];
       auto& uns = st.unit_nodes[t];
@@ -321,8 +319,10 @@ void fsdp_pass(State& s) {
         if (issue_after >= 0) deps = {issue_after};
         const bool is_last = (task.fwd ? p : n - 1 - p) == n - 1;
         if (!(is_last && kept[c] >= 0)) {
+          // Allocated when the all-gather is issued (PyTorch's caching allocator hands out the output
+          // then), not when the dp stream reaches it.
           BufferUse& b = open_buffer(st, w_name(s, u), pel * 2, ir::BufferKind::fsdp_buffer, with_slot(at, at.slot - 1),
-                                     ir::Stream::dp, deps);
+                                     ir::Stream::compute, deps);
           if (is_last) kept[c] = int64_t(st.buffers.size()) - 1;
           (void)b;
         }
@@ -368,15 +368,24 @@ void fsdp_pass(State& s) {
           for (auto it = st.buffers.rbegin(); it != st.buffers.rend(); ++it)
             if (it->name == name && !it->closed) { w = &*it; break; }
         const bool free_w = !is_last || (!task.fwd && in_flight[c] == 0);
+        // The copy's weights are resharded before its gradients are reduced (FSDP2 post_backward).
         if (w && free_w) {
-          close_buffer(*w, key(t, p, end, 20), ir::Stream::compute, {uns[p].last});
+          close_buffer(*w, key(t, p, end, 7), ir::Stream::compute, {uns[p].last});
           if (is_last) kept[c] = -1;
         }
         if (task.fwd) continue;
-        if (rs_done.size() >= 2 && uns[p].first >= 0)
-          for (int64_t h : rs_done[rs_done.size() - 2]) st.nodes[size_t(uns[p].first)].instr.deps.push_back(h);
-        BufferUse& g = open_buffer(st, g_name(s, u), pel * (2 + 4), ir::BufferKind::fsdp_buffer, key(t, p, 0, -10),
-                                   ir::Stream::compute);
+        // Backward writes the copy's unsharded gradient in bf16; after its last kernel, FSDP2 waits
+        // for the previous copy's reduce-scatter (freeing that fp32 input), then copies the gradient
+        // into an fp32 reduce-scatter input and frees the bf16 one. The wait sits on the compute
+        // stream, so however far the dp stream falls behind, at most one fp32 input is in flight
+        // while the next copy's backward runs.
+        BufferUse& grad_bf16 = open_buffer(st, g_name(s, u) + ".bf16", pel * 2, ir::BufferKind::fsdp_buffer,
+                                           key(t, p, 0, -10), ir::Stream::compute);
+        close_buffer(grad_bf16, key(t, p, end, 9), ir::Stream::compute, {uns[p].last});
+        std::vector<int64_t> wait_previous = rs_done.empty() ? std::vector<int64_t>{} : rs_done.back();
+        wait_previous.push_back(uns[p].last);
+        BufferUse& g = open_buffer(st, g_name(s, u), pel * 4, ir::BufferKind::fsdp_buffer, key(t, p, end, 8),
+                                   ir::Stream::compute, std::move(wait_previous));
         std::vector<int64_t> rs;
         if (pel - expert > 0 && !s.shard_axes.empty())
           rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
@@ -699,7 +708,9 @@ void memory_pass(State& s) {
         } else {
           auto it = saved.find({task.chunk, task.micro_batch, position});
           if (it == saved.end()) throw std::logic_error("lowering: backward before forward for " + tag(s, u));
-          close_buffer(st.buffers[it->second], key(t, p, endp, 26), ir::Stream::compute, {un.last});
+          // Freed as autograd consumes them, before FSDP's post-backward (slots 7-11) reshards and
+          // reduces the copy.
+          close_buffer(st.buffers[it->second], key(t, p, endp, 5), ir::Stream::compute, {un.last});
           saved.erase(it);
           // Backward transients (estimator: the gradients of the two largest tensors, plus one
           // layer's rematerialised activations under full recompute) and the collectives' buffers.
@@ -715,7 +726,7 @@ void memory_pass(State& s) {
           if (bytes > 0) {
             BufferUse& w = open_buffer(st, ws_name(s, u), bytes, ir::BufferKind::workspace, key(t, p, part, -8  /* ahead of `before` collectives at -5 */),
                                        ir::Stream::compute);
-            close_buffer(w, key(t, p, endp, 25), ir::Stream::compute, ws_deps);
+            close_buffer(w, key(t, p, endp, 4), ir::Stream::compute, ws_deps);
           }
         }
         for (int32_t j = 0; j < nops; ++j) {

@@ -182,9 +182,38 @@ TEST(estimate, memory_fsdp) {
   EXPECT_EQ(e.memory.parameters_bytes, shard * 4);
   EXPECT_EQ(e.memory.gradients_bytes, shard * 4);
   EXPECT_EQ(e.memory.optimizer_bytes, shard * 8);
-  // Largest block (a layer, 36992 > head 16448 > embed 16384): two bf16 copies, one bf16 grad,
-  // one fp32 grad.
-  EXPECT_EQ(e.memory.fsdp_buffers_bytes, kLayerParams * (2 * 2 + 2 + 4));
+  // The worst moment is the head's backward (docs/cost-model.md §4.3): the logits working set
+  // (T x V x 10 B), every activation of the micro-batch, and FSDP holding the head's bf16 weights and
+  // bf16 gradient plus the last layer prefetched (16448 x 4 + 36992 x 2 = 139776 B). A layer's
+  // backward holds five layer-sized bf16 units (369920 B) but only 2 x T x V x 2 B of transients:
+  // 5242880 + 139776 > 2097152 + 369920 with the same activations at most.
+  const int64_t T = 2 * kSeq;
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, kHeadParams * (2 + 2) + kLayerParams * 2);
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, 139776);
+  EXPECT_EQ(e.memory.transient_bytes, T * V * 10);
+  EXPECT_EQ(e.memory.activations_bytes, L * T * kLayerSavedNone + T * kHeadSaved);
+}
+
+TEST(estimate, memory_fsdp_worst_phase_under_full_recompute) {
+  // ZeRO-3 with recompute full: the head's phase holds T x V x 10 (logits) + 139776 (FSDP) + all
+  // activations (4 layers x 128 + 256 B/token); a layer copy's backward holds 2704 B/token of
+  // transients (one rematerialised layer + two logits-sized gradients), its FSDP units and the
+  // activations of the copies up to it. The head's phase is the largest by 81408 B over the last
+  // layer copy's: the estimate is that phase, not the sum of each term's worst.
+  const int64_t L = 4;
+  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  ir::Plan plan = plan_of(1, 8, 1, 1, 2);
+  plan.recompute = ir::Recompute::full;
+  const Estimate e = est.estimate(plan);
+  const int64_t T = 2 * kSeq;
+  const int64_t head_phase = T * V * 10 + 139776 + (L * T * kLayerSavedFull + T * kHeadSaved);
+  // Last layer copy (its neighbours: a layer before, the head after, whose fp32 gradient is in flight).
+  const int64_t last_layer_phase = T * 2704 + (kLayerParams * 6 + kHeadParams * 4) + L * T * kLayerSavedFull;
+  const int64_t middle_layer_phase = T * 2704 + kLayerParams * 10 + (L - 1) * T * kLayerSavedFull;
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes + e.memory.transient_bytes + e.memory.activations_bytes,
+            std::max({head_phase, last_layer_phase, middle_layer_phase}));
+  EXPECT_EQ(head_phase, 6955520);
+  EXPECT_EQ(last_layer_phase, 6874112);
 }
 
 TEST(estimate, memory_fsdp_shard_rounds_up) {

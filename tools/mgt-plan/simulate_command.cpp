@@ -19,6 +19,8 @@ namespace {
 
 constexpr const char* kKindNames[] = {"parameters", "gradients", "optimizer", "activations",
                                       "fsdp_buffer", "comm_buffer", "workspace", "logits"};
+// Buffers listed as live at the peak: enough to see what dominates it.
+constexpr size_t kLargestLive = 8;
 
 struct Term {
   const char* key;
@@ -90,6 +92,11 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   if (json) {
     nlohmann::json by_kind = nlohmann::json::object();
     for (size_t k = 0; k < std::size(kKindNames); ++k) by_kind[kKindNames[k]] = mem.peak_by_kind[k];
+    nlohmann::json largest_live = nlohmann::json::array();
+    for (size_t i = 0; i < mem.peak_live.size() && i < kLargestLive; ++i)
+      largest_live.push_back({{"name", mem.peak_live[i].name},
+                              {"bytes", mem.peak_live[i].bytes},
+                              {"kind", kKindNames[size_t(mem.peak_live[i].kind)]}});
     nlohmann::json programs = nlohmann::json::array();
     for (size_t p = 0; p < r.programs.size(); ++p) {
       const auto& pr = r.programs[p];
@@ -118,6 +125,7 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
           {"peak_allocated_bytes", mem.peak_bytes},
           {"peak_time_s", mem.peak_time_s},
           {"by_kind", by_kind},
+          {"largest_live", largest_live},
           {"overhead_bytes", mem.peak_reserved_bytes - mem.peak_bytes}}},
         {"programs", programs},
         {"instructions", instructions},
@@ -151,6 +159,12 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
     std::snprintf(line, sizeof line, "  %-28s %10s\n", "context, NCCL, fragmentation",
                   gib(mem.peak_reserved_bytes - mem.peak_bytes).c_str());
     o << line;
+    if (!mem.peak_live.empty()) {
+      o << "largest buffers live then, GiB:";
+      for (size_t i = 0; i < mem.peak_live.size() && i < kLargestLive; ++i)
+        o << (i ? ", " : " ") << mem.peak_live[i].name << " " << gib(mem.peak_live[i].bytes);
+      o << "\n";
+    }
     if (!trace_path.empty()) o << "\ntrace: " << trace_path << " (open in https://ui.perfetto.dev)\n";
     if (!svg_path.empty()) o << (trace_path.empty() ? "\n" : "") << "report: " << svg_path << "\n";
     if (r.peak_bytes > hbm) o << "does not fit: needs " << gib(r.peak_bytes) << " GiB > " << gib(hbm) << " GiB\n";

@@ -46,11 +46,19 @@ struct MemoryPoint {
   bool operator==(const MemoryPoint&) const = default;
 };
 
+struct LiveBuffer {
+  std::string name;
+  int64_t bytes = 0;
+  ir::BufferKind kind{};
+};
+
 struct ProgramMemory {
   std::vector<MemoryPoint> timeline;  ///< one point per Alloc/Free, in time order
   int64_t peak_bytes = 0;             ///< largest sum of live buffers (Alloc/Free only)
   double peak_time_s = 0;             ///< first time the peak is reached
   std::array<int64_t, kNumBufferKinds> peak_by_kind{};  ///< live bytes per ir::BufferKind at the peak
+  /// The buffers live at the peak, largest first (what to shrink to lower it).
+  std::vector<LiveBuffer> peak_live;
   /// What the GPU must hold: peak_bytes + cuda_context_bytes + nccl_buffer_bytes +
   /// allocator_fragmentation x peak_bytes (the estimator's runtime overhead, docs/cost-model.md §4.4).
   int64_t peak_reserved_bytes = 0;
