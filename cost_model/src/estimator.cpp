@@ -258,6 +258,9 @@ struct Estimator::PlanContext {
 // One micro-batch on one pipeline stage (docs/cost-model.md §5).
 struct Estimator::StageTime {
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
+  // Backward as the data-parallel stream sees it: kernels, recompute and the TP / CP collectives the
+  // compute stream waits for (other communicators); gradient buckets hide under all of it.
+  double bwd_window = 0;
   double hsdp = 0;  // once per step: the replica all-reduces FSDP2 chains after each reduce-scatter
   double hsdp_before_tail = 0;  // of hsdp: what delays the stage's last backward kernel (not the tail)
   int64_t params = 0, expert_params = 0;  // on this stage, after tp / ep, before data-parallel sharding
@@ -352,6 +355,10 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     const double r = double(copies);
     st.compute += r * (c.fwd_compute_s + c.bwd_compute_s);
     st.bwd += r * c.bwd_compute_s;
+    st.bwd_window += r * (c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s);
+    if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.bwd_window += r * c.selective_recompute_s;
+    if (blk.is_layer && full_fraction > 0)
+      st.bwd_window += full_fraction * r * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
     st.tp += r * (blk.tp_fwd_s + blk.tp_bwd_s);
     st.ep += r * blk.ep_s;
     if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.recompute += r * c.selective_recompute_s;
@@ -430,7 +437,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
     const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
-    return std::max(double(buckets) * per_bucket - slowest.bwd, per_bucket);
+    return std::max(double(buckets) * per_bucket - slowest.bwd_window, per_bucket);
   }
   if (x.zero == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
   // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a

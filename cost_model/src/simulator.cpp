@@ -69,12 +69,26 @@ Category category_of(const ir::Instruction& instr, int64_t zero_stage) {
     }
     case 1: {
       const auto& c = std::get<ir::Collective>(instr.op);
+      // The lowering puts each kind of traffic on its own stream; the axes alone mislead when ep
+      // borrows dp_shard / cp ranks (FSDP then shards over "ep,cp").
+      switch (instr.stream) {
+        case ir::Stream::dp: {
+          const bool shard_traffic =
+              c.kind == ir::CollectiveKind::all_gather || c.kind == ir::CollectiveKind::reduce_scatter;
+          return zero_stage == 3 && shard_traffic ? Category::fsdp : Category::dp;
+        }
+        case ir::Stream::ep: return Category::ep;
+        case ir::Stream::cp: return Category::cp;
+        case ir::Stream::tp: return Category::tp;
+        case ir::Stream::pp: return Category::pp;
+        default: break;  // on the compute stream (hand-written schedules): by axis
+      }
       if (has_axis(c.axes, "dp_shard") || has_axis(c.axes, "dp_replicate")) {
         const bool shard_traffic =
             c.kind == ir::CollectiveKind::all_gather || c.kind == ir::CollectiveKind::reduce_scatter;
         return zero_stage == 3 && shard_traffic ? Category::fsdp : Category::dp;
       }
-      if (has_axis(c.axes, "cp")) return Category::cp;  // K/V exchange, also over "cp,ep" when ep borrows cp
+      if (has_axis(c.axes, "cp")) return Category::cp;
       if (has_axis(c.axes, "ep")) return Category::ep;
       if (has_axis(c.axes, "tp")) return Category::tp;
       if (has_axis(c.axes, "pp")) return Category::pp;
