@@ -779,3 +779,40 @@ TEST(CliPrecision, CpuClusterDefaultsToFp32) {
 }
 
 }  // namespace
+
+namespace {
+
+// simulate --json (mgt.simulation/1): the analytic figures beside the simulated ones, memory by kind
+// summing to the allocated peak, and the buffers live then, largest first. For Qwen3-8B with
+// micro-batch 2 x 1024 tokens the largest is the loss's working set: 2048 x 151936 logits x 10 bytes
+// (bf16 logits, fp32 upcast, fp32 gradient; docs/cost-model.md §4.3), during the head's backward.
+TEST(CliSimulate, JsonHasAnalyticFiguresAndWhatIsLiveAtThePeak) {
+  const Result r = run_cli({"simulate", "examples/models/Qwen3-8B.json", "--gpus", "32", "--seq-len", "1024",
+                            "--global-batch-tokens", "64K", "--plan",
+                            R"({"dp_shard":16,"pp":2,"micro_batch":2,"recompute":"full"})", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc.at("format"), "mgt.simulation/1");
+  EXPECT_GT(doc.at("step_time_s").get<double>(), 0.0);
+  EXPECT_GT(doc.at("analytic").at("step_time_s").get<double>(), 0.0);
+  EXPECT_GT(doc.at("analytic").at("peak_bytes").get<int64_t>(), 0);
+  const json& memory = doc.at("memory");
+  int64_t by_kind = 0;
+  for (const auto& [kind, bytes] : memory.at("by_kind").items()) by_kind += bytes.get<int64_t>();
+  EXPECT_EQ(by_kind, memory.at("peak_allocated_bytes").get<int64_t>());
+  const json& live = memory.at("largest_live");
+  ASSERT_EQ(live.size(), 8u);
+  EXPECT_EQ(live[0].at("name"), "logits[head.0]");
+  EXPECT_EQ(live[0].at("kind"), "logits");
+  EXPECT_EQ(live[0].at("bytes").get<int64_t>(), int64_t{2048} * 151936 * 10);
+  int64_t listed = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    listed += live[i].at("bytes").get<int64_t>();
+    if (i > 0) {
+      EXPECT_LE(live[i].at("bytes").get<int64_t>(), live[i - 1].at("bytes").get<int64_t>());
+    }
+  }
+  EXPECT_LE(listed, memory.at("peak_allocated_bytes").get<int64_t>());
+}
+
+}  // namespace

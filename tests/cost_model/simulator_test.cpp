@@ -364,6 +364,13 @@ TEST(simulate, memory_peak_and_when_it_happens) {
   EXPECT_EQ(m.peak_by_kind[size_t(ir::BufferKind::activations)], 100);
   EXPECT_EQ(m.peak_by_kind[size_t(ir::BufferKind::gradients)], 50);
   EXPECT_EQ(m.peak_by_kind[size_t(ir::BufferKind::workspace)], 0);
+  // Live at the peak, largest first: w, a, b (c comes after a is freed).
+  ASSERT_EQ(m.peak_live.size(), 3u);
+  EXPECT_EQ(m.peak_live[0].name, "w");
+  EXPECT_EQ(m.peak_live[1].name, "a");
+  EXPECT_EQ(m.peak_live[2].name, "b");
+  EXPECT_EQ(m.peak_live[2].bytes, 50);
+  EXPECT_EQ(m.peak_live[2].kind, ir::BufferKind::gradients);
   // + context 1000 + NCCL 200 + fragmentation 10 %
   EXPECT_EQ(m.peak_reserved_bytes, 1150 + 1000 + 200 + 115);
   EXPECT_EQ(r.peak_bytes, m.peak_reserved_bytes);
