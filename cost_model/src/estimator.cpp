@@ -470,7 +470,9 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     int64_t params = 0, copies = 0, logits_bytes = 0;
     double saved_bytes = 0;  // activations one copy saves for backward, one micro-batch
   };
-  std::vector<StageBlock> order;
+  // Reused per thread: the search calls this for every candidate stage, and the blocks are few.
+  static thread_local std::vector<StageBlock> order;
+  order.clear();
   int64_t largest_layer_block = 0;
   double per_microbatch_saved = 0;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
