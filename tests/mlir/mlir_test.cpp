@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <cstdio>
 #include <string>
@@ -162,6 +163,25 @@ TEST(ImportMlir, BodiesThatCrashMlirsContractionMatcherAreUnsupported) {
   EXPECT_NE(e.find("'linalg.generic' at " + path + ":15:8"), std::string::npos) << e;
   const std::string finding = src("tests/fuzz/findings/mlir_import_fuzz-libmlir-contraction-null-op.mlir");
   EXPECT_NE(import_error(finding).find("unsupported op(s)"), std::string::npos) << import_error(finding);
+}
+
+// Regression for the third libFuzzer finding: MLIR 19's parser recurses once per nested bracket and
+// overflowed the stack on ~20,000 (mlir-opt-19 segfaults too). mgt refuses more than 256 levels, at
+// the first bracket too deep: line 3, after the 26 characters of "func.func private @f() -> " and
+// 256 '(' at column 27 + 256 = 283.
+TEST(ImportMlir, DeepNestingIsRefusedBeforeMlirParses) {
+  SKIP_WITHOUT_MLIR();
+  const std::string path = src("tests/mlir/data/deep_nesting.mlir");
+  const std::string e = import_error(path);
+  EXPECT_EQ(e.rfind(path + ":3:283: error: brackets nested deeper than 256 levels", 0), 0u) << e;
+  const std::string finding = src("tests/fuzz/findings/mlir_import_fuzz-libmlir-deep-nesting.mlir");
+  EXPECT_NE(import_error(finding).find("brackets nested deeper than 256 levels"), std::string::npos);
+  // 256 levels are MLIR's to judge (here: not a valid type), not the guard's.
+  const std::string shallow = ::testing::TempDir() + "mgt_nesting_256.mlir";
+  std::ofstream(shallow) << "func.func private @f() -> " << std::string(256, '(') << "i32" << std::string(256, ')') << "\n";
+  const std::string m = import_error(shallow);
+  EXPECT_EQ(m.find("nested deeper"), std::string::npos) << m;
+  EXPECT_NE(m.find("error:"), std::string::npos) << m;
 }
 
 TEST(ImportMlir, TiedDimsOfAttentionScoresAreRejectedAtTheOp) {

@@ -1,5 +1,7 @@
-// Guards against known memory-safety bugs in MLIR 19's own parser (docs/hardening.md, "MLIR 19
-// parser guards"). MLIR-free: it reads the source text before MLIR does.
+// Guards against known memory-safety bugs in MLIR 19's own parser (docs/hardening.md, the `.mlir`
+// findings). MLIR-free: it reads the source text before MLIR does.
+//
+// Nesting: see check_nesting.
 //
 // linalg.generic's custom parser (LinalgOps.cpp, GenericOp::parse) walks `iterator_types` with
 // ArrayAttr::getAsValueRange<StringAttr>(), an unchecked cast. An element that is not a string
@@ -12,6 +14,7 @@
 
 #include "mgt/ir/error.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <string>
@@ -178,9 +181,47 @@ void check_generic_dict(Cursor& c) {
   }
 }
 
+// MLIR's parser is recursive descent without a depth limit: every nested bracket of a type,
+// attribute or region costs a few stack frames, and ~20,000 nested '(' overflow an 8 MiB stack
+// (mlir-opt-19 segfaults too; a libFuzzer finding). No model nests brackets anywhere near this deep;
+// the limit matches the JSON readers' (docs/hardening.md).
+constexpr int kMaxNesting = 256;
+
+void check_nesting(std::string_view text, const std::string& name) {
+  Cursor c(text, name);
+  int depth = 0;
+  while (!c.done()) {
+    c.skip_trivia();
+    if (c.done()) return;
+    const char ch = c.peek();
+    if (ch == '"') {
+      c.skip_string();
+      continue;
+    }
+    if (ch == '-') {  // `->` is an arrow, not a closing '>'
+      c.advance();
+      if (c.peek() == '>') c.advance();
+      continue;
+    }
+    if (ch == '(' || ch == '[' || ch == '{' || ch == '<') {
+      if (++depth > kMaxNesting) {
+        throw ir::InputError(c.where(c.pos()), "",
+                             "error: brackets nested deeper than " + std::to_string(kMaxNesting) + " levels",
+                             "flatten the type or attribute; MLIR 19's parser recurses once per level and "
+                             "overflows the stack on deep nesting, so mgt refuses it before parsing "
+                             "(docs/hardening.md)");
+      }
+    } else if (ch == ')' || ch == ']' || ch == '}' || ch == '>') {
+      depth = std::max(0, depth - 1);
+    }
+    c.advance();
+  }
+}
+
 }  // namespace
 
 void guard_upstream_parser_bugs(std::string_view text, const std::string& name) {
+  check_nesting(text, name);
   Cursor c(text, name);
   char previous = '\0';
   while (!c.done()) {
