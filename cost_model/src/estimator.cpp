@@ -188,48 +188,44 @@ struct FsdpRun {
   double ag, rs, fwd, bwd;
 };
 struct FsdpExposure {
-  double exposed = 0;
-  double hidden = 0;
-  double ends = 0;  ///< of `exposed`: the first all-gather and the last reduce-scatter of a micro-batch
+  /// What the chain adds to one micro-batch: per window max(comm − compute, slowdown × min(comm,
+  /// compute)). Kernels run `slowdown` slower while NCCL shares the SMs; when the communication is the
+  /// longer of the two the slowed kernels still finish under it, so the window costs its exposed part
+  /// only (as the simulator times it).
+  double cost = 0;
+  double ends = 0;  ///< of `cost`: the first all-gather and the last reduce-scatter, nothing to hide under
 };
-FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs) {
+FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs, double slowdown) {
   FsdpExposure out;
-  auto overlap = [&out](double comm, double compute) {
-    const double hidden = std::min(comm, compute);
-    out.hidden += hidden;
-    out.exposed += comm - hidden;
+  auto overlap = [&out, slowdown](double comm, double compute, double times = 1.0) {
+    out.cost += times * std::max(comm - compute, slowdown * std::min(comm, compute));
+  };
+  auto exposed_alone = [&out](double comm) {
+    out.ends += comm;
+    out.cost += comm;
   };
   const FsdpRun none{0, 0, 0, 0, 0};
   for (size_t i = 0; i < runs.size(); ++i) {
     const FsdpRun& r = runs[i];
     const FsdpRun& prev = i > 0 ? runs[i - 1] : none;
     const FsdpRun& next = i + 1 < runs.size() ? runs[i + 1] : none;
-    const double c = double(r.copies);
     // forward
     if (i == 0) {
-      out.exposed += r.ag;
-      out.ends += r.ag;
+      exposed_alone(r.ag);
     } else {
       overlap(r.ag, prev.fwd);
     }
-    for (int64_t j = 1; j < r.copies; ++j) overlap(r.ag, r.fwd);
+    if (r.copies > 1) overlap(r.ag, r.fwd, double(r.copies - 1));
     // backward: copy j of this run, with its neighbours in forward order
     if (r.copies == 1) {
       overlap(prev.ag + next.rs, r.bwd);
     } else {
-      overlap(prev.ag + r.rs, r.bwd);                         // first copy of the run
-      overlap(r.ag + next.rs, r.bwd);                         // last copy of the run
-      if (r.copies > 2) {
-        const double hidden = std::min(r.ag + r.rs, r.bwd);   // the middle copies
-        out.hidden += (c - 2) * hidden;
-        out.exposed += (c - 2) * (r.ag + r.rs - hidden);
-      }
+      overlap(prev.ag + r.rs, r.bwd);                                            // first copy of the run
+      overlap(r.ag + next.rs, r.bwd);                                            // last copy of the run
+      if (r.copies > 2) overlap(r.ag + r.rs, r.bwd, double(r.copies - 2));       // the middle copies
     }
   }
-  if (!runs.empty()) {  // the last reduce-scatter of backward
-    out.exposed += runs.front().rs;
-    out.ends += runs.front().rs;
-  }
+  if (!runs.empty()) exposed_alone(runs.front().rs);  // the last reduce-scatter of backward
   return out;
 }
 
@@ -406,19 +402,19 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     }
   }
   st.params -= tied_on_stage(copies_per_block, s);
-  const FsdpExposure f = fsdp_exposure(runs);
-  // Compute runs slower while NCCL kernels share the SMs; booked with the traffic that causes it.
-  // Between micro-batches the stream runs on: the next forward's first all-gather is prefetched in
-  // the previous backward and the last reduce-scatter runs under the next forward, so the chain's
-  // two ends are exposed once per step, not per micro-batch (booked per micro-batch as 1/ga).
-  st.fsdp = f.exposed - f.ends * (1.0 - 1.0 / double(x.grad_accum)) + params_.overlap_compute_slowdown * f.hidden;
+  const double slowdown = params_.overlap_compute_slowdown;
+  const FsdpExposure f = fsdp_exposure(runs, slowdown);
+  // Every micro-batch, ends included: FSDP2 waits for the last reduce-scatter at the end of backward,
+  // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
+  // compute is booked with the traffic that causes it.
+  st.fsdp = f.cost;
   if (x.fsdp && plan.dp_replicate > 1) {
     // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
     std::vector<FsdpRun> last = runs;
     for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
-    const FsdpExposure fl = fsdp_exposure(last);
-    st.hsdp = (fl.exposed - f.exposed) + params_.overlap_compute_slowdown * (fl.hidden - f.hidden);
+    const FsdpExposure fl = fsdp_exposure(last, slowdown);
+    st.hsdp = fl.cost - f.cost;
     st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
   }
   return st;
