@@ -195,9 +195,12 @@ struct FsdpExposure {
   double cost = 0;
   double ends = 0;  ///< of `cost`: the first all-gather and the last reduce-scatter, nothing to hide under
 };
-FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs, double slowdown) {
+// `concurrent`: whether communication runs beside compute at all (CostParams::concurrent_streams;
+// the CPU backend runs a rank's instructions one after another, so nothing hides).
+FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs, double slowdown, bool concurrent) {
   FsdpExposure out;
-  auto overlap = [&out, slowdown](double comm, double compute, double times = 1.0) {
+  auto overlap = [&out, slowdown, concurrent](double comm, double compute, double times = 1.0) {
+    if (!concurrent) compute = 0;
     out.cost += times * std::max(comm - compute, slowdown * std::min(comm, compute));
   };
   auto exposed_alone = [&out](double comm) {
@@ -403,7 +406,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   }
   st.params -= tied_on_stage(copies_per_block, s);
   const double slowdown = params_.overlap_compute_slowdown;
-  const FsdpExposure f = fsdp_exposure(runs, slowdown);
+  const FsdpExposure f = fsdp_exposure(runs, slowdown, params_.concurrent_streams);
   // Every micro-batch, ends included: FSDP2 waits for the last reduce-scatter at the end of backward,
   // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
   // compute is booked with the traffic that causes it.
@@ -413,7 +416,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
     std::vector<FsdpRun> last = runs;
     for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
-    const FsdpExposure fl = fsdp_exposure(last, slowdown);
+    const FsdpExposure fl = fsdp_exposure(last, slowdown, params_.concurrent_streams);
     st.hsdp = fl.cost - f.cost;
     st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
   }
@@ -433,7 +436,8 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
     const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
-    return std::max(double(buckets) * per_bucket - slowest.bwd_window, per_bucket);
+    const double hidden_under = params_.concurrent_streams ? slowest.bwd_window : 0.0;
+    return std::max(double(buckets) * per_bucket - hidden_under, per_bucket);
   }
   if (x.zero == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
   // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a
@@ -448,8 +452,9 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   const double rs_last = collective(CollectiveKind::reduce_scatter, std::min(kLastBucketBytes, grad_bytes));
   const double ag = collective(CollectiveKind::all_gather, param_bytes);
   const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, param_bytes));
-  const double fwd = slowest.compute - slowest.bwd;
-  double t = (x.zero == 2 ? double(x.grad_accum) : 1.0) * std::max(rs - slowest.bwd, rs_last);
+  const bool concurrent = params_.concurrent_streams;  // else nothing hides (the CPU backend)
+  const double bwd = concurrent ? slowest.bwd : 0.0, fwd = concurrent ? slowest.compute - slowest.bwd : 0.0;
+  double t = (x.zero == 2 ? double(x.grad_accum) : 1.0) * std::max(rs - bwd, rs_last);
   t += std::max(ag - fwd, ag_last);
   // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
   t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes, x.replicate_link);
