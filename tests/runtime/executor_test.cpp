@@ -122,22 +122,31 @@ struct RunResult {
   std::vector<StepStats> stats;
 };
 
-RunResult train(const std::string& plan_json, int64_t sequences) {
-  const Reference& ref = reference();
-  const std::string config = (ref.dir / "config.json").string();
-  const int64_t seq_len = ref.losses.at("seq_len").get<int64_t>();
+// The reference folder of a family: the tiny Llama at the top, "mistral" and "qwen2" below it.
+fs::path family_dir(const std::string& family) {
+  return family.empty() ? reference().dir : reference().dir / family;
+}
+nlohmann::json family_losses(const std::string& family) {
+  return family.empty() ? reference().losses : nlohmann::json::parse(read_text(family_dir(family) / "losses.json"));
+}
+
+RunResult train(const std::string& plan_json, int64_t sequences, const std::string& family = "") {
+  const fs::path dir = family_dir(family);
+  const nlohmann::json losses = family_losses(family);
+  const std::string config = (dir / "config.json").string();
+  const int64_t seq_len = losses.at("seq_len").get<int64_t>();
   const ir::Schedule schedule = lower(config, plan_json, sequences, seq_len);
   const ir::Graph graph = ir::load_model(config);
   ModelState state(graph);
-  load_hf_weights(state, (ref.dir / "model.safetensors").string());
-  const auto& h = ref.losses.at("hyper");
+  load_hf_weights(state, (dir / "model.safetensors").string());
+  const auto& h = losses.at("hyper");
   ExecutorOptions options;
   options.numerics = read_model_numerics(config);
   options.adamw = {h.at("lr").get<double>(), h.at("beta1").get<double>(), h.at("beta2").get<double>(),
                    h.at("eps").get<double>(), h.at("weight_decay").get<double>()};
   options.grad_clip = h.at("grad_clip").get<double>();
   Executor executor(schedule, graph, state, options);
-  const TokenSource data = TokenSource::open((ref.dir / "tokens.bin").string(), TokenDType::u16);
+  const TokenSource data = TokenSource::open((dir / "tokens.bin").string(), TokenDType::u16);
   RunResult r;
   for (int64_t k = 0; k < 3; ++k) {
     r.stats.push_back(executor.step(global_batch(data, k, sequences, seq_len)));
@@ -147,11 +156,12 @@ RunResult train(const std::string& plan_json, int64_t sequences) {
   return r;
 }
 
-void check_against_torch(const std::string& plan_json, int64_t sequences) {
+void check_against_torch(const std::string& plan_json, int64_t sequences, const std::string& family = "") {
   MGT_REQUIRE_REFERENCE();
   if (!can_lower()) GTEST_SKIP() << "no lowering available: link mgt_planner into the test or build mgt-plan";
-  const RunResult r = train(plan_json, sequences);
-  const auto& want = reference().losses.at("G" + std::to_string(sequences));
+  const RunResult r = train(plan_json, sequences, family);
+  const nlohmann::json losses = family_losses(family);
+  const auto& want = losses.at("G" + std::to_string(sequences));
   ASSERT_EQ(r.losses.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
     const double w = want[k].get<double>();
@@ -165,6 +175,17 @@ void check_against_torch(const std::string& plan_json, int64_t sequences) {
 }
 
 TEST(ExecutorTest, TinyLlamaPlanEmptyOneSequenceMatchesTorch) { check_against_torch("{}", 1); }
+
+// Mistral: a 16-position sliding window over 32 positions (the mask bites); Qwen2: q/k/v biases.
+TEST(ExecutorTest, TinyMistralSlidingWindowMatchesTorch) {
+  check_against_torch("{}", 1, "mistral");
+  check_against_torch(R"({"micro_batch":1})", 2, "mistral");
+}
+
+TEST(ExecutorTest, TinyQwen2QkvBiasMatchesTorch) {
+  check_against_torch("{}", 1, "qwen2");
+  check_against_torch(R"({"micro_batch":1,"recompute":"full"})", 2, "qwen2");
+}
 
 TEST(ExecutorTest, TinyLlamaMicroBatch2MatchesTorch) { check_against_torch(R"({"micro_batch":2})", 2); }
 

@@ -291,6 +291,10 @@ def llama_parameters(cfg, tied):
         params[p + "self_attn.q_proj.weight"] = torch.randn(H * D, C) * 0.02
         params[p + "self_attn.k_proj.weight"] = torch.randn(KVH * D, C) * 0.02
         params[p + "self_attn.v_proj.weight"] = torch.randn(KVH * D, C) * 0.02
+        if cfg.get("qkv_bias"):  # Qwen2: q, k, v projections carry a bias, o does not
+            params[p + "self_attn.q_proj.bias"] = torch.randn(H * D) * 0.1
+            params[p + "self_attn.k_proj.bias"] = torch.randn(KVH * D) * 0.1
+            params[p + "self_attn.v_proj.bias"] = torch.randn(KVH * D) * 0.1
         params[p + "self_attn.o_proj.weight"] = torch.randn(C, H * D) * 0.02
         params[p + "post_attention_layernorm.weight"] = 1.0 + 0.1 * torch.randn(C)
         params[p + "mlp.gate_proj.weight"] = torch.randn(F_, C) * 0.02
@@ -311,11 +315,11 @@ def llama_loss(cfg, params, tied, inputs, targets):
     for layer in range(cfg["layers"]):
         p = "model.layers.%d." % layer
         x = rms_norm(h, params[p + "input_layernorm.weight"], eps)
-        q = F.linear(x, params[p + "self_attn.q_proj.weight"]).view(B, T, H, D)
-        k = F.linear(x, params[p + "self_attn.k_proj.weight"]).view(B, T, KVH, D)
-        v = F.linear(x, params[p + "self_attn.v_proj.weight"]).view(B, T, KVH, D)
+        q = F.linear(x, params[p + "self_attn.q_proj.weight"], params.get(p + "self_attn.q_proj.bias")).view(B, T, H, D)
+        k = F.linear(x, params[p + "self_attn.k_proj.weight"], params.get(p + "self_attn.k_proj.bias")).view(B, T, KVH, D)
+        v = F.linear(x, params[p + "self_attn.v_proj.weight"], params.get(p + "self_attn.v_proj.bias")).view(B, T, KVH, D)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        a, _ = attention(q, k, v)
+        a, _ = attention(q, k, v, causal=True, window=cfg.get("window", 0))  # Mistral: sliding window
         h = h + F.linear(a.reshape(B, T, H * D), params[p + "self_attn.o_proj.weight"])
         x = rms_norm(h, params[p + "post_attention_layernorm.weight"], eps)
         mlp = F.silu(F.linear(x, params[p + "mlp.gate_proj.weight"])) * F.linear(x, params[p + "mlp.up_proj.weight"])

@@ -16,6 +16,8 @@ Writes into OUT_DIR:
                      inputs tokens[g*S : g*S+S] and targets tokens[g*S+1 : g*S+S+1]; the loss is the
                      mean over the G*S targets, from the forward before the update.
 The model is LlamaForCausalLM written with torch ops (kernels_reference.py; transformers is not needed).
+OUT_DIR/mistral/ and OUT_DIR/qwen2/ hold the same four files for a tiny Mistral (sliding window 16)
+and a tiny Qwen2 (q/k/v biases), from the same seed.
 """
 import json
 import math
@@ -36,18 +38,36 @@ HYPER = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_cl
 
 
 def config_json(cfg):
-    rs = cfg["rope_scaling"]
-    return {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    family = cfg.get("family", "llama")
+    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[family]
+    c = {
+        "architectures": [arch], "model_type": family,
         "hidden_size": cfg["hidden"], "intermediate_size": cfg["ffn"],
         "num_attention_heads": cfg["heads"], "num_key_value_heads": cfg["kv_heads"], "head_dim": cfg["head_dim"],
         "num_hidden_layers": cfg["layers"], "vocab_size": cfg["vocab"], "max_position_embeddings": 128,
         "rms_norm_eps": cfg["eps"], "rope_theta": cfg["theta"],
-        "rope_scaling": {"rope_type": "llama3", "factor": rs["factor"], "low_freq_factor": rs["low_freq_factor"],
-                         "high_freq_factor": rs["high_freq_factor"],
-                         "original_max_position_embeddings": rs["original_max_position_embeddings"]},
         "tie_word_embeddings": False, "hidden_act": "silu",
     }
+    rs = cfg["rope_scaling"]
+    if rs is not None:
+        c["rope_scaling"] = {"rope_type": "llama3", "factor": rs["factor"], "low_freq_factor": rs["low_freq_factor"],
+                             "high_freq_factor": rs["high_freq_factor"],
+                             "original_max_position_embeddings": rs["original_max_position_embeddings"]}
+    if family == "mistral":
+        c["sliding_window"] = cfg["window"]
+    if family == "qwen2":
+        c["use_sliding_window"] = False  # Qwen2's q/k/v biases are implied by the model type
+    return c
+
+
+# The other dense rotary families the executor names parameters for, each differing from the tiny
+# Llama in what the comparison must exercise: Mistral's sliding window (16 of the 32 positions, so it
+# masks), Qwen2's q/k/v biases; both with plain RoPE (no llama3 scaling).
+FAMILIES = {
+    "llama": {},
+    "mistral": dict(family="mistral", window=16, rope_scaling=None, theta=10000.0),
+    "qwen2": dict(family="qwen2", qkv_bias=True, rope_scaling=None, theta=1000000.0),
+}
 
 
 def write_safetensors(path, tensors):
@@ -90,21 +110,25 @@ def train(cfg, init, tokens, G):
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: llama_train_reference.py OUT_DIR")
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    torch.manual_seed(4321)
-    cfg = dict(ref.LLAMA)
-    cfg["seq"] = SEQ
-    init = ref.llama_parameters(cfg, tied=False)
-    tokens = torch.randint(0, cfg["vocab"], (STEPS * 2 * SEQ + 1,), dtype=torch.int64)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config_json(cfg), f, indent=1)
-    write_safetensors(os.path.join(out, "model.safetensors"), init)
-    with open(os.path.join(out, "tokens.bin"), "wb") as f:
-        f.write(tokens.to(torch.int32).numpy().astype("<u2").tobytes())
-    result = {"G1": train(cfg, init, tokens, 1), "G2": train(cfg, init, tokens, 2), "hyper": HYPER, "seq_len": SEQ}
-    with open(os.path.join(out, "losses.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    root = sys.argv[1]
+    for family, overrides in FAMILIES.items():
+        # The Llama files stay at the top (what the Llama tests read); the others in a subfolder each.
+        out = root if family == "llama" else os.path.join(root, family)
+        os.makedirs(out, exist_ok=True)
+        torch.manual_seed(4321)
+        cfg = dict(ref.LLAMA)
+        cfg.update(overrides)
+        cfg["seq"] = SEQ
+        init = ref.llama_parameters(cfg, tied=False)
+        tokens = torch.randint(0, cfg["vocab"], (STEPS * 2 * SEQ + 1,), dtype=torch.int64)
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(config_json(cfg), f, indent=1)
+        write_safetensors(os.path.join(out, "model.safetensors"), init)
+        with open(os.path.join(out, "tokens.bin"), "wb") as f:
+            f.write(tokens.to(torch.int32).numpy().astype("<u2").tobytes())
+        result = {"G1": train(cfg, init, tokens, 1), "G2": train(cfg, init, tokens, 2), "hyper": HYPER, "seq_len": SEQ}
+        with open(os.path.join(out, "losses.json"), "w") as f:
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
