@@ -344,8 +344,13 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   const ir::Plan& plan = x.plan;
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
-  std::vector<FsdpRun> runs;
-  std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
+  // Per-thread scratch, cleared per call: the search times every stage of every candidate.
+  static thread_local std::vector<FsdpRun> runs, last;
+  static thread_local std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
+  static thread_local std::vector<char> run_is_layer;
+  runs.clear();
+  run_all_reduce.clear();
+  run_is_layer.clear();
   for (size_t b = 0; b < s.blocks.size(); ++b) {
     const int64_t copies = copies_per_block[b];
     if (copies == 0) continue;
@@ -392,6 +397,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
       runs.push_back({copies, ag, rs, fwd_window, bwd_window});
+      run_is_layer.push_back(blk.is_layer);
       run_all_reduce.push_back(
           collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.shard_group) * kGradBytes,
                             x.replicate_link) +
@@ -406,7 +412,45 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   }
   st.params -= tied_on_stage(copies_per_block, s);
   const double slowdown = params_.overlap_compute_slowdown;
-  const FsdpExposure f = fsdp_exposure(runs, slowdown, params_.concurrent_streams);
+  // Interleaved pipelines run each chunk as a task of its own, so each chunk's FSDP chain starts
+  // and ends on its own (its first all-gather and last reduce-scatter exposed): split the stage's
+  // layer copies into vpp contiguous chunks, the blocks before them going with the first, the
+  // blocks after them with the last (docs/lowering.md).
+  auto chained = [&](const std::vector<FsdpRun>& all) {
+    if (plan.vpp == 1) return fsdp_exposure(all, slowdown, params_.concurrent_streams);
+    int64_t layers = 0;
+    for (size_t i = 0; i < all.size(); ++i) layers += run_is_layer[i] ? all[i].copies : 0;
+    // Reused per thread: the search evaluates this for every interleaved candidate.
+    static thread_local std::vector<std::vector<FsdpRun>> chunks;
+    chunks.resize(size_t(plan.vpp));
+    for (auto& chunk : chunks) chunk.clear();
+    size_t c = 0;
+    int64_t filled = 0, seen = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!run_is_layer[i]) {
+        chunks[seen == 0 ? 0 : chunks.size() - 1].push_back(all[i]);
+        continue;
+      }
+      for (int64_t left = all[i].copies; left > 0;) {
+        const int64_t chunk_layers = ceil_div(layers, plan.vpp);
+        const int64_t take = std::min(left, std::max<int64_t>(1, chunk_layers - filled));
+        FsdpRun part = all[i];
+        part.copies = take;
+        chunks[c].push_back(part);
+        left -= take, filled += take, seen += take;
+        if (filled >= chunk_layers && c + 1 < chunks.size()) ++c, filled = 0;
+      }
+    }
+    FsdpExposure sum;
+    for (size_t k = 0; k < size_t(plan.vpp); ++k) {
+      const auto& chunk = chunks[k];
+      const FsdpExposure e = fsdp_exposure(chunk, slowdown, params_.concurrent_streams);
+      sum.cost += e.cost;
+      sum.ends += e.ends;
+    }
+    return sum;
+  };
+  const FsdpExposure f = chained(runs);
   // Every micro-batch, ends included: FSDP2 waits for the last reduce-scatter at the end of backward,
   // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
   // compute is booked with the traffic that causes it.
@@ -414,9 +458,9 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   if (x.fsdp && plan.dp_replicate > 1) {
     // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
-    std::vector<FsdpRun> last = runs;
+    last = runs;
     for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
-    const FsdpExposure fl = fsdp_exposure(last, slowdown, params_.concurrent_streams);
+    const FsdpExposure fl = chained(last);
     st.hsdp = fl.cost - f.cost;
     st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
   }
