@@ -514,6 +514,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   struct StageBlock {
     int64_t params = 0, copies = 0, logits_bytes = 0;
     double saved_bytes = 0;  // activations one copy saves for backward, one micro-batch
+    bool is_layer = false;
   };
   // Reused per thread: the search calls this for every candidate stage, and the blocks are few.
   static thread_local std::vector<StageBlock> order;
@@ -530,7 +531,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     expert += copies * c.expert_param_elements_local;
     const int64_t p_local = c.param_elements_local;
     largest_block = std::max(largest_block, p_local);
-    order.push_back({p_local, copies, c.logits_bytes, 0});
+    order.push_back({p_local, copies, c.logits_bytes, 0, blk.is_layer});
     if (blk.is_layer) largest_layer_block = std::max(largest_layer_block, p_local);
     double saved = double(c.saved_bytes_none);
     if (blk.is_layer && plan.recompute == ir::Recompute::selective) saved = double(c.saved_bytes_selective);
@@ -608,6 +609,9 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
         worst = transient + fsdp + a, worst_fsdp = fsdp, worst_transient = transient, worst_act = a;
     };
     double saved_before = 0;  // one micro-batch, the copies before block i
+    int64_t stage_layer_copies = 0;
+    for (const StageBlock& b : order) stage_layer_copies += b.is_layer ? b.copies : 0;
+    const int64_t layers_per_chunk = ceil_div(std::max<int64_t>(stage_layer_copies, 1), plan.vpp);
     for (size_t i = 0; i < order.size(); ++i) {
       const StageBlock& b = order[i];
       const int64_t before = i > 0 ? order[i - 1].params : 0, after = i + 1 < order.size() ? order[i + 1].params : 0;
@@ -623,7 +627,12 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
         const auto& [prev, next] = neighbours[k];
         const double through_b = saved_before + (copy_index[k] + 1) * b.saved_bytes;
         const double running = all_saved - (per_microbatch_saved - through_b) / double(plan.vpp);
-        consider(transient, held + b.params * 2 * kWorkingBytes + prev * kWorkingBytes + next * kGradBytes, running);
+        // A chunk's last layer copy is itself the one kept gathered: its weights count once. The
+        // run's last copy always is; the others are when each chunk holds a single layer.
+        const bool kept_itself = kept > 0 && b.is_layer && (k == 1 || layers_per_chunk == 1);
+        const int64_t held_beside = held - (kept_itself ? b.params * kWorkingBytes : 0);
+        consider(transient, held_beside + b.params * 2 * kWorkingBytes + prev * kWorkingBytes + next * kGradBytes,
+                 running);
         consider(0, held + prev * kWorkingBytes + b.params * (kWorkingBytes + kGradBytes),
                  running - b.saved_bytes / double(plan.vpp));
       }
