@@ -152,8 +152,8 @@ TEST(consistency, estimator_and_simulator_agree) {
 // after another: the simulator serialises its streams and the estimator hides no communication
 // under compute. Without a pipeline they then agree to rounding: no overlap is left to model. With
 // one, a serial rank also blocks at each send until its peer reaches the receive, which the
-// estimator's pipeline model does not price (docs/simulator.md §8: pp plans on a CPU cluster are
-// simulated 10 % slower, 34 % with vpp 2); those plans are left out here.
+// estimator's pipeline model does not price (docs/simulator.md §8: up to 12 % here, about 35 % with
+// vpp 2); those plans are left out here.
 TEST(consistency, serial_streams_agree_on_cpu_clusters) {
   ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
   cluster.gpu.arch = ir::GpuArch::cpu;
