@@ -40,9 +40,14 @@ struct Estimator::ShapeSummary {
   std::vector<int64_t> tied_local;  // per tied parameter: elements on one rank
 };
 
-// Layers split evenly over pp * vpp virtual stages; physical stage k holds virtual stages
-// k, k + pp, ... (Megatron interleaved schedule, Narayanan et al. 2021 §2.2). Blocks before the
-// first layer go to virtual stage 0, blocks after the last layer to the last virtual stage.
+// Everything a plan fixes once: its Layout (ir::resolve) and the links of its named groups.
+struct Estimator::PlanContext {
+  ir::Layout layout;
+  LinkEstimate tp_link, cp_link, ep_link, shard_link, expert_link, replicate_link, dp_link;
+};
+
+// Which block copies each physical pipeline stage holds (ir::for_each_block_copy places them),
+// grouped by composition so that equal stages are timed once.
 struct Estimator::StageLayout {
   struct Stage {
     std::vector<int64_t> copies;  // per graph block: copies held by this stage
@@ -61,8 +66,6 @@ Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int
                      TrainingSettings settings, CostParams params)
     : graph_(graph), cluster_(cluster), num_gpus_(num_gpus), settings_(settings), params_(params),
       topology_(cluster, num_gpus, params) {
-  for (const auto& block : graph_.blocks)
-    if (block.is_layer) num_layers_ += block.repeat;
   // A tied parameter appears in two blocks ("embed.wte", "head.wte"); count it once where both sit.
   auto block_index = [this](const std::string& qualified) -> std::optional<size_t> {
     const std::string name = qualified.substr(0, qualified.find('.'));
@@ -83,27 +86,23 @@ Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int
 Estimator::~Estimator() = default;
 Estimator::Estimator(Estimator&&) noexcept = default;
 
-const Estimator::ShapeSummary& Estimator::summary_for(const ir::Plan& plan) const {
-  const bool sp = ir::sequence_parallel(plan);
+const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) const {
+  const ir::Plan& plan = x.layout.plan;
+  const bool sp = *plan.sequence_parallel;
   const uint64_t key = (uint64_t(plan.tp) << 48) ^ (uint64_t(plan.cp) << 32) ^ (uint64_t(plan.ep) << 16) ^
                        (uint64_t(plan.micro_batch) << 1) ^ uint64_t(sp);
   auto it = summaries_.find(key);
   if (it != summaries_.end()) return *it->second;
 
-  ShardContext ctx{plan.micro_batch, settings_.seq_len, plan.tp,          plan.cp,
-                   sp,               settings_.compute_dtype, plan.ep, settings_.fp8_linears};
-  // Mesh order (pp, dp_replicate, dp_shard, cp, tp): tp innermost; ep borrows from dp_shard x cp.
-  const LinkEstimate tp_link = topology_.link_for_group({{AxisPlacement{plan.tp, 1}}});
-  const LinkEstimate cp_link = topology_.link_for_group({{AxisPlacement{plan.cp, plan.tp}}});
-  const LinkEstimate ep_link = topology_.link_for_group({{AxisPlacement{plan.ep, plan.tp}}});
+  const ShardContext ctx = shard_context(plan, settings_);
   auto price = [&](const std::vector<BlockCollective>& collectives, BlockCollective::Axis axis) {
     double total = 0;
     for (const auto& c : collectives) {
       if (c.axis != axis) continue;
       switch (axis) {
-        case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, tp_link); break;
-        case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, cp_link); break;
-        case BlockCollective::Axis::ep: total += collective_time_s(cluster_, c.kind, plan.ep, c.bytes, ep_link); break;
+        case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, x.tp_link); break;
+        case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, x.cp_link); break;
+        case BlockCollective::Axis::ep: total += collective_time_s(cluster_, c.kind, plan.ep, c.bytes, x.ep_link); break;
       }
     }
     return total;
@@ -136,30 +135,10 @@ const Estimator::StageLayout& Estimator::layout_for(const ir::Plan& plan) const 
   const uint64_t key = (uint64_t(plan.pp) << 32) ^ uint64_t(plan.vpp);
   auto it = layouts_.find(key);
   if (it != layouts_.end()) return *it->second;
-  // Chunk of each layer: equal chunks, or, when the layer count is 2 short of a multiple of pp*vpp,
-  // the first and last chunks one layer lighter to balance the embedding and the LM head (Megatron
-  // --decoder-first/last-pipeline-num-layers; Llama 3 405B: 126 layers on 16 stages).
-  const int64_t virtual_stages = plan.pp * plan.vpp;
-  const bool uneven = num_layers_ % virtual_stages != 0;
-  const int64_t per_chunk = uneven ? (num_layers_ + 2) / virtual_stages : num_layers_ / virtual_stages;
-  auto chunk_of = [&](int64_t layer) {
-    if (!uneven) return layer / per_chunk;
-    if (layer < per_chunk - 1) return int64_t{0};
-    return std::min(virtual_stages - 1, 1 + (layer - (per_chunk - 1)) / per_chunk);
-  };
+  const ir::PipelineSplit split{ir::num_layers(graph_), plan.pp * plan.vpp};
   const size_t n = graph_.blocks.size();
   std::vector<std::vector<int64_t>> copies(size_t(plan.pp), std::vector<int64_t>(n, 0));
-  int64_t layer = 0;  // layers placed so far, in forward order
-  for (size_t b = 0; b < n; ++b) {
-    const auto& block = graph_.blocks[b];
-    if (!block.is_layer) {
-      // Before any layer: the first virtual stage; otherwise the virtual stage of the last layer.
-      const int64_t v = layer == 0 ? 0 : chunk_of(layer - 1);
-      copies[size_t(v % plan.pp)][b] += block.repeat;
-      continue;
-    }
-    for (int64_t r = 0; r < block.repeat; ++r, ++layer) copies[size_t(chunk_of(layer) % plan.pp)][b] += 1;
-  }
+  ir::for_each_block_copy(graph_, split, [&](size_t b, int64_t, int64_t chunk) { copies[size_t(chunk % plan.pp)][b] += 1; });
   auto layout = std::make_unique<StageLayout>();
   std::map<std::vector<int64_t>, size_t> seen;
   for (int64_t k = 0; k < plan.pp; ++k) {
@@ -242,18 +221,6 @@ int64_t Estimator::tied_on_stage(const std::vector<int64_t>& copies, const Shape
   return duplicate;
 }
 
-// Everything a plan fixes once: the resolved plan and its data-parallel groups on the mesh
-// (pp, dp_replicate, dp_shard, cp, tp), tp innermost.
-struct Estimator::PlanContext {
-  ir::Plan plan;  // grad_accum, sequence_parallel, zero_stage resolved
-  int64_t grad_accum = 1, zero = 0, replicas = 1;
-  int64_t shard_group = 1;         // FSDP/ZeRO shard over dp_shard x cp (torchtitan)
-  int64_t expert_shard_group = 1;  // what ep leaves of it for routed experts
-  int64_t pp_stride = 1;
-  bool fsdp = false;
-  LinkEstimate shard_link, expert_link, replicate_link;
-};
-
 // One micro-batch on one pipeline stage (docs/cost-model.md §5).
 struct Estimator::StageTime {
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
@@ -267,65 +234,15 @@ struct Estimator::StageTime {
 };
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
-  PlanContext x;
-  ir::Plan& plan = x.plan;
-  plan = input_plan;
-  if (ir::world_size(plan) != num_gpus_)
-    throw ir::InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
-                         "plan uses " + std::to_string(ir::world_size(plan)) + " GPUs, not --gpus " +
-                             std::to_string(num_gpus_),
-                         "make the product equal the GPU count");
-  if (num_layers_ % (plan.pp * plan.vpp) != 0 && (num_layers_ + 2) % (plan.pp * plan.vpp) != 0)
-    throw ir::InputError("--plan", "pp*vpp",
-                         std::to_string(num_layers_) + " layers do not split into pp*vpp=" +
-                             std::to_string(plan.pp * plan.vpp) + " pipeline chunks",
-                         "choose pp*vpp dividing the layer count, or the layer count + 2 (first and last "
-                         "chunks one layer lighter)");
-  if ((plan.dp_shard * plan.cp) % plan.ep != 0 ||
-      (graph_.info.num_experts > 0 ? graph_.info.num_experts % plan.ep != 0 : plan.ep != 1))
-    throw ir::InputError("--plan", "ep",
-                         "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" +
-                             std::to_string(plan.dp_shard * plan.cp) + " and the expert count " +
-                             std::to_string(graph_.info.num_experts),
-                         "ep borrows ranks from dp_shard x cp; use ep=1 for dense models");
-  x.replicas = plan.dp_replicate * plan.dp_shard;  // model replicas that see distinct sequences
-  const int64_t seqs = settings_.global_batch_seqs();
-  if (seqs % (x.replicas * plan.micro_batch) != 0)
-    throw ir::InputError("--plan", "micro_batch",
-                         "global batch of " + std::to_string(seqs) + " sequences does not divide into " +
-                             std::to_string(x.replicas) + " data-parallel replicas x micro_batch " +
-                             std::to_string(plan.micro_batch),
-                         "change --global-batch-tokens, micro_batch or the data-parallel sizes");
-  x.grad_accum = seqs / (x.replicas * plan.micro_batch);
-  if (plan.grad_accum && *plan.grad_accum != x.grad_accum)
-    throw ir::InputError("--plan", "grad_accum",
-                         "grad_accum " + std::to_string(*plan.grad_accum) +
-                             " disagrees with the global batch, which needs " + std::to_string(x.grad_accum),
-                         "drop grad_accum to derive it");
-  plan.grad_accum = x.grad_accum;
-  plan.sequence_parallel = ir::sequence_parallel(plan);
-  plan.zero_stage = ir::zero_stage(plan);
-  x.zero = *plan.zero_stage;
-
-  x.shard_group = plan.dp_shard * plan.cp;
-  x.expert_shard_group = std::max<int64_t>(1, x.shard_group / plan.ep);
-  x.pp_stride = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
-  x.fsdp = x.zero == 3 && x.shard_group > 1;
-  const GroupPlacement shard{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
-  x.shard_link = topology_.link_for_group(shard);
-  // Routed experts shard over what ep leaves of dp_shard x cp. ep sits innermost in that block
-  // (just outside tp): inside cp when ep divides cp, else spanning cp and part of dp_shard
-  // (docs/lowering.md "Mesh"), so the expert group strides over the ep ranks.
-  GroupPlacement expert = shard;
-  if (plan.ep > 1) {
-    if (plan.cp % plan.ep == 0)
-      expert = {{AxisPlacement{plan.cp / plan.ep, plan.tp * plan.ep}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp}}};
-    else
-      expert = {{AxisPlacement{plan.dp_shard * plan.cp / plan.ep, plan.tp * plan.ep}}};
-  }
-  x.expert_link = topology_.link_for_group(expert);
-  x.replicate_link = topology_.link_for_group(
-      {{AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}});
+  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}, {}, {}, {}};
+  auto link = [&](ir::MeshGroup group) { return topology_.link_for_group({x.layout.spans(group)}); };
+  x.tp_link = link(ir::MeshGroup::tp);
+  x.cp_link = link(ir::MeshGroup::cp);
+  x.ep_link = link(ir::MeshGroup::ep);
+  x.shard_link = link(ir::MeshGroup::shard);
+  x.expert_link = link(ir::MeshGroup::expert_shard);
+  x.replicate_link = link(ir::MeshGroup::replicate);
+  x.dp_link = link(ir::MeshGroup::dp);
   return x;
 }
 
@@ -341,7 +258,7 @@ double full_recompute_fraction(const ir::Plan& plan, int64_t stage_layers) {
 
 Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
                                            int64_t stage_layers, const PlanContext& x) const {
-  const ir::Plan& plan = x.plan;
+  const ir::Plan& plan = x.layout.plan;
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
   // Per-thread scratch, cleared per call: the search times every stage of every candidate.
@@ -378,17 +295,17 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     st.cp += r * (blk.cp_fwd_s + blk.cp_bwd_s);
     st.params += copies * c.param_elements_local;
     st.expert_params += copies * c.expert_param_elements_local;
-    if (x.fsdp) {
+    if (x.layout.fsdp) {
       // FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
       // reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group.
       const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
       const int64_t expert = c.expert_param_elements_local;
       const double ag =
-          collective_time_s(cluster_, CollectiveKind::all_gather, x.shard_group, dense * kWorkingBytes, x.shard_link) +
-          collective_time_s(cluster_, CollectiveKind::all_gather, x.expert_shard_group, expert * kWorkingBytes, x.expert_link);
+          collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.shard_group, dense * kWorkingBytes, x.shard_link) +
+          collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.expert_shard_group, expert * kWorkingBytes, x.expert_link);
       const double rs =
-          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.shard_group, dense * kGradBytes, x.shard_link) +
-          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.expert_shard_group, expert * kGradBytes, x.expert_link);
+          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.shard_group, dense * kGradBytes, x.shard_link) +
+          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.expert_shard_group, expert * kGradBytes, x.expert_link);
       // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
       // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
       // backward, the recomputed forward.
@@ -399,14 +316,14 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       runs.push_back({copies, ag, rs, fwd_window, bwd_window});
       run_is_layer.push_back(blk.is_layer);
       run_all_reduce.push_back(
-          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.shard_group) * kGradBytes,
+          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.layout.shard_group) * kGradBytes,
                             x.replicate_link) +
           collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
-                            ceil_div(expert, x.expert_shard_group) * kGradBytes, x.replicate_link));
+                            ceil_div(expert, x.layout.expert_shard_group) * kGradBytes, x.replicate_link));
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
-      const LinkEstimate p2p = topology_.link_between(0, x.pp_stride);
+      const LinkEstimate p2p = topology_.link_between(0, x.layout.pp_stride());
       st.pp = 2.0 * double(plan.vpp) * collective_time_s(cluster_, CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
     }
   }
@@ -455,7 +372,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
   // compute is booked with the traffic that causes it.
   st.fsdp = f.cost;
-  if (x.fsdp && plan.dp_replicate > 1) {
+  if (x.layout.fsdp && plan.dp_replicate > 1) {
     // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
     last = runs;
@@ -469,28 +386,26 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
 
 double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
                                        int64_t params_shard) const {
-  const ir::Plan& plan = x.plan;
-  if (x.zero == 0) {
+  const ir::Plan& plan = x.layout.plan;
+  if (x.layout.zero_stage == 0) {
     // DDP over every replica and cp rank: fp32 grads all-reduced in 25 MiB buckets, each paying the
     // ring latency, overlapped with the last backward except the last bucket.
     const int64_t group = plan.dp_replicate * plan.dp_shard * plan.cp;
-    const GroupPlacement all{{AxisPlacement{plan.cp, plan.tp}, AxisPlacement{plan.dp_shard, plan.tp * plan.cp},
-                              AxisPlacement{plan.dp_replicate, plan.tp * plan.cp * plan.dp_shard}}};
-    const LinkEstimate link = topology_.link_for_group(all);
+    const LinkEstimate& link = x.dp_link;
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
     const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
     const double hidden_under = params_.concurrent_streams ? slowest.bwd_window : 0.0;
     return std::max(double(buckets) * per_bucket - hidden_under, per_bucket);
   }
-  if (x.zero == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
+  if (x.layout.zero_stage == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
   // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a
   // gradient shard, so it reduce-scatters under every micro-batch's backward (DeepSpeed stage 2).
   // The updated bf16 params are all-gathered under the next forward (Megatron --overlap-grad-reduce /
   // --overlap-param-gather, DeepSpeed overlap_comm). The last bucket of each has nothing to hide under.
   const int64_t grad_bytes = params * kGradBytes, param_bytes = params * kWorkingBytes;
   auto collective = [&](CollectiveKind kind, int64_t bytes) {
-    return collective_time_s(cluster_, kind, x.shard_group, bytes, x.shard_link);
+    return collective_time_s(cluster_, kind, x.layout.shard_group, bytes, x.shard_link);
   };
   const double rs = collective(CollectiveKind::reduce_scatter, grad_bytes);
   const double rs_last = collective(CollectiveKind::reduce_scatter, std::min(kLastBucketBytes, grad_bytes));
@@ -498,7 +413,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, param_bytes));
   const bool concurrent = params_.concurrent_streams;  // else nothing hides (the CPU backend)
   const double bwd = concurrent ? slowest.bwd : 0.0, fwd = concurrent ? slowest.compute - slowest.bwd : 0.0;
-  double t = (x.zero == 2 ? double(x.grad_accum) : 1.0) * std::max(rs - bwd, rs_last);
+  double t = (x.layout.zero_stage == 2 ? double(x.layout.grad_accum) : 1.0) * std::max(rs - bwd, rs_last);
   t += std::max(ag - fwd, ag_last);
   // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
   t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes, x.replicate_link);
@@ -507,7 +422,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
 
 MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
                                         int64_t stage_layers, int64_t stage_index, const PlanContext& x) const {
-  const ir::Plan& plan = x.plan;
+  const ir::Plan& plan = x.layout.plan;
   MemoryBreakdown sm;
   int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
   // The stage's blocks in forward order (each repeated `copies` times) for FSDP's per-copy phases.
@@ -544,10 +459,10 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     logits = std::max(logits, c.logits_bytes);
   }
   params -= tied_on_stage(copies_per_block, s);
-  const int64_t shard = x.zero >= 1 ? x.shard_group : 1;
-  const int64_t expert_shard = x.zero >= 1 ? x.expert_shard_group : 1;
+  const int64_t shard = x.layout.zero_stage >= 1 ? x.layout.shard_group : 1;
+  const int64_t expert_shard = x.layout.zero_stage >= 1 ? x.layout.expert_shard_group : 1;
   const int64_t shard_params = ceil_div(params - expert, shard) + ceil_div(expert, expert_shard);
-  switch (x.zero) {
+  switch (x.layout.zero_stage) {
     case 0:
       sm.parameters_bytes = params * (kMasterBytes + kWorkingBytes);
       sm.gradients_bytes = params * kGradBytes;
@@ -577,11 +492,11 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   const int64_t k = stage_index;
   double in_flight = 0;
   if (plan.vpp == 1) {
-    in_flight = double(std::min<int64_t>(x.grad_accum, plan.pp - k));
+    in_flight = double(std::min<int64_t>(x.layout.grad_accum, plan.pp - k));
   } else {
-    const int64_t all = x.grad_accum * plan.vpp;
+    const int64_t all = x.layout.grad_accum * plan.vpp;
     const int64_t chunks =
-        x.grad_accum == plan.pp ? all : std::min<int64_t>(all, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
+        x.layout.grad_accum == plan.pp ? all : std::min<int64_t>(all, 2 * (plan.pp - k - 1) + (plan.vpp - 1) * plan.pp + 1);
     in_flight = double(chunks) / double(plan.vpp);
   }
   in_flight = std::max(in_flight, 1.0);
@@ -590,7 +505,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   // two largest tensors in flight; the loss holds the logits working set.
   const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
   sm.transient_bytes = std::max(logits, backward_transient);
-  if (x.zero == 3 && x.fsdp) {
+  if (x.layout.zero_stage == 3 && x.layout.fsdp) {
     // FSDP2's buffers peak in backward, copy by copy, and the loss's logits peak only during the head's
     // backward: take the worst moment, not the sum of each one's worst (docs/cost-model.md §4.3).
     // Backward of copy b (P = its unsharded parameters; b-1 the copy before it in forward order,
@@ -656,8 +571,8 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
 // pipeline schedule, add the once-per-step terms, take memory at the worst stage.
 Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const PlanContext x = context_for(input_plan);
-  const ir::Plan& plan = x.plan;
-  const ShapeSummary& s = summary_for(plan);
+  const ir::Plan& plan = x.layout.plan;
+  const ShapeSummary& s = summary_for(x);
   const StageLayout& layout = layout_for(plan);
   Estimate e;
   e.plan = plan;
@@ -683,7 +598,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   // The slowest stage runs every micro-batch; filling and draining the pipe adds the other stages'
   // time for one micro-batch, divided over vpp chunks: (pp - 1) / vpp slots when stages are equal,
   // less when only the last (LM head) or first stage is heavy.
-  const double ga = double(x.grad_accum);
+  const double ga = double(x.layout.grad_accum);
   t.compute_s = ga * slowest.compute;
   t.recompute_s = ga * slowest.recompute;
   t.exposed_tp_s = ga * slowest.tp;
@@ -697,8 +612,8 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   t.bubble_s = (all_stages_s - slowest.total() + all_stages_hsdp_s - slowest.hsdp_before_tail) / double(plan.vpp);
 
   // ---- once per step: gradient synchronisation outside FSDP, optimizer, fixed costs ----
-  const int64_t shard = x.zero >= 1 ? x.shard_group : 1;
-  const int64_t expert_shard = x.zero >= 1 ? x.expert_shard_group : 1;
+  const int64_t shard = x.layout.zero_stage >= 1 ? x.layout.shard_group : 1;
+  const int64_t expert_shard = x.layout.zero_stage >= 1 ? x.layout.expert_shard_group : 1;
   const int64_t params_shard =
       ceil_div(most_params - most_expert_params, shard) + ceil_div(most_expert_params, expert_shard);
   t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, params_shard);
@@ -709,7 +624,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
                   t.exposed_fsdp_s + t.bubble_s + t.exposed_dp_s + t.optimizer_s + t.overhead_s;
   double model_flops = 0;  // whole model, one micro-batch of one replica
   for (size_t b = 0; b < s.blocks.size(); ++b) model_flops += double(graph_.blocks[b].repeat) * s.blocks[b].cost.model_flops;
-  e.model_flops_per_step = model_flops * ga * double(x.replicas);
+  e.model_flops_per_step = model_flops * ga * double(x.layout.replicas);
   e.tokens_per_s_per_gpu = double(settings_.global_batch_seqs() * settings_.seq_len) / e.step_time_s / double(num_gpus_);
   e.mfu = e.model_flops_per_step /
           (e.step_time_s * double(num_gpus_) * ir::peak_flops_per_s(cluster_.gpu, settings_.compute_dtype));

@@ -360,6 +360,11 @@ void cost_loss(Walk& w, const ir::Op& op) {
 
 }  // namespace
 
+ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& settings) {
+  return ShardContext{plan.micro_batch,       settings.seq_len, plan.tp,          plan.cp,
+                      ir::sequence_parallel(plan), settings.compute_dtype, plan.ep, settings.fp8_linears};
+}
+
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region) {
   switch (dim.name) {
     case 'b': return ctx.micro_batch;

@@ -239,14 +239,10 @@ struct Run {
   }
 };
 
-// Stride of each mesh axis: the product of the sizes of the axes inside it (schedule.hpp: row-major).
+// Each mesh axis with its stride (ir::spans_of: the one place strides are derived from a mesh).
 std::unordered_map<std::string, AxisPlacement> axis_placements(const ir::Mesh& mesh) {
   std::unordered_map<std::string, AxisPlacement> out;
-  int64_t stride = 1;
-  for (size_t i = mesh.axes.size(); i-- > 0;) {
-    out[mesh.axes[i].name] = AxisPlacement{std::max<int64_t>(1, mesh.axes[i].size), stride};
-    stride *= std::max<int64_t>(1, mesh.axes[i].size);
-  }
+  for (const auto& axis : mesh.axes) out[axis.name] = ir::spans_of(mesh, {axis.name}).at(0);
   return out;
 }
 
@@ -256,8 +252,7 @@ std::unordered_map<std::string, AxisPlacement> axis_placements(const ir::Mesh& m
 void price(Run& r, const Topology& topology) {
   const ir::Plan& plan = r.s.plan;
   const Model& sim = r.sim;
-  const ShardContext ctx{plan.micro_batch, sim.settings.seq_len, plan.tp, plan.cp, ir::sequence_parallel(plan),
-                         sim.settings.compute_dtype, plan.ep, sim.settings.fp8_linears};
+  const ShardContext ctx = shard_context(plan, sim.settings);
   const bool selective = plan.recompute == ir::Recompute::selective;
   const auto placements = axis_placements(r.s.mesh);
   std::unordered_map<std::string, LinkEstimate> group_links;

@@ -22,23 +22,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t State::group_nodes(const std::vector<std::string>& axes) {
   auto it = nodes_cache.find(axes);
   if (it != nodes_cache.end()) return it->second;
-  const auto& mesh = schedule.mesh.axes;
-  std::vector<int64_t> strides(mesh.size(), 1);
-  for (size_t i = mesh.size(); i-- > 1;) strides[i - 1] = strides[i] * mesh[i].size;
-  std::vector<int64_t> ranks{0};
-  for (const auto& name : axes) {
-    const auto a = ir::axis_index(schedule.mesh, name);
-    if (!a) continue;
-    std::vector<int64_t> next;
-    next.reserve(ranks.size() * size_t(mesh[*a].size));
-    for (int64_t r : ranks)
-      for (int64_t c = 0; c < mesh[*a].size; ++c) next.push_back(r + c * strides[*a]);
-    ranks = std::move(next);
-  }
-  const int64_t per_node = std::max<int64_t>(1, cluster->gpus_per_node);
-  std::set<int64_t> nodes;
-  for (int64_t r : ranks) nodes.insert(r / per_node);
-  return nodes_cache[axes] = int64_t(nodes.size());
+  return nodes_cache[axes] = ir::nodes_spanned(schedule.mesh, axes, cluster->gpus_per_node);
 }
 
 ir::Collective State::collective(ir::CollectiveKind kind, const std::vector<std::string>& axes, int64_t bytes,
@@ -123,104 +107,24 @@ void index_computes(State& state) {
 
 namespace {
 
-// ---- plan resolution (the estimator's preconditions, estimator.cpp Estimator::estimate) ----
-void resolve_plan(State& s, const ir::Graph& graph, int64_t num_gpus, int64_t num_layers) {
-  ir::Plan& plan = s.plan;
-  if (ir::world_size(plan) != num_gpus)
-    throw ir::InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
-                         "plan uses " + std::to_string(ir::world_size(plan)) + " GPUs, not --gpus " +
-                             std::to_string(num_gpus),
-                         "make the product equal the GPU count");
-  const int64_t virtual_stages = plan.pp * plan.vpp;
-  if (num_layers % virtual_stages != 0 && (num_layers + 2) % virtual_stages != 0)
-    throw ir::InputError("--plan", "pp*vpp",
-                         std::to_string(num_layers) + " layers do not split into pp*vpp=" +
-                             std::to_string(virtual_stages) + " pipeline chunks",
-                         "choose pp*vpp dividing the layer count, or the layer count + 2");
-  const int64_t experts = graph.info.num_experts;
-  if ((plan.dp_shard * plan.cp) % plan.ep != 0 || (experts > 0 ? experts % plan.ep != 0 : plan.ep != 1))
-    throw ir::InputError("--plan", "ep",
-                         "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" +
-                             std::to_string(plan.dp_shard * plan.cp) + " and the expert count " +
-                             std::to_string(experts),
-                         "ep borrows ranks from dp_shard x cp; use ep=1 for dense models");
-  if (plan.ep > 1 && plan.cp > 1 && plan.cp % plan.ep != 0 && plan.ep % plan.cp != 0)
-    throw ir::InputError("--plan", "ep",
-                         "the lowering nests ep with cp, but neither of ep=" + std::to_string(plan.ep) +
-                             " and cp=" + std::to_string(plan.cp) + " divides the other",
-                         "choose ep and cp as powers of two");
-  const int64_t replicas = plan.dp_replicate * plan.dp_shard;
-  const int64_t seqs = s.settings.global_batch_seqs();
-  if (seqs <= 0 || seqs % (replicas * plan.micro_batch) != 0)
-    throw ir::InputError("--plan", "micro_batch",
-                         "global batch of " + std::to_string(seqs) + " sequences does not divide into " +
-                             std::to_string(replicas) + " data-parallel replicas x micro_batch " +
-                             std::to_string(plan.micro_batch),
-                         "change --global-batch-tokens, micro_batch or the data-parallel sizes");
-  s.grad_accum = seqs / (replicas * plan.micro_batch);
-  if (plan.grad_accum && *plan.grad_accum != s.grad_accum)
-    throw ir::InputError("--plan", "grad_accum",
-                         "grad_accum " + std::to_string(*plan.grad_accum) + " disagrees with the global batch, which needs " +
-                             std::to_string(s.grad_accum),
-                         "drop grad_accum to derive it");
-  if (plan.vpp > 1 && (plan.pp == 1 || s.grad_accum % plan.pp != 0))
-    throw ir::InputError("--plan", "vpp",
-                         "the interleaved schedule needs pp > 1 and grad_accum (" + std::to_string(s.grad_accum) +
-                             ") divisible by pp=" + std::to_string(plan.pp),
-                         "use vpp=1 or a batch with a multiple of pp micro-batches");
-  plan.grad_accum = s.grad_accum;
-  plan.sequence_parallel = ir::sequence_parallel(plan);
-  plan.zero_stage = ir::zero_stage(plan);
-  s.zero = *plan.zero_stage;
-}
-
-// ---- mesh (docs/lowering.md "Mesh"): pp, dp_replicate, dp_shard, cp / ep nested, tp ----
-void build_mesh(State& s) {
-  const ir::Plan& p = s.plan;
-  auto& axes = s.schedule.mesh.axes;
-  axes = {{"pp", p.pp}, {"dp_replicate", p.dp_replicate}};
-  std::vector<std::string> shard, expert;
-  if (p.ep == 1) {
-    axes.push_back({"dp_shard", p.dp_shard});
-    axes.push_back({"cp", p.cp});
-    s.cp_axes = {"cp"};
-    shard = {"dp_shard", "cp"};
-    expert = shard;
-  } else if (p.cp % p.ep == 0) {  // ep inside cp (cp > 1)
-    axes.push_back({"dp_shard", p.dp_shard});
-    axes.push_back({"cp", p.cp / p.ep});
-    axes.push_back({"ep", p.ep});
-    s.cp_axes = {"cp", "ep"};
-    s.ep_axes = {"ep"};
-    shard = {"dp_shard", "cp", "ep"};
-    expert = {"dp_shard", "cp"};
-  } else {  // ep spans all of cp and part of dp_shard
-    axes.push_back({"dp_shard", p.dp_shard * p.cp / p.ep});
-    axes.push_back({"ep", p.ep / p.cp});
-    axes.push_back({"cp", p.cp});
-    s.cp_axes = {"cp"};
-    s.ep_axes = {"ep", "cp"};
-    shard = {"dp_shard", "ep", "cp"};
-    expert = {"dp_shard"};
-  }
-  axes.push_back({"tp", p.tp});
-  s.tp_axes = {"tp"};
-  s.replicate_axes = {"dp_replicate"};
+// ---- the plan's meaning, from ir::resolve (the one place it is derived) ----
+void adopt_layout(State& s, ir::Layout layout) {
+  s.plan = layout.plan;
+  s.grad_accum = layout.grad_accum;
+  s.zero = layout.zero_stage;
+  s.fsdp = layout.fsdp;
+  s.shard_group = layout.shard_group;
+  s.expert_shard_group = layout.expert_shard_group;
+  s.schedule.mesh = layout.mesh;
   // Groups name only axes of size > 1 (a collective over a size-1 group is not emitted).
-  auto prune = [&](std::vector<std::string> list) {
-    std::erase_if(list, [&](const std::string& a) { return ir::group_size(s.schedule.mesh, {a}) == 1; });
-    return list;
-  };
-  s.cp_axes = prune(s.cp_axes);
-  s.ep_axes = prune(s.ep_axes);
-  s.shard_axes = prune(shard);
-  s.expert_shard_axes = prune(expert);
-  std::vector<std::string> dp{"dp_replicate"};
-  dp.insert(dp.end(), shard.begin(), shard.end());
-  s.dp_axes = prune(dp);
-  s.shard_group = p.dp_shard * p.cp;
-  s.expert_shard_group = std::max<int64_t>(1, s.shard_group / p.ep);
-  s.fsdp = s.zero == 3 && s.shard_group > 1;
+  s.tp_axes = layout.axes(ir::MeshGroup::tp);
+  s.cp_axes = layout.axes(ir::MeshGroup::cp);
+  s.ep_axes = layout.axes(ir::MeshGroup::ep);
+  s.shard_axes = layout.axes(ir::MeshGroup::shard);
+  s.expert_shard_axes = layout.axes(ir::MeshGroup::expert_shard);
+  s.replicate_axes = layout.axes(ir::MeshGroup::replicate);
+  s.dp_axes = layout.axes(ir::MeshGroup::dp);
+  s.layout = std::move(layout);
 }
 
 void build_block_infos(State& s) {
@@ -289,29 +193,14 @@ std::vector<Tie> find_ties(const State& s) {
   return ties;
 }
 
-// ---- stage layout: estimator.cpp StageLayout, copy by copy ----
-void build_layout(State& s, int64_t num_layers) {
+// ---- stage layout: the block copies of each chunk (ir::for_each_block_copy), copy by copy ----
+void build_layout(State& s) {
   const ir::Plan& p = s.plan;
   const ir::Graph& g = *s.graph;
-  const int64_t V = p.pp * p.vpp;
-  const bool uneven = num_layers % V != 0;
-  const int64_t per_chunk = uneven ? (num_layers + 2) / V : num_layers / V;
-  auto chunk_of = [&](int64_t layer) -> int64_t {
-    if (per_chunk == 0) return 0;
-    if (!uneven) return layer / per_chunk;
-    if (layer < per_chunk - 1) return 0;
-    return std::min(V - 1, 1 + (layer - (per_chunk - 1)) / std::max<int64_t>(1, per_chunk));
-  };
-  std::vector<std::vector<Unit>> virt(static_cast<size_t>(V));
-  int64_t layer = 0;
-  for (size_t b = 0; b < g.blocks.size(); ++b) {
-    const auto& block = g.blocks[b];
-    for (int64_t r = 0; r < block.repeat; ++r) {
-      const int64_t v = block.is_layer ? chunk_of(layer) : (layer == 0 ? 0 : chunk_of(layer - 1));
-      virt[size_t(v)].push_back({int32_t(b), r, false, 0});
-      if (block.is_layer) ++layer;
-    }
-  }
+  std::vector<std::vector<Unit>> virt(static_cast<size_t>(s.layout.pipeline.virtual_stages));
+  ir::for_each_block_copy(g, s.layout.pipeline, [&](size_t b, int64_t copy, int64_t chunk) {
+    virt[size_t(chunk)].push_back({int32_t(b), copy, false, 0});
+  });
   // Full recompute: the first recompute_layers layer copies of every chunk (all when unset).
   if (p.recompute == ir::Recompute::full)
     for (auto& chunk : virt) {
@@ -414,7 +303,7 @@ std::vector<std::string> lowering_pass_names() {
   return names;
 }
 
-ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, const cost::TrainingSettings& settings,
+ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, const ir::TrainingSettings& settings,
                                int64_t num_gpus, const ir::ClusterSpec& cluster, const LowerOptions& options) {
   using namespace lowering;
   State s;
@@ -422,15 +311,12 @@ ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, con
   s.cluster = &cluster;
   s.settings = settings;
   s.plan = plan;
-  int64_t num_layers = 0;
-  for (const auto& b : graph.blocks)
-    if (b.is_layer) num_layers += b.repeat;
-  resolve_plan(s, graph, num_gpus, num_layers);
-  s.ctx = cost::ShardContext{s.plan.micro_batch, settings.seq_len, s.plan.tp,          s.plan.cp,
-                             *s.plan.sequence_parallel, settings.compute_dtype, s.plan.ep, settings.fp8_linears};
-  build_mesh(s);
+  ir::Layout layout = ir::resolve(graph, plan, settings, num_gpus);
+  ir::require_schedulable(layout);
+  adopt_layout(s, std::move(layout));
+  s.ctx = cost::shard_context(s.plan, settings);
   build_block_infos(s);
-  build_layout(s, num_layers);
+  build_layout(s);
   build_tasks(s);
 
   s.schedule.model = graph.info.name;

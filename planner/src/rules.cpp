@@ -2,6 +2,7 @@
 #include "mgt/planner/rules.hpp"
 
 #include "mgt/cost_model/layer_cost.hpp"
+#include "mgt/ir/layout.hpp"
 
 #include <set>
 
@@ -9,8 +10,7 @@ namespace mgt::plan {
 
 ModelFacts model_facts(const ir::Graph& graph) {
   ModelFacts facts;
-  for (const auto& block : graph.blocks)
-    if (block.is_layer) facts.num_layers += block.repeat;
+  facts.num_layers = ir::num_layers(graph);
   facts.num_experts = graph.info.num_experts;
   if (auto it = graph.info.dim_sources.find('e'); it != graph.info.dim_sources.end()) facts.experts_field = it->second;
   if (graph.info.architecture == "GPT2LMHeadModel") facts.layers_field = "n_layer";
@@ -50,14 +50,12 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   if (!options.allow_cross_node_tp && domain % plan.tp != 0)
     return tp + " must divide the " + where + " so no tp group straddles two (pass --allow-cross-node-tp to allow)";
   if (plan.cp > 1 && !facts.has_attention) return cp + " needs attention layers to split the sequence";
-  // Pipeline: every virtual stage holds the same number of layers (Megatron-LM requires
-  // num_layers % (pp * vpp) == 0), and the schedule needs micro-batches to fill the pipe.
+  // Pipeline: the layers split into pp * vpp chunks (ir::PipelineSplit: equal chunks, or the first
+  // and last one layer lighter), and the schedule needs micro-batches to fill the pipe.
   if (plan.pp > 1 || plan.vpp > 1) {
     const std::string pv = "pp*vpp=" + std::to_string(plan.pp * plan.vpp);
     if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
-    // ... or the layer count + 2, with the first and last chunk one layer lighter (Megatron's uneven
-    // first/last pipeline stages balance the embedding and the LM head).
-    if (facts.num_layers % (plan.pp * plan.vpp) != 0 && (facts.num_layers + 2) % (plan.pp * plan.vpp) != 0)
+    if (!ir::PipelineSplit::splits(facts.num_layers, plan.pp * plan.vpp))
       return pv + " must divide " + facts.layers_field + "=" + std::to_string(facts.num_layers) + " or " +
              facts.layers_field + "+2";
   }

@@ -1,6 +1,8 @@
 // The search (docs/planner.md §1): enumerate, reject by rule, estimate, reject by memory, rank.
 #include "mgt/planner/search.hpp"
 
+#include "mgt/ir/layout.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,9 +35,7 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
   std::vector<ir::Plan> out;
   const auto divs = divisors(num_gpus);
   for (int64_t pp : divs) {
-    const auto splits = [&](int64_t chunks) {
-      return options.num_layers % chunks == 0 || (options.num_layers + 2) % chunks == 0;
-    };
+    const auto splits = [&](int64_t chunks) { return ir::PipelineSplit::splits(options.num_layers, chunks); };
     if (pp > 1 && (options.num_layers == 0 || !splits(pp))) continue;
     std::vector<int64_t> vpps{1};
     if (pp > 1)

@@ -7,6 +7,7 @@
 #include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/graph.hpp"
+#include "mgt/ir/layout.hpp"
 #include "mgt/ir/plan.hpp"
 
 #include <cstdint>
@@ -17,15 +18,8 @@
 
 namespace mgt::cost {
 
-/// What the user trains: sequence length, global batch, precision (bf16 compute, fp32 master
-/// weights and AdamW states, as torchtitan, Accelerate FSDP2 and Megatron-LM do by default).
-struct TrainingSettings {
-  int64_t seq_len = 8192;
-  int64_t global_batch_tokens = 4ll << 20;
-  ir::DType compute_dtype = ir::DType::bf16;  ///< bf16 or f16 (mixed precision, fp32 master weights)
-  bool fp8_linears = false;                    ///< GEMMs of linear layers at the fp8 peak, the rest as compute_dtype
-  int64_t global_batch_seqs() const { return global_batch_tokens / seq_len; }
-};
+/// What the user trains (sequence length, global batch, precision) lives in ir, beside the Layout.
+using TrainingSettings = ir::TrainingSettings;
 
 struct MemoryBreakdown {
   int64_t parameters_bytes = 0;    ///< fp32 master (sharded under ZeRO/FSDP) + bf16 working copy where kept
@@ -76,9 +70,8 @@ class Estimator {
   ~Estimator();
   Estimator(Estimator&&) noexcept;
 
-  /// Estimates `plan`. Preconditions (checked by planner rules, thrown here as InputError naming
-  /// the plan key): world_size(plan) == num_gpus, the batch divides into replicas x micro-batches,
-  /// pp * vpp divides the layer count, ep divides dp_shard * cp and the expert count.
+  /// Estimates `plan`. Throws the InputError of ir::resolve for a plan it cannot mean on this
+  /// model, batch and GPU count (planner rules reject those before the search estimates them).
   Estimate estimate(const ir::Plan& plan) const;
 
   const ir::Graph& graph() const { return graph_; }
@@ -90,9 +83,9 @@ class Estimator {
  private:
   struct ShapeSummary;  // per (tp, cp, ep, micro_batch, sp): block costs with communication priced
   struct StageLayout;   // per (pp, vpp): which block copies each pipeline stage holds
-  const ShapeSummary& summary_for(const ir::Plan& plan) const;
+  struct PlanContext;  // the resolved Layout and its groups' links
+  const ShapeSummary& summary_for(const PlanContext& x) const;
   const StageLayout& layout_for(const ir::Plan& plan) const;
-  struct PlanContext;  // the resolved plan, its groups and their links
   struct StageTime;    // one micro-batch on one pipeline stage
   PlanContext context_for(const ir::Plan& plan) const;
   StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block, int64_t stage_layers,
@@ -110,7 +103,6 @@ class Estimator {
   TrainingSettings settings_;
   CostParams params_;
   Topology topology_;
-  int64_t num_layers_ = 0;  ///< sum of repeats of layer blocks
   struct Tie {
     size_t first_block, second_block, second_tensor;  ///< where the two copies of a tied parameter live
   };

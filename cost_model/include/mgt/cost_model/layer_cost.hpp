@@ -8,7 +8,9 @@
 #include "mgt/cost_model/cost_params.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/graph.hpp"
+#include "mgt/ir/plan.hpp"
 #include "mgt/ir/schedule.hpp"
+#include "mgt/ir/training_settings.hpp"
 
 #include <cstdint>
 #include <string>
@@ -29,6 +31,9 @@ struct ShardContext {
   int64_t ep = 1;                     ///< expert parallel: routed-expert weights split over ep ranks
   bool fp8_linears = false;           ///< weight GEMMs at the fp8 peak (activations stay in `dtype`)
 };
+
+/// The shard context of one micro-batch under `plan` (its sequence_parallel resolved or derived).
+ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& settings);
 
 /// Returns true for dims that tensor parallelism splits (a, k, f, v).
 bool is_tp_dim(char name);

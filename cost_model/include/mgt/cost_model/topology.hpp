@@ -5,6 +5,7 @@
 
 #include "mgt/cost_model/cost_params.hpp"
 #include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/layout.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -12,13 +13,9 @@
 
 namespace mgt::cost {
 
-/// One mesh axis as laid on ranks: member i of a group along this axis is at rank offset i * stride.
-/// With mesh order (dp_replicate, dp_shard, cp, tp), tp has stride 1, cp stride tp, and so on.
-struct AxisPlacement {
-  int64_t size = 1;
-  int64_t stride = 1;
-  bool operator==(const AxisPlacement&) const = default;
-};
+/// One mesh axis as laid on ranks: member i of a group along this axis is at rank offset i * stride
+/// (ir::Layout::spans gives them for each named group of a plan).
+using AxisPlacement = ir::AxisSpan;
 
 /// A communication group over one or more mesh axes (FSDP shards over dp_shard x cp).
 struct GroupPlacement {

@@ -5,10 +5,10 @@
 //   ir::verify_or_throw(s, "lowering");
 #pragma once
 
-#include "mgt/cost_model/estimator.hpp"
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/graph.hpp"
+#include "mgt/ir/layout.hpp"
 #include "mgt/ir/plan.hpp"
 #include "mgt/ir/schedule.hpp"
 
@@ -28,13 +28,11 @@ struct LowerOptions {
 #endif
 };
 
-/// Lowers `plan` (which must pass planner rules) to the schedule of one training step. Resolves
-/// grad_accum, sequence_parallel and zero_stage as the estimator does and stores the resolved plan in
-/// the schedule. Throws ir::InputError for plans the lowering cannot express (world size not
-/// num_gpus, layers not splitting into pp*vpp chunks, a batch that does not divide, ep not
-/// nesting with cp, interleaving with grad_accum not a multiple of pp) and, with
-/// `verify_each_pass`, std::logic_error naming the pass when a pass breaks a verifier rule.
-ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, const cost::TrainingSettings& settings,
+/// Lowers `plan` (which must pass planner rules) to the schedule of one training step. Its meaning
+/// (resolved plan, mesh, groups, pipeline chunks) comes from ir::resolve, whose InputError it
+/// throws for a plan that cannot be expressed; the resolved plan is stored in the schedule. With
+/// `verify_each_pass`, throws std::logic_error naming the pass when a pass breaks a verifier rule.
+ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, const ir::TrainingSettings& settings,
                                int64_t num_gpus, const ir::ClusterSpec& cluster, const LowerOptions& options = {});
 
 /// Names of the passes in the order lower_to_schedule runs them.
@@ -127,7 +125,8 @@ struct Stage {
 struct State {
   const ir::Graph* graph = nullptr;
   const ir::ClusterSpec* cluster = nullptr;
-  cost::TrainingSettings settings;
+  ir::TrainingSettings settings;
+  ir::Layout layout;  ///< the plan's meaning (ir::resolve); the fields below are read from it
   ir::Plan plan;  ///< resolved
   int64_t grad_accum = 1, zero = 0;
   bool fsdp = false;
