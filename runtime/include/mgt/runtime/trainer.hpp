@@ -34,18 +34,18 @@ inline constexpr const char* kRunFile = "run.json";  ///< the run record beside 
 /// run that wrote it. step k of a run reads sequences k*G .. k*G+G-1, so seq_len and global_batch
 /// fix the data position.
 struct RunRecord {
-  std::string model;       ///< the graph's name
-  std::string model_path;  ///< the config the run was started with
+  std::string model{};       ///< the graph's name
+  std::string model_path{};  ///< the config the run was started with
   int64_t parameters = 0;  ///< the model's parameter count, checked on resume
-  std::optional<int64_t> step;  ///< optimizer steps taken; must equal optimizer.safetensors' step
+  std::optional<int64_t> step{};  ///< optimizer steps taken; must equal optimizer.safetensors' step
   int64_t seq_len = 0;
   int64_t global_batch = 0;  ///< sequences per optimizer step
-  std::string data;          ///< token file; empty = synthetic tokens from `seed`
+  std::string data{};          ///< token file; empty = synthetic tokens from `seed`
   std::string data_dtype = "uint16";
   uint64_t seed = 0;
-  cpu::AdamWConfig adamw;
+  cpu::AdamWConfig adamw{};
   double grad_clip = 0.0;
-  ir::Plan plan;  ///< written for the reader; not read back
+  ir::Plan plan{};  ///< written for the reader; not read back
 };
 
 /// Reads `<dir>/run.json`. Throws ir::InputError naming the folder (missing, not a folder), the file
@@ -67,8 +67,8 @@ void resume_checkpoint(ModelState& state, const std::string& dir, const RunRecor
 
 /// The simulator's prediction for the lead rank's program, computed by the caller.
 struct Prediction {
-  std::string cluster;       ///< the cluster it was priced on
-  std::string program;       ///< the program's name
+  std::string cluster{};       ///< the cluster it was priced on
+  std::string program{};       ///< the program's name
   double step_time_s = 0.0;
   double overhead_s = 0.0;   ///< of step_time_s: fixed per-step and per-micro-batch overheads
   int64_t peak_bytes = 0;    ///< the schedule's Alloc / Free peak
@@ -79,21 +79,21 @@ struct TrainerOptions {
   int64_t steps = 0;         ///< optimizer steps to run, continuing from state.step
   int64_t seq_len = 0;       ///< S
   int64_t global_batch = 0;  ///< G sequences per step
-  std::string log_path;      ///< one JSON line per step, then one {"summary": ...} line; empty = none
-  std::string save_dir;      ///< checkpoint folder written after the last step; empty = none
-  RunRecord record;          ///< what the save writes beside it (parameters and step are filled in)
-  std::optional<Prediction> prediction;  ///< the summary's predicted side; none = no summary
+  std::string log_path{};      ///< one JSON line per step, then one {"summary": ...} line; empty = none
+  std::string save_dir{};      ///< checkpoint folder written after the last step; empty = none
+  RunRecord record{};          ///< what the save writes beside it (parameters and step are filled in)
+  std::optional<Prediction> prediction{};  ///< the summary's predicted side; none = no summary
 };
 
 /// What the steps measured (every rank; the summary printed and logged by the lead rank).
 struct TrainReport {
   int64_t first_step = 0, last_step = 0;
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds{};
   double measured_step_s = 0.0;    ///< mean over the steps after the first (warm-up), or the one step
   int64_t measured_from_step = 0;  ///< first step of that mean
   int64_t peak_bytes = 0;          ///< highest measured peak of any step
   int64_t planned_peak_bytes = 0;  ///< highest schedule (planned) peak of any step
-  std::vector<InstructionTiming> last_timeline;  ///< the last step (ExecutorOptions::record_timeline)
+  std::vector<InstructionTiming> last_timeline{};  ///< the last step (ExecutorOptions::record_timeline)
 };
 
 class Trainer {
