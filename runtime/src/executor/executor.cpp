@@ -14,6 +14,132 @@
 
 namespace mgt::rt {
 
+/// One step: check and reset (begin_step), every instruction of the program in order (timed when asked),
+/// check nothing is left (end_step), then the loss summed over the ranks holding different tokens.
+StepStats Executor::Impl::step(const StepBatch& b) {
+  const auto start = std::chrono::steady_clock::now();
+  begin_step(b);
+  std::vector<InstructionTiming> timeline;
+  if (options.record_timeline) timeline.reserve(program->instructions.size());
+  for (const auto& instr : program->instructions) {
+    if (!options.record_timeline) {
+      run(instr);
+      continue;
+    }
+    const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    run(instr);
+    const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    timeline.push_back({instr.id, t0, t1});
+  }
+  end_step();
+  StepStats s;
+  // Each rank's loss_sum is its tokens' share of the global mean; the report sums them over the
+  // ranks holding different tokens (an all-reduce of the executor's own, not a schedule instruction).
+  s.loss = sum_over(loss_sum, loss_axes);
+  s.grad_norm = grad_norm;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.tokens = b.sequences * b.seq_len;
+  s.peak_bytes = tracker.step_peak;
+  s.planned_peak_bytes = tracker.planned_step_peak;
+  s.instructions = static_cast<int64_t>(program->instructions.size());
+  s.timeline = std::move(timeline);
+  return s;
+}
+
+/// Checks the batch against the schedule, fixes the rank's share of the sequence, resets the step's
+/// counters and zeroes the gradients.
+void Executor::Impl::begin_step(const StepBatch& b) {
+  if (b.sequences % replicas != 0) {
+    throw std::runtime_error("global batch of " + std::to_string(b.sequences) + " sequences does not split over " +
+                             std::to_string(replicas) + " data-parallel replicas");
+  }
+  const int64_t per_replica = b.sequences / replicas;
+  const int64_t expected = schedule.plan.micro_batch * schedule.plan.grad_accum.value_or(1);
+  if (per_replica != expected) {
+    throw std::runtime_error("the schedule runs " + std::to_string(schedule.plan.grad_accum.value_or(1)) +
+                             " micro-batches of " + std::to_string(schedule.plan.micro_batch) +
+                             " sequences per replica, but the batch gives each replica " + std::to_string(per_replica) +
+                             " (hint: lower with the same global batch)");
+  }
+  if (S != b.seq_len) {  // the rank's share of the sequence (fixed for the run)
+    S = b.seq_len;
+    cp_pos = ir::cp_positions(S, cp, cp_rank);
+    T_cp = S / cp;
+    if (sp && T_cp % tp != 0) {
+      throw ir::InputError("--seq-len", "seq_len", "sequence parallelism splits the " + std::to_string(T_cp) +
+                                                       " positions of a cp rank over tp = " + std::to_string(tp) + ": not divisible",
+                           "choose a sequence length divisible by cp*tp" + std::string(cp > 1 ? "*2" : ""));
+    }
+    T_sp = sp ? T_cp / tp : T_cp;
+    rope_tables.clear();
+  }
+  batch = &b;
+  token_cache.clear();
+  loss_sum = 0.0;
+  grad_norm = 0.0;
+  ddp_reduced = 0;
+  last_scattered.clear();
+  tracker.step_peak = tracker.current;
+  tracker.planned_step_peak = tracker.planned;
+  K.fill_zero(state.grads().data(), static_cast<int64_t>(state.grads().size()));
+}
+
+/// Checks that the program released everything it allocated and, under DDP, reduced every gradient.
+void Executor::Impl::end_step() {
+  std::string leftovers;
+  for (const auto& [name, buf] : live) leftovers += " " + name;
+  if (!fwd_handoff.empty() || !bwd_handoff.empty()) leftovers += " (block boundary tensors)";
+  if (!pending.empty()) leftovers += " (an unfinished batch of sends / recvs)";
+  live.clear();
+  fwd_handoff.clear();
+  bwd_handoff.clear();
+  pending.clear();
+  batch = nullptr;
+  if (!leftovers.empty()) throw std::runtime_error("the program left buffers live at its end:" + leftovers);
+  const bool ddp = zero == 0 && comm && comm->group_size(copy_axes) > 1;
+  if (ddp && ddp_reduced != stage_layout.size) {
+    throw std::runtime_error("the schedule's DDP buckets all-reduced " + std::to_string(ddp_reduced) + " of " +
+                             std::to_string(stage_layout.size) + " gradients");
+  }
+}
+
+void Executor::Impl::run(const ir::Instruction& instr) {
+  try {
+    run_unguarded(instr);
+  } catch (const std::bad_alloc&) {
+    oom(instr);
+  } catch (const std::length_error&) {  // a size beyond what a vector can hold
+    oom(instr);
+  }
+}
+
+void Executor::Impl::run_unguarded(const ir::Instruction& instr) {
+  std::visit(
+      [&](const auto& p) {
+        using T = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, ir::Compute>) {
+          run_compute(instr, p);
+        } else if constexpr (std::is_same_v<T, ir::Alloc>) {
+          run_alloc(instr, p);
+        } else if constexpr (std::is_same_v<T, ir::Free>) {
+          run_free(instr, p);
+        } else if constexpr (std::is_same_v<T, ir::OptimizerStep>) {
+          run_optimizer(instr, p);
+        } else if constexpr (std::is_same_v<T, ir::Wait>) {
+          // Single-threaded in program order: instruction `on` has already finished.
+        } else if constexpr (std::is_same_v<T, ir::Collective>) {
+          run_collective(instr, p);
+        } else if constexpr (std::is_same_v<T, ir::Send>) {
+          run_p2p(instr, p, true);
+        } else {
+          run_p2p(instr, p, false);
+        }
+      },
+      instr.op);
+}
+
+/// A Compute: the op's forward, recompute or backward part, then what its outputs become: inputs no
+/// later op needs dropped, the block output handed to the next copy, the input gradient handed back.
 void Executor::Impl::run_compute(const ir::Instruction& instr, const ir::Compute& c) {
   Ctx x = context_of(instr, c);
   const OpKey key{c.block, c.layer, c.micro_batch, c.op};
@@ -88,6 +214,17 @@ void Executor::Impl::run_free(const ir::Instruction& instr, const ir::Free& f) {
   live.erase(it);
 }
 
+/// An allocation failed inside `instr`: names its buffers, the request, what was live and the
+/// peak the plan predicted.
+void Executor::Impl::oom(const ir::Instruction& instr) const {
+  std::string buffers;
+  for (const std::string& b : ir::buffers_of(instr)) buffers += (buffers.empty() ? "" : ", ") + b;
+  fail(instr, "out of memory allocating " + std::to_string(Tensor::last_request_bytes) + " bytes for buffer " +
+                  (buffers.empty() ? std::string("(scratch)") : buffers) + " with " + std::to_string(tracker.current) +
+                  " bytes live; the plan predicted a peak of " + std::to_string(predicted_peak_bytes()) +
+                  " bytes for this rank (hint: a plan with more sharding, recompute or a smaller micro-batch)");
+}
+
 /// The schedule's own peak of Alloc'd bytes for this rank's program (the simulator's peak).
 int64_t Executor::Impl::predicted_peak_bytes() const {
   int64_t current = 0, peak = 0;
@@ -101,139 +238,6 @@ int64_t Executor::Impl::predicted_peak_bytes() const {
     }
   }
   return peak;
-}
-
-void Executor::Impl::run(const ir::Instruction& instr) {
-  try {
-    run_unguarded(instr);
-  } catch (const std::bad_alloc&) {
-    oom(instr);
-  } catch (const std::length_error&) {  // a size beyond what a vector can hold
-    oom(instr);
-  }
-}
-
-/// An allocation failed inside `instr`: names its buffers, the request, what was live and the
-/// peak the plan predicted.
-void Executor::Impl::oom(const ir::Instruction& instr) const {
-  std::string buffers;
-  for (const std::string& b : ir::buffers_of(instr)) buffers += (buffers.empty() ? "" : ", ") + b;
-  fail(instr, "out of memory allocating " + std::to_string(Tensor::last_request_bytes) + " bytes for buffer " +
-                  (buffers.empty() ? std::string("(scratch)") : buffers) + " with " + std::to_string(tracker.current) +
-                  " bytes live; the plan predicted a peak of " + std::to_string(predicted_peak_bytes()) +
-                  " bytes for this rank (hint: a plan with more sharding, recompute or a smaller micro-batch)");
-}
-
-void Executor::Impl::run_unguarded(const ir::Instruction& instr) {
-  std::visit(
-      [&](const auto& p) {
-        using T = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, ir::Compute>) {
-          run_compute(instr, p);
-        } else if constexpr (std::is_same_v<T, ir::Alloc>) {
-          run_alloc(instr, p);
-        } else if constexpr (std::is_same_v<T, ir::Free>) {
-          run_free(instr, p);
-        } else if constexpr (std::is_same_v<T, ir::OptimizerStep>) {
-          run_optimizer(instr, p);
-        } else if constexpr (std::is_same_v<T, ir::Wait>) {
-          // Single-threaded in program order: instruction `on` has already finished.
-        } else if constexpr (std::is_same_v<T, ir::Collective>) {
-          run_collective(instr, p);
-        } else if constexpr (std::is_same_v<T, ir::Send>) {
-          run_p2p(instr, p, true);
-        } else {
-          run_p2p(instr, p, false);
-        }
-      },
-      instr.op);
-}
-
-/// Checks the batch against the schedule, fixes the rank's share of the sequence, resets the step's
-/// counters and zeroes the gradients.
-void Executor::Impl::begin_step(const StepBatch& b) {
-  if (b.sequences % replicas != 0) {
-    throw std::runtime_error("global batch of " + std::to_string(b.sequences) + " sequences does not split over " +
-                             std::to_string(replicas) + " data-parallel replicas");
-  }
-  const int64_t per_replica = b.sequences / replicas;
-  const int64_t expected = schedule.plan.micro_batch * schedule.plan.grad_accum.value_or(1);
-  if (per_replica != expected) {
-    throw std::runtime_error("the schedule runs " + std::to_string(schedule.plan.grad_accum.value_or(1)) +
-                             " micro-batches of " + std::to_string(schedule.plan.micro_batch) +
-                             " sequences per replica, but the batch gives each replica " + std::to_string(per_replica) +
-                             " (hint: lower with the same global batch)");
-  }
-  if (S != b.seq_len) {  // the rank's share of the sequence (fixed for the run)
-    S = b.seq_len;
-    cp_pos = ir::cp_positions(S, cp, cp_rank);
-    T_cp = S / cp;
-    if (sp && T_cp % tp != 0) {
-      throw ir::InputError("--seq-len", "seq_len", "sequence parallelism splits the " + std::to_string(T_cp) +
-                                                       " positions of a cp rank over tp = " + std::to_string(tp) + ": not divisible",
-                           "choose a sequence length divisible by cp*tp" + std::string(cp > 1 ? "*2" : ""));
-    }
-    T_sp = sp ? T_cp / tp : T_cp;
-    rope_tables.clear();
-  }
-  batch = &b;
-  token_cache.clear();
-  loss_sum = 0.0;
-  grad_norm = 0.0;
-  ddp_reduced = 0;
-  last_scattered.clear();
-  tracker.step_peak = tracker.current;
-  tracker.planned_step_peak = tracker.planned;
-  K.fill_zero(state.grads().data(), static_cast<int64_t>(state.grads().size()));
-}
-
-/// Checks that the program released everything it allocated and, under DDP, reduced every gradient.
-void Executor::Impl::end_step() {
-  std::string leftovers;
-  for (const auto& [name, buf] : live) leftovers += " " + name;
-  if (!fwd_handoff.empty() || !bwd_handoff.empty()) leftovers += " (block boundary tensors)";
-  if (!pending.empty()) leftovers += " (an unfinished batch of sends / recvs)";
-  live.clear();
-  fwd_handoff.clear();
-  bwd_handoff.clear();
-  pending.clear();
-  batch = nullptr;
-  if (!leftovers.empty()) throw std::runtime_error("the program left buffers live at its end:" + leftovers);
-  const bool ddp = zero == 0 && comm && comm->group_size(copy_axes) > 1;
-  if (ddp && ddp_reduced != stage_layout.size) {
-    throw std::runtime_error("the schedule's DDP buckets all-reduced " + std::to_string(ddp_reduced) + " of " +
-                             std::to_string(stage_layout.size) + " gradients");
-  }
-}
-
-StepStats Executor::Impl::step(const StepBatch& b) {
-  const auto start = std::chrono::steady_clock::now();
-  begin_step(b);
-  std::vector<InstructionTiming> timeline;
-  if (options.record_timeline) timeline.reserve(program->instructions.size());
-  for (const auto& instr : program->instructions) {
-    if (!options.record_timeline) {
-      run(instr);
-      continue;
-    }
-    const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    run(instr);
-    const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    timeline.push_back({instr.id, t0, t1});
-  }
-  end_step();
-  StepStats s;
-  // Each rank's loss_sum is its tokens' share of the global mean; the report sums them over the
-  // ranks holding different tokens (an all-reduce of the executor's own, not a schedule instruction).
-  s.loss = sum_over(loss_sum, loss_axes);
-  s.grad_norm = grad_norm;
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  s.tokens = b.sequences * b.seq_len;
-  s.peak_bytes = tracker.step_peak;
-  s.planned_peak_bytes = tracker.planned_step_peak;
-  s.instructions = static_cast<int64_t>(program->instructions.size());
-  s.timeline = std::move(timeline);
-  return s;
 }
 
 Executor::Executor(const ir::Schedule& schedule, const ir::Graph& graph, ModelState& state, ExecutorOptions options,
