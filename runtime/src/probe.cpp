@@ -311,6 +311,28 @@ ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& 
   return c;
 }
 
+namespace {
+
+/// One kernel's sample: a warm-up call (page faults, caches), then the median of `repetitions` timed
+/// calls; non-finite values in (a sample of) `result` count as wrong.
+KernelSample time_kernel(const char* op, const char* phase, const std::string& shape, double work, int repetitions,
+                         const std::function<void()>& call, const std::vector<float>& result) {
+  call();
+  std::vector<double> times;
+  for (int r = 0; r < std::max(repetitions, 1); ++r) {
+    auto start = Clock::now();
+    call();
+    times.push_back(seconds_since(start));
+  }
+  const double best = median(times);
+  KernelSample k{.op = op, .phase = phase, .shape = shape, .work = work, .time_s = best};
+  k.work_per_s = work / best;
+  for (size_t i = 0; i < result.size(); i += 1 + result.size() / 4096) k.wrong += !std::isfinite(result[i]);
+  return k;
+}
+
+}  // namespace
+
 std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
   // Activations of 1024 tokens x 1024 features (4 MiB per tensor: beyond L2, as in a training step)
   // quick: 256 x 256; attention B 1, T 512, 8 heads (4 KV heads) of 64; logits 256 x 8192.
@@ -328,18 +350,7 @@ std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
   std::vector<KernelSample> out;
   auto timed = [&](const char* op, const char* phase, const std::string& shape, double work,
                    const std::function<void()>& call, const std::vector<float>& result) {
-    call();  // warm-up: page faults, caches
-    std::vector<double> times;
-    for (int r = 0; r < std::max(repetitions, 1); ++r) {
-      auto start = Clock::now();
-      call();
-      times.push_back(seconds_since(start));
-    }
-    const double best = median(times);
-    KernelSample k{.op = op, .phase = phase, .shape = shape, .work = work, .time_s = best};
-    k.work_per_s = work / best;
-    for (size_t i = 0; i < result.size(); i += 1 + result.size() / 4096) k.wrong += !std::isfinite(result[i]);
-    out.push_back(k);
+    out.push_back(time_kernel(op, phase, shape, work, repetitions, call, result));
   };
   const std::string nc = std::to_string(N) + "x" + std::to_string(C);
   const double elements = static_cast<double>(n);
@@ -416,24 +427,12 @@ std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
   return out;
 }
 
-ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostream* log) {
+namespace {
+
+/// 1. GEMM sweep, every rank at once. The square first gives the rate that sizes the repetitions.
+void probe_gemms(Communicator& comm, const ProbeOptions& options, std::ostream* log, ProbeReport& report) {
   const int64_t world = comm.world_size();
   const Axes all = comm.all_axes();
-  const auto total_start = Clock::now();
-  ProbeReport report;
-
-  const std::string host = host_name();
-  const auto [local, hosts] = ranks_on_this_host(comm, host);
-  if (hosts != 1)
-    throw ir::InputError("probe", "",
-                         "the " + std::to_string(world) + " ranks span " + std::to_string(hosts) + " hosts",
-                         "run probe with every rank on one host; multi-host probing is not supported");
-  report.ranks_per_node = local;
-  if (log)
-    *log << "# mgt probe --backend cpu on " << host << " (" << cpu_model_name() << "), " << world
-         << (world == 1 ? " rank" : " ranks") << (options.quick ? ", quick" : "") << "\n";
-
-  // 1. GEMM sweep, every rank at once. The square first gives the rate that sizes the repetitions.
   const std::vector<GemmShape> shapes = gemm_shapes(options.quick);
   const double target_s = options.quick ? 0.004 : 0.06;  // timed seconds per shape
   double rate_guess = 0;
@@ -467,10 +466,14 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
                                       static_cast<long long>(g.m), static_cast<long long>(g.n),
                                       static_cast<long long>(g.k), static_cast<long long>(g.wrong),
                                       static_cast<long long>(g.checked)));
+}
 
-  // 2. Host memory bandwidth, every rank at once: arrays the size of the last-level cache
-  //    (three arrays: the working set is 3x the cache), within 64 MiB .. 256 MiB and RAM / 16.
-  const int64_t ram = physical_memory_bytes();
+/// 2. Host memory bandwidth, every rank at once: arrays the size of the last-level cache (three
+///    arrays: the working set is 3x the cache), within 64 MiB .. 256 MiB and RAM / 16.
+void probe_memory(Communicator& comm, const ProbeOptions& options, std::ostream* log, int64_t ram, int64_t local,
+                  ProbeReport& report) {
+  const int64_t world = comm.world_size();
+  const Axes all = comm.all_axes();
   int64_t array_bytes = int64_t{16} << 20;
   if (!options.quick) {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -498,8 +501,12 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
   if (report.memory.wrong != 0)
     throw std::runtime_error("probe: memory triad gave " + std::to_string(report.memory.wrong) + " wrong values of " +
                              std::to_string(report.memory.checked) + " checked");
+}
 
-  // 2b. The non-GEMM kernels, every rank at once (they share the memory system as in training).
+/// 2b. The non-GEMM kernels, every rank at once (they share the memory system as in training).
+void probe_kernels(Communicator& comm, const ProbeOptions& options, std::ostream* log, ProbeReport& report) {
+  const int64_t world = comm.world_size();
+  const Axes all = comm.all_axes();
   comm.barrier(all);
   report.kernels = time_kernels(options.quick, options.quick ? 2 : 5);
   for (auto& k : report.kernels) {
@@ -520,6 +527,31 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
     if (k.wrong != 0)
       throw std::runtime_error("probe: kernel " + k.op + " " + k.phase + " gave " + std::to_string(k.wrong) +
                                " non-finite outputs");
+}
+
+}  // namespace
+
+ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostream* log) {
+  const int64_t world = comm.world_size();
+  const Axes all = comm.all_axes();
+  const auto total_start = Clock::now();
+  ProbeReport report;
+
+  const std::string host = host_name();
+  const auto [local, hosts] = ranks_on_this_host(comm, host);
+  if (hosts != 1)
+    throw ir::InputError("probe", "",
+                         "the " + std::to_string(world) + " ranks span " + std::to_string(hosts) + " hosts",
+                         "run probe with every rank on one host; multi-host probing is not supported");
+  report.ranks_per_node = local;
+  if (log)
+    *log << "# mgt probe --backend cpu on " << host << " (" << cpu_model_name() << "), " << world
+         << (world == 1 ? " rank" : " ranks") << (options.quick ? ", quick" : "") << "\n";
+
+  probe_gemms(comm, options, log, report);
+  const int64_t ram = physical_memory_bytes();
+  probe_memory(comm, options, log, ram, local, report);
+  probe_kernels(comm, options, log, report);
 
   // 3. Collectives over the world.
   if (world > 1) {

@@ -5,6 +5,8 @@
 // every rank must report the same (global mean) loss. mpirun -np 2: DDP, FSDP, TP with and without
 // SP, CP, PP (1F1B), TP + selective and CP + full recompute; -np 4: DDP, FSDP, HSDP, TP x CP, FSDP x
 // TP, DDP x CP, PP x FSDP, TP x CP + full recompute; -np 8: FSDP x TP x CP and PP x TP x DDP.
+// Each plan runs a second time with the schedule's plan replaced by {"dp_replicate": ranks} (micro_batch
+// and grad_accum kept): the losses must not change (the executor reads its groups from the mesh and the collectives).
 // MGT_EXECUTOR_PLANS='<plan json>' runs just that plan (debugging). Exits 1 on any failed check.
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
@@ -58,13 +60,24 @@ std::string write_config(int rank) {
   return path.string();
 }
 
-std::vector<double> train(const std::string& config, const std::string& plan_json, int64_t num_gpus, bool with_mpi) {
+/// `blind_plan`: the schedule's plan keeps only micro_batch and grad_accum and claims every rank is a
+/// dp_replicate replica (no tp, cp, pp, sequence parallelism or ZeRO stage), so the executor can find
+/// its process groups only from the mesh and the collectives (the schedule is the only contract).
+std::vector<double> train(const std::string& config, const std::string& plan_json, int64_t num_gpus, bool with_mpi,
+                          bool blind_plan = false) {
   const ir::Graph graph = ir::load_model(config);
   const ir::Plan plan = ir::plan_from_json(ir::parse_json_text(plan_json, "--plan"), "--plan");
   cost::TrainingSettings settings;
   settings.seq_len = kSeqLen;
   settings.global_batch_tokens = kGlobalBatch * kSeqLen;
-  const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, ir::cluster_preset("h100-sxm"));
+  ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, ir::cluster_preset("h100-sxm"));
+  if (blind_plan) {
+    ir::Plan kept;
+    kept.dp_replicate = num_gpus;  // the verifier checks the world size only
+    kept.micro_batch = schedule.plan.micro_batch;
+    kept.grad_accum = schedule.plan.grad_accum;
+    schedule.plan = kept;
+  }
   rt::ModelState state(graph);
   rt::init_parameters(state, {.seed = 7});
   rt::ExecutorOptions options;
@@ -111,6 +124,9 @@ int main(int argc, char** argv) {
     MPI_Bcast(one_rank.data(), static_cast<int>(kSteps), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     for (const std::string& plan : plans) {
       const std::vector<double> losses = train(config, plan, world, /*with_mpi=*/true);
+      const std::vector<double> blind = train(config, plan, world, /*with_mpi=*/true, /*blind_plan=*/true);
+      check(blind == losses, plan + " rank " + std::to_string(rank) +
+                                 ": the losses change when the schedule's plan hides the degrees");
       std::vector<double> rank0 = losses;
       MPI_Bcast(rank0.data(), static_cast<int>(kSteps), MPI_DOUBLE, 0, MPI_COMM_WORLD);
       for (int64_t k = 0; k < kSteps; ++k) {

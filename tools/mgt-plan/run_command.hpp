@@ -42,9 +42,10 @@ struct RunOptions {
 /// Adds the `run` subcommand and its flags, bound to `options`.
 CLI::App* add_run_command(CLI::App& app, RunOptions& options);
 
-/// Runs the training loop; prints one line per step (loss, step time, tokens/s, peak memory measured
-/// from the executor's allocations, the schedule's planned peak) and writes --log, from rank 0 only;
-/// then --save, --trace and the predicted-vs-measured summary (rank 0).
+/// Checks the flags, builds (lowers the plan, starts the ranks, loads the state, opens the data,
+/// prices the schedule with the simulator) and runs rt::Trainer::train(): one line per step (loss,
+/// step time, tokens/s, peak memory measured from the executor's allocations, the schedule's planned
+/// peak) and --log, from rank 0 only; then --save and the predicted-vs-measured summary; then --trace.
 /// Returns 0, or 2 after printing the error when the executor cannot run the plan (several ranks: the
 /// failing rank prints it and aborts the job); ir::InputError (bad flags, files, a launcher world size
 /// that differs from the plan's) propagates to main's handler.

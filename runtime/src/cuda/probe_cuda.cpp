@@ -164,39 +164,29 @@ bool topo_shows_nvlink_between_all(const std::string& topo, int devices) {
   return rows == devices;
 }
 
-ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std::ostream* log) {
-  const auto total_start = Clock::now();
-  const int64_t world = comm.world_size();
-  ProbeReport report;
-  MGT_CUDA_CHECK(cudaSetDevice(comm.device()));
-  cudaDeviceProp prop{};
-  MGT_CUDA_CHECK(cudaGetDeviceProperties(&prop, comm.device()));
-  int devices = 0;
-  MGT_CUDA_CHECK(cudaGetDeviceCount(&devices));
+namespace {
 
-  // Ranks on this host, and the number of hosts.
+/// Ranks on this host; throws ir::InputError when the ranks span several hosts.
+int ranks_on_this_host(NcclCommunicator& comm) {
   int local = 1, local_rank = 0;
-  {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, static_cast<int>(comm.rank()), MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &local);
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_free(&node);
-  }
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, static_cast<int>(comm.rank()), MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &local);
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
   const int64_t hosts = sum_over_world(local_rank == 0 ? 1 : 0);
   if (hosts != 1)
-    throw ir::InputError("probe", "", "the " + std::to_string(world) + " ranks span " + std::to_string(hosts) + " hosts",
+    throw ir::InputError("probe", "", "the " + std::to_string(comm.world_size()) + " ranks span " +
+                                          std::to_string(hosts) + " hosts",
                          "run probe with every rank on one host; multi-host probing is not supported");
-  report.ranks_per_node = local;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
-  if (log)
-    *log << "# mgt probe --backend cuda on " << host << " (" << prop.name << ", sm_" << prop.major << prop.minor
-         << ", " << devices << " device(s)), " << world << (world == 1 ? " rank" : " ranks")
-         << (options.quick ? ", quick" : "") << "\n";
+  return local;
+}
 
-  // 1. bf16 GEMM sweep (the runtime's kernel: bf16 operand copies + cublasGemmEx), every rank at once.
-  Context bf16(Precision::bf16, comm.device());
+/// 1. bf16 GEMM sweep (the runtime's kernel: bf16 operand copies + cublasGemmEx), every rank at once;
+///    the fp32 square beside it. Returns the fp32 rate (mean over ranks).
+double probe_gemms(NcclCommunicator& comm, const ProbeOptions& options, std::ostream* log, Context& bf16,
+                   ProbeReport& report) {
+  const int64_t world = comm.world_size();
   const std::vector<Shape> shapes = gemm_shapes(options.quick);
   const double target_s = options.quick ? 0.005 : 0.02;
   double rate_guess = 0;
@@ -235,8 +225,14 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
                                       static_cast<long long>(g.k), static_cast<long long>(g.wrong),
                                       static_cast<long long>(g.checked)));
   if (fp32_square.wrong != 0) throw std::runtime_error("probe: the fp32 square GEMM gave wrong outputs");
+  return peak_fp32;
+}
 
-  // 2. Device memory copy and pinned host -> device copy, every rank at once.
+/// 2. Device memory copy and pinned host -> device copy, every rank at once. Returns the host ->
+///    device rate (mean over ranks).
+double probe_memory(NcclCommunicator& comm, const ProbeOptions& options, std::ostream* log, Context& bf16,
+                    ProbeReport& report) {
+  const int64_t world = comm.world_size();
   const int64_t bytes = options.quick ? (int64_t{256} << 20) : (int64_t{1} << 30);
   const int64_t n = bytes / 4;
   {
@@ -284,6 +280,72 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
                    static_cast<long long>(report.memory.checked), static_cast<long long>(report.memory.wrong),
                    h2d_bytes_per_s / 1e9);
   if (report.memory.wrong != 0) throw std::runtime_error("probe: the device copy gave wrong values");
+  return h2d_bytes_per_s;
+}
+
+/// 4. Topology and the spec: the CPU probe's construction, then what a GPU node has in addition.
+ir::ClusterSpec probe_cluster(const char* host, const cudaDeviceProp& prop, int local,
+                              const ProbeOptions& options, const ProbeReport& report, double peak_fp32,
+                              double h2d_bytes_per_s, bool nvlink) {
+  ir::ClusterSpec c = build_probe_cluster(host, prop.name, utc_date(), options, report.peak_flops_per_s, report.gemms,
+                                          report.memory, static_cast<int64_t>(prop.totalGlobalMem), local,
+                                          report.collectives);
+  c.name = std::string("cuda-") + host;
+  c.gpu.arch = arch_of(prop.major, prop.minor);
+  c.gpu.peak_fp32_flops_per_s = peak_fp32;
+  c.gpu.peak_fp8_flops_per_s = 0;  // not measured
+  c.gemm_table.clear();
+  for (ir::DType dtype : {ir::DType::bf16, ir::DType::f16})  // the f16 rows repeat the bf16 ones (same units)
+    for (const auto& g : report.gemms)
+      c.gemm_table.push_back({.m = g.m, .n = g.n, .k = g.k, .dtype = dtype,
+                              .efficiency = std::min(1.0, g.flops_per_s / report.peak_flops_per_s)});
+  if (nvlink && !report.collectives.empty()) {
+    // GPU <-> GPU over NVLink: the largest all_reduce's busbw is one ring step's rate, the smallest's time
+    // over its 2(n-1) steps the latency; PCIe is then the host link.
+    const CollectiveSample* small = nullptr;
+    const CollectiveSample* large = nullptr;
+    for (const auto& s : report.collectives) {
+      if (s.kind != ir::CollectiveKind::all_reduce) continue;
+      if (!small || s.bytes < small->bytes) small = &s;
+      if (!large || s.bytes > large->bytes) large = &s;
+    }
+    c.nvlink_domain_gpus = local;
+    c.nvlink_bytes_per_s = large->busbw_gbps * 1e9;
+    c.nvlink_latency_s = small->time_s / static_cast<double>(2 * (small->group_size - 1));
+    c.pcie_bytes_per_s = h2d_bytes_per_s;
+  } else if (report.collectives.empty()) {
+    c.pcie_bytes_per_s = h2d_bytes_per_s;  // one GPU: the host link is all there is to measure
+    c.pcie_latency_s = 0;
+  }  // else GPU <-> GPU runs over PCIe: build_probe_cluster took the collectives' rate and latency
+  c.nic_bytes_per_s = c.pcie_bytes_per_s;  // one node: the network is not measured
+  c.network_latency_s = c.pcie_latency_s;
+  return c;
+}
+
+}  // namespace
+
+ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std::ostream* log) {
+  const auto total_start = Clock::now();
+  const int64_t world = comm.world_size();
+  ProbeReport report;
+  MGT_CUDA_CHECK(cudaSetDevice(comm.device()));
+  cudaDeviceProp prop{};
+  MGT_CUDA_CHECK(cudaGetDeviceProperties(&prop, comm.device()));
+  int devices = 0;
+  MGT_CUDA_CHECK(cudaGetDeviceCount(&devices));
+
+  const int local = ranks_on_this_host(comm);
+  report.ranks_per_node = local;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
+  if (log)
+    *log << "# mgt probe --backend cuda on " << host << " (" << prop.name << ", sm_" << prop.major << prop.minor
+         << ", " << devices << " device(s)), " << world << (world == 1 ? " rank" : " ranks")
+         << (options.quick ? ", quick" : "") << "\n";
+
+  Context bf16(Precision::bf16, comm.device());
+  const double peak_fp32 = probe_gemms(comm, options, log, bf16, report);
+  const double h2d_bytes_per_s = probe_memory(comm, options, log, bf16, report);
 
   // 3. NCCL collectives over the world; inputs rank + 1, so every result is known exactly.
   if (world > 1) {
@@ -346,41 +408,9 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
     *log << "# one rank: no collectives measured (run under mpirun -np <GPUs> to measure them)\n";
   }
 
-  // 4. Topology and the spec: the CPU probe's construction, then what a GPU node has in addition.
+  // 4. Topology and the spec.
   const bool nvlink = topo_shows_nvlink_between_all(topo_text(), devices) && local == devices;
-  ir::ClusterSpec c = build_probe_cluster(host, prop.name, utc_date(), options, report.peak_flops_per_s, report.gemms,
-                                          report.memory, static_cast<int64_t>(prop.totalGlobalMem), local,
-                                          report.collectives);
-  c.name = std::string("cuda-") + host;
-  c.gpu.arch = arch_of(prop.major, prop.minor);
-  c.gpu.peak_fp32_flops_per_s = peak_fp32;
-  c.gpu.peak_fp8_flops_per_s = 0;  // not measured
-  c.gemm_table.clear();
-  for (ir::DType dtype : {ir::DType::bf16, ir::DType::f16})  // the f16 rows repeat the bf16 ones (same units)
-    for (const auto& g : report.gemms)
-      c.gemm_table.push_back({.m = g.m, .n = g.n, .k = g.k, .dtype = dtype,
-                              .efficiency = std::min(1.0, g.flops_per_s / report.peak_flops_per_s)});
-  if (nvlink && !report.collectives.empty()) {
-    // GPU <-> GPU over NVLink: the largest all_reduce's busbw is one ring step's rate, the smallest's time
-    // over its 2(n-1) steps the latency; PCIe is then the host link.
-    const CollectiveSample* small = nullptr;
-    const CollectiveSample* large = nullptr;
-    for (const auto& s : report.collectives) {
-      if (s.kind != ir::CollectiveKind::all_reduce) continue;
-      if (!small || s.bytes < small->bytes) small = &s;
-      if (!large || s.bytes > large->bytes) large = &s;
-    }
-    c.nvlink_domain_gpus = local;
-    c.nvlink_bytes_per_s = large->busbw_gbps * 1e9;
-    c.nvlink_latency_s = small->time_s / static_cast<double>(2 * (small->group_size - 1));
-    c.pcie_bytes_per_s = h2d_bytes_per_s;
-  } else if (report.collectives.empty()) {
-    c.pcie_bytes_per_s = h2d_bytes_per_s;  // one GPU: the host link is all there is to measure
-    c.pcie_latency_s = 0;
-  }  // else GPU <-> GPU runs over PCIe: build_probe_cluster took the collectives' rate and latency
-  c.nic_bytes_per_s = c.pcie_bytes_per_s;  // one node: the network is not measured
-  c.network_latency_s = c.pcie_latency_s;
-  report.cluster = c;
+  report.cluster = probe_cluster(host, prop, local, options, report, peak_fp32, h2d_bytes_per_s, nvlink);
   if (log)
     *log << format("# topology: %d GPU(s) on this node, %s; probe took %.1f s\n", devices,
                    nvlink ? "NVLink between every pair (nvidia-smi topo -m)" : "no all-pairs NVLink seen",

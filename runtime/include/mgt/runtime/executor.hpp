@@ -1,5 +1,5 @@
-// The schedule executor (issue 5 part 1): runs one rank's program of an ir::Schedule instruction by
-// instruction with the CPU kernels (cpu/kernels.hpp) on a ModelState. It never re-plans: what the
+// The schedule executor (issue 5): runs one rank's program of an ir::Schedule instruction by
+// instruction with the kernels of a KernelBackend (the CPU's by default) on a ModelState. It never re-plans: what the
 // schedule asks for and the executor cannot do yet is an error naming the instruction. Semantics,
 // op coverage and memory accounting: docs/runtime_executor.md.
 //
@@ -9,7 +9,8 @@
 //   Executor ex(s, graph, state, {.numerics = read_model_numerics("config.json"), .adamw = {...}});
 //   StepStats st = ex.step(global_batch(data, k, G, S));   // st.loss: mean over G*S targets, before the update
 //
-// Dependency rule: the runtime never links the planner or the cost model; the caller lowers.
+// Dependency rule: the runtime never links the planner or the cost model; the caller lowers. The
+// training loop over an executor is rt::Trainer (trainer.hpp). Sources: runtime/src/executor/.
 #pragma once
 
 #include "mgt/ir/graph.hpp"
@@ -85,10 +86,14 @@ class Executor {
   /// it can run it on this ModelState (state.padded_elements() == the table's total: every rank holds
   /// the full layout), and keeps references to all five arguments: they must outlive the executor.
   /// `comm` may be null for a one-rank schedule; a multi-rank schedule needs one over the schedule's
-  /// mesh. Data parallelism runs on it: DDP bucket all-reduces, FSDP all-gathers / reduce-scatters of
-  /// block copies, HSDP shard all-reduces (docs/runtime_executor.md "Several ranks"). Throws
-  /// ir::InputError for what the executor cannot run yet (tp, cp, ep, pp > 1; ZeRO-1/2); other
-  /// collectives and send/recv throw at the instruction, naming it.
+  /// mesh. The process groups come from the schedule alone: degrees and coordinates from its mesh, the
+  /// FSDP shard group from the axes its parameter all-gathers name. On the communicator run data
+  /// parallelism (DDP bucket all-reduces, FSDP all-gathers / reduce-scatters of block copies, HSDP
+  /// shard all-reduces), tensor and sequence parallelism (tp partial sums, sequence gathers / scatters
+  /// over tp and cp, the vocab-parallel loss) and pipeline send / recv (docs/runtime_executor.md
+  /// "Several ranks"). Throws ir::InputError for what the executor cannot run yet (ep > 1, pp > 1 with
+  /// tied parameters, ZeRO-1/2); a collective or transfer it does not implement throws at the
+  /// instruction, naming it.
   Executor(const ir::Schedule& schedule, const ir::Graph& graph, ModelState& state, ExecutorOptions options,
            Communicator* comm = nullptr);
   ~Executor();
