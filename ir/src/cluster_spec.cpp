@@ -332,7 +332,7 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
   for (const auto& n : names)
     if (n == name_or_path) return cluster_preset(n);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(name_or_path, ec)) {
+  if (!std::filesystem::exists(name_or_path, ec)) {  // a directory or FIFO: read_json_file names it
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     throw InputError(name_or_path, "--cluster", "neither a cluster preset nor a readable file",

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -27,11 +28,34 @@ InputError::InputError(std::string source, std::string field, std::string proble
     : std::runtime_error(compose(source, field, problem, hint)), source_(std::move(source)),
       field_(std::move(field)) {}
 
+namespace {
+/// "a directory", "a FIFO", ... for a path that is not a regular file (std::ifstream opens a directory
+/// and reads nothing, which would read as "malformed JSON").
+std::string kind_of(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory: return "a directory";
+    case std::filesystem::file_type::fifo: return "a FIFO";
+    case std::filesystem::file_type::character: return "a character device";
+    case std::filesystem::file_type::block: return "a block device";
+    case std::filesystem::file_type::socket: return "a socket";
+    default: return "a special file";
+  }
+}
+}  // namespace
+
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_type type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::directory)
+    throw InputError(path, "", "is a directory, not a file", "pass the JSON file itself, not its folder");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot open file", "check the path");
   std::stringstream buffer;
   buffer << in.rdbuf();
+  // A FIFO or device is read as given (`--plan <(...)` works); one that gives nothing is named as such.
+  const bool regular = type == std::filesystem::file_type::regular;
+  if (!regular && buffer.str().empty())
+    throw InputError(path, "", "is " + kind_of(type) + ", not a regular file, and gave no data", "pass a JSON file");
   return parse_json_text(buffer.str(), path);
 }
 

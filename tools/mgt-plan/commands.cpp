@@ -91,8 +91,14 @@ Loaded load(const PlanOptions& o) {
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
   check_seq_len(settings.seq_len, l.graph);
-  settings.global_batch_tokens = o.global_batch_tokens ? parse_size(*o.global_batch_tokens, "--global-batch-tokens")
-                                                      : default_global_batch_tokens(settings.seq_len);
+  if (o.global_batch_tokens) {
+    settings.global_batch_tokens = parse_size(*o.global_batch_tokens, "--global-batch-tokens");
+  } else if (o.global_batch_seqs) {  // sequences x seq_len; the flag parser rejects both given
+    settings.global_batch_tokens = ir::checked_mul(parse_size(*o.global_batch_seqs, "--global-batch"), settings.seq_len,
+                                                   "--global-batch", "sequences x --seq-len");
+  } else {
+    settings.global_batch_tokens = default_global_batch_tokens(settings.seq_len);
+  }
   if (settings.global_batch_tokens % settings.seq_len != 0)
     throw ir::InputError("--global-batch-tokens", "",
                          std::to_string(settings.global_batch_tokens) + " tokens is not a whole number of " +
@@ -122,7 +128,7 @@ Loaded load(const PlanOptions& o) {
   l.run.num_gpus = o.gpus;
   l.run.settings = settings;
   l.run.seq_len_defaulted = !o.seq_len;
-  l.run.batch_defaulted = !o.global_batch_tokens;
+  l.run.batch_defaulted = !o.global_batch_tokens && !o.global_batch_seqs;
   return l;
 }
 

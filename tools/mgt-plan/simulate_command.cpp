@@ -65,6 +65,52 @@ nlohmann::json breakdown_json(const cost::TimeBreakdown& t) {
   return j;
 }
 
+/// mgt.simulation/1 (simulate_command.hpp).
+nlohmann::json simulation_json(const ir::Graph& graph, const ir::Schedule& schedule, const cost::SimulationResult& r,
+                               const cost::Estimate& analytic, int64_t num_gpus, int64_t instructions) {
+  const cost::ProgramMemory& mem = r.programs.at(r.peak_program).memory;
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (size_t k = 0; k < std::size(kKindNames); ++k) by_kind[kKindNames[k]] = mem.peak_by_kind[k];
+  nlohmann::json largest_live = nlohmann::json::array();
+  for (size_t i = 0; i < mem.peak_live.size() && i < kLargestLive; ++i)
+    largest_live.push_back({{"name", mem.peak_live[i].name},
+                            {"bytes", mem.peak_live[i].bytes},
+                            {"kind", kKindNames[size_t(mem.peak_live[i].kind)]}});
+  nlohmann::json programs = nlohmann::json::array();
+  for (size_t p = 0; p < r.programs.size(); ++p) {
+    const auto& pr = r.programs[p];
+    nlohmann::json busy = nlohmann::json::object();
+    for (int s = 0; s < ir::kNumStreams; ++s) busy[ir::to_string(ir::Stream(s))] = pr.busy_s[size_t(s)];
+    programs.push_back({{"name", schedule.programs[p].name},
+                        {"num_ranks", schedule.programs[p].num_ranks},
+                        {"end_s", pr.end_s},
+                        {"busy_s", busy},
+                        {"breakdown", breakdown_json(pr.breakdown)},
+                        {"peak_bytes", pr.memory.peak_reserved_bytes},
+                        {"peak_allocated_bytes", pr.memory.peak_bytes},
+                        {"peak_time_s", pr.memory.peak_time_s}});
+  }
+  return nlohmann::json{
+      {"format", "mgt.simulation/1"},
+      {"model", graph.info.name},
+      {"num_gpus", num_gpus},
+      {"plan", ir::to_json(schedule.plan)},
+      {"step_time_s", r.step_time_s},
+      {"peak_bytes", r.peak_bytes},
+      {"breakdown", breakdown_json(r.breakdown)},
+      {"memory",
+       {{"program", schedule.programs[r.peak_program].name},
+        {"peak_bytes", mem.peak_reserved_bytes},
+        {"peak_allocated_bytes", mem.peak_bytes},
+        {"peak_time_s", mem.peak_time_s},
+        {"by_kind", by_kind},
+        {"largest_live", largest_live},
+        {"overhead_bytes", mem.peak_reserved_bytes - mem.peak_bytes}}},
+      {"programs", programs},
+      {"instructions", instructions},
+      {"analytic", {{"step_time_s", analytic.step_time_s}, {"peak_bytes", analytic.memory.peak_bytes}}}};
+}
+
 }  // namespace
 
 int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
@@ -90,47 +136,7 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   for (const auto& p : schedule.programs) instructions += int64_t(p.instructions.size());
 
   if (json) {
-    nlohmann::json by_kind = nlohmann::json::object();
-    for (size_t k = 0; k < std::size(kKindNames); ++k) by_kind[kKindNames[k]] = mem.peak_by_kind[k];
-    nlohmann::json largest_live = nlohmann::json::array();
-    for (size_t i = 0; i < mem.peak_live.size() && i < kLargestLive; ++i)
-      largest_live.push_back({{"name", mem.peak_live[i].name},
-                              {"bytes", mem.peak_live[i].bytes},
-                              {"kind", kKindNames[size_t(mem.peak_live[i].kind)]}});
-    nlohmann::json programs = nlohmann::json::array();
-    for (size_t p = 0; p < r.programs.size(); ++p) {
-      const auto& pr = r.programs[p];
-      nlohmann::json busy = nlohmann::json::object();
-      for (int s = 0; s < ir::kNumStreams; ++s) busy[ir::to_string(ir::Stream(s))] = pr.busy_s[size_t(s)];
-      programs.push_back({{"name", schedule.programs[p].name},
-                          {"num_ranks", schedule.programs[p].num_ranks},
-                          {"end_s", pr.end_s},
-                          {"busy_s", busy},
-                          {"breakdown", breakdown_json(pr.breakdown)},
-                          {"peak_bytes", pr.memory.peak_reserved_bytes},
-                          {"peak_allocated_bytes", pr.memory.peak_bytes},
-                          {"peak_time_s", pr.memory.peak_time_s}});
-    }
-    const nlohmann::json doc{
-        {"format", "mgt.simulation/1"},
-        {"model", graph.info.name},
-        {"num_gpus", num_gpus},
-        {"plan", ir::to_json(schedule.plan)},
-        {"step_time_s", r.step_time_s},
-        {"peak_bytes", r.peak_bytes},
-        {"breakdown", breakdown_json(r.breakdown)},
-        {"memory",
-         {{"program", schedule.programs[r.peak_program].name},
-          {"peak_bytes", mem.peak_reserved_bytes},
-          {"peak_allocated_bytes", mem.peak_bytes},
-          {"peak_time_s", mem.peak_time_s},
-          {"by_kind", by_kind},
-          {"largest_live", largest_live},
-          {"overhead_bytes", mem.peak_reserved_bytes - mem.peak_bytes}}},
-        {"programs", programs},
-        {"instructions", instructions},
-        {"analytic", {{"step_time_s", analytic.step_time_s}, {"peak_bytes", analytic.memory.peak_bytes}}}};
-    std::cout << doc.dump(2) << "\n";
+    std::cout << simulation_json(graph, schedule, r, analytic, num_gpus, instructions).dump(2) << "\n";
   } else {
     std::ostringstream o;
     o << graph.info.name << " on " << num_gpus << " GPUs (" << cluster.name << "), plan " << ir::to_string(schedule.plan)
