@@ -263,7 +263,9 @@ Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, Lay
   const auto attention = [&](const std::string& in) {
     return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window);
   };
-  const auto ffn = [&](const std::string& in) { return kind.moe ? add_moe_ffn(b, m, in) : add_mlp(b, m, in, "", m.ffn); };
+  const auto ffn = [&](const std::string& in) {
+    return kind.moe ? add_moe_ffn(b, m, in) : add_mlp(b, m, in, "", m.ffn);
+  };
   if (m.parallel != Parallel::none) {
     const std::string attn_in = b.norm("attn_norm", "x", "h", m.norm, m.norm_bias, "attn_in");
     const std::string mlp_in =

@@ -84,6 +84,9 @@ struct FamilySpec {
   Shared shared = Shared::none;
   const char* dense_ffn_key = nullptr;  ///< dense layers of an MoE model, when not intermediate_size
   bool router_bias_noaux = false;       ///< DeepSeek: topk_method noaux_tc keeps a per-expert bias
+  /// The config class's defaults (JSON) for keys a published config may leave out (Gemma-3's
+  /// text_config names only what differs from Gemma3TextConfig); the config's own keys win.
+  const char* defaults = nullptr;
 };
 
 constexpr auto gelu = ActivationKind::gelu;
@@ -109,7 +112,7 @@ const FamilySpec kFamilies[] = {
      .window = Window::qwen, .moe = MoeLayout::qwen, .experts_key = "num_experts",
      .moe_ffn_key = "moe_intermediate_size"},
     {.model_type = "phi3", .architecture = "Phi3ForCausalLM", .window = Window::uniform},
-    {.model_type = "phimoe", .architecture = "PhimoeForCausalLM", .norm = layer, .norm_bias = true,
+    {.model_type = "phimoe", .architecture = "PhiMoEForCausalLM", .norm = layer, .norm_bias = true,
      .lm_head_bias = {"lm_head_bias", false}, .window = Window::uniform, .moe = MoeLayout::every,
      .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size"},
     {.model_type = "olmo2", .architecture = "Olmo2ForCausalLM", .qk_norm = QkNorm::full_width, .pre_norm = false,
@@ -119,7 +122,11 @@ const FamilySpec kFamilies[] = {
     {.model_type = "gemma", .architecture = "GemmaForCausalLM", .act = gelu_glu, .tied = true},
     {.model_type = "gemma2", .architecture = "Gemma2ForCausalLM", .act = gelu_glu, .tied = true, .post_norm = true},
     {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .act = gelu_glu, .tied = true,
-     .qk_norm = QkNorm::per_head, .post_norm = true, .window = Window::pattern},
+     .qk_norm = QkNorm::per_head, .post_norm = true, .window = Window::pattern,
+     // transformers' Gemma3TextConfig.__init__ defaults.
+     .defaults = R"({"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": 6})"},
     {.model_type = "granite", .architecture = "GraniteForCausalLM"},
     {.model_type = "granitemoe", .architecture = "GraniteMoeForCausalLM", .moe = MoeLayout::every,
      .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size"},
@@ -376,7 +383,13 @@ Parallel read_parallel(const json& c, const FamilySpec& f, const std::string& so
   return Parallel::none;
 }
 
-HfModel read_family(const json& c, const FamilySpec& f, HfModel m, const std::string& source) {
+HfModel read_family(const json& config, const FamilySpec& f, HfModel m, const std::string& source) {
+  json with_defaults;
+  if (f.defaults) {
+    with_defaults = json::parse(f.defaults);
+    with_defaults.update(config);
+  }
+  const json& c = f.defaults ? with_defaults : config;
   read_sizes(c, f, m, source);
   m.norm = f.norm;
   m.norm_bias = f.norm_bias;

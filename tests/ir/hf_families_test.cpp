@@ -5,12 +5,11 @@
 #include "mgt/ir/graph.hpp"
 #include "mgt/ir/model_loader.hpp"
 
-#include "hf_family_examples.hpp"
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -20,9 +19,10 @@ namespace {
 
 using nlohmann::json;
 
-std::string model_path(std::string_view name) {
-  return std::string(MGT_SOURCE_DIR) + "/examples/models/" + std::string(name) + ".json";
-}
+/// One config per family added with the family table (examples/models/README.md).
+std::string families_dir() { return std::string(MGT_SOURCE_DIR) + "/examples/models/families"; }
+
+std::string model_path(std::string_view name) { return families_dir() + "/" + std::string(name) + ".json"; }
 
 // ---------------------------------------------------------------------------------------------
 // Published counts. `total`/`active` are computed by hand from the config (formula in the comment);
@@ -74,17 +74,32 @@ const std::vector<Published> kPublished{
      "OLMoE paper (arXiv:2409.02060): 6.9B total, 1.3B active (rounded)"},
     // 60 x (qkv 8192 x (128 + 2 x 8) x 64 + dense 8192^2 + 2 x 8192 x 32768 + ln_attn/ln_mlp with bias)
     // + tied 65024 x 8192 + ln_f. "40B" is the model's nominal size.
+    // 24 x (q,o 1024^2 + k,v 1024x512 + 32 experts x 3 x 1024 x 512 + router 1024x32 + 2 norms)
+    // + tied 49155 x 1024 + norm. Active 8 of 32.
+    {"Granite-3.1-1B-A400M", 1334628352, 428658688, 1.3, 0.4, 0.05, 0.05,
+     "ibm-granite/granite-3.1-1b-a400m-instruct model card: 1.3B parameters, 400M active (rounded)"},
+    // 32 x (q,o 4096^2 + k,v 4096x1024, q/k/v/o biases, 16 experts x 3 x 4096 x 6400, router 4096x16,
+    // 2 layer norms with bias) + untied 2 x 32064 x 4096 + lm_head bias 32064 + final layer norm.
+    {"Phi-3.5-MoE", 41873153344, 6640999744, 41.9, 6.6, 0.05, 0.05,
+     "microsoft/Phi-3.5-MoE-instruct model card: 6.6B active; 41.9B total (rounded)"},
     {"Falcon-40B", 41303293952, 41303293952, 40.0, 40.0, 5.0, 5.0, "tiiuae/falcon-40b model card: 40B (nominal)"},
 };
 
 void PrintTo(const Published& p, std::ostream* os) { *os << p.name; }
 
-TEST(family_examples, every_example_has_a_published_count) {
-  for (std::string_view name : test::kFamilyExamples) {
+TEST(family_examples, every_example_has_a_published_count_and_round_trips) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(families_dir())) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const std::string stem = entry.path().stem().string();
     bool found = false;
-    for (const Published& p : kPublished) found = found || p.name == name;
-    EXPECT_TRUE(found) << name;
+    for (const Published& p : kPublished) found = found || p.name == stem;
+    EXPECT_TRUE(found) << stem;
+    const Graph graph = load_model(entry.path().string());
+    EXPECT_EQ(graph_from_json(json::parse(to_json(graph).dump()), "roundtrip.json"), graph) << stem;
   }
+  EXPECT_EQ(files, int(kPublished.size()));
 }
 
 class FamilyExample : public ::testing::TestWithParam<Published> {};
@@ -242,6 +257,27 @@ TEST(tiny_families, moe_layouts_follow_their_keys) {
                                       "moe_layer_3x1", "headx1"}));
   q["mlp_only_layers"] = {4};
   EXPECT_THROW(graph_from_hf_config(q, "q.json"), InputError);
+}
+
+TEST(tiny_families, gemma3_wrapper_fills_a_sparse_text_config_with_class_defaults) {
+  // The shape of google/gemma-3-4b-it: the text_config names only what differs from
+  // Gemma3TextConfig (vocab 262208, 8 heads, 4 kv heads, head_dim 256, pattern 6).
+  const json c{{"architectures", {"Gemma3ForConditionalGeneration"}},
+               {"model_type", "gemma3"},
+               {"text_config",
+                {{"hidden_size", 2560}, {"intermediate_size", 10240}, {"model_type", "gemma3_text"},
+                 {"num_hidden_layers", 34}, {"sliding_window", 1024}}}};
+  const Graph g = graph_from_hf_config(c, "gemma3.json");
+  verify(g, "gemma3.json");
+  // 34 x (q,o 2560x2048 + k,v 2560x1024 + 3 x 2560 x 10240 + 4 norms + q/k norms 2 x 256)
+  // + tied 262208 x 2560 + norm.
+  const int64_t layer = 2 * 2560 * 2048 + 2 * 2560 * 1024 + 3 * 2560 * 10240 + 4 * 2560 + 2 * 256;
+  const int64_t total = 34 * layer + 262208 * 2560 + 2560;
+  EXPECT_EQ(count_parameters(g).total, total);
+  // keras-hub gemma3_4b_text: 3,880,099,328 (its vocabulary has 64 rows fewer: 64 x 2560).
+  EXPECT_EQ(total - 64 * 2560, 3880099328);
+  EXPECT_EQ(g.blocks[1].name, "local_layer_0");
+  EXPECT_EQ(window_of(g.blocks[1]), 1024);
 }
 
 TEST(tiny_families, missing_family_points_to_mgt_graph) {
