@@ -1,6 +1,8 @@
-// Hugging Face config.json frontend: reads the sizes of a decoder-only transformer and builds its
-// Graph (embed block, one block per distinct layer type, head block). Graph conventions and the
-// per-family layer shapes: docs/graph_format.md, "Hugging Face configs".
+// Hugging Face config.json frontend: builds the Graph of a decoder-only transformer (embed block,
+// one block per run of identical layers, head block) from the HfModel that hf_families.cpp reads.
+// Graph conventions and the per-family layer shapes: docs/graph_format.md, "Hugging Face configs".
+#include "hf_model.hpp"
+
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/graph.hpp"
 #include "mgt/ir/model_loader.hpp"
@@ -16,8 +18,11 @@ namespace mgt::ir {
 
 namespace {
 
-using json = nlohmann::json;
 using DimSizes = std::map<char, int64_t>;
+using hf::HfModel;
+using hf::LayerKind;
+using hf::Parallel;
+using hf::QkNorm;
 
 Op make_op(std::string name, OpKind kind, std::vector<std::string> inputs, std::string output) {
   Op op;
@@ -132,238 +137,6 @@ class BlockBuilder {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The sizes read from a config, validated once; builders only read this struct.
-
-enum class QkNorm { none, per_head, full_width };
-
-struct HfModel {
-  std::string model_type;
-  std::string architecture;
-  int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_pos = 0;
-  int64_t positions = 0;  ///< learned position table rows (GPT-2); 0 = rotary
-  bool tied = false;
-  NormKind norm = NormKind::rms;
-  bool norm_bias = false, qkv_bias = false, o_bias = false, mlp_bias = false;
-  bool gated_mlp = true;
-  ActivationKind act = ActivationKind::silu_glu;
-  QkNorm qk_norm = QkNorm::none;
-  bool pre_norm = true, post_norm = false;  ///< where the sublayer norms sit (OLMo-2: post only; Gemma-2: both)
-  int64_t sliding_window = 0;
-  // Mixture of experts (0 experts = dense).
-  int64_t experts = 0, top_k = 0, moe_ffn = 0, shared_ffn = 0, dense_layers = 0;
-  bool router_bias = false;
-  // Multi-head latent attention (DeepSeek).
-  bool mla = false;
-  int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
-  std::map<char, std::string> dim_sources;
-};
-
-const char* const kSupported = "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, olmo2, gemma2, gpt2, deepseek_v3";
-
-int64_t checked_add(int64_t a, int64_t b, const std::string& source, const std::string& field) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    throw InputError(source, field, "size overflows a 64-bit integer", "check the sizes");
-  return out;
-}
-
-/// "model_type", or derived from "architectures"[0] when model_type is absent.
-std::string model_type_of(const json& config, const std::string& source) {
-  if (config.contains("model_type") && !config["model_type"].is_null()) return require_string(config, "model_type", source);
-  if (!config.contains("architectures"))
-    throw InputError(source, "model_type", "missing (and no \"architectures\")",
-                     std::string("add \"model_type\": one of ") + kSupported);
-  static const std::map<std::string, std::string> by_arch{
-      {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
-      {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3_moe"},
-      {"Phi3ForCausalLM", "phi3"},       {"Olmo2ForCausalLM", "olmo2"},     {"Gemma2ForCausalLM", "gemma2"},
-      {"GPT2LMHeadModel", "gpt2"},       {"DeepseekV3ForCausalLM", "deepseek_v3"}};
-  const json& archs = config["architectures"];
-  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
-    throw InputError(source, "architectures", "expected a non-empty array of strings, got " + archs.dump());
-  const auto it = by_arch.find(archs[0].get<std::string>());
-  if (it == by_arch.end())
-    throw InputError(source, "architectures", "unsupported architecture \"" + archs[0].get<std::string>() + "\"",
-                     std::string("supported model_types: ") + kSupported);
-  return it->second;
-}
-
-std::string architecture_of(const json& config, const std::string& model_type, const std::string& source) {
-  if (!config.contains("architectures") || config["architectures"].is_null()) return model_type;
-  const json& archs = config["architectures"];
-  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
-    throw InputError(source, "architectures", "expected a non-empty array of strings, got " + archs.dump());
-  return archs[0].get<std::string>();
-}
-
-/// Attention sizes shared by every rotary family: heads, kv heads, head dim (read or derived).
-void read_attention_sizes(const json& c, HfModel& m, const std::string& source) {
-  m.heads = require_positive_int(c, "num_attention_heads", source);
-  m.kv_heads = optional_positive_int(c, "num_key_value_heads", m.heads, source);
-  if (m.heads % m.kv_heads != 0)
-    throw InputError(source, "num_key_value_heads",
-                     std::to_string(m.kv_heads) + " does not divide num_attention_heads " + std::to_string(m.heads),
-                     "grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads");
-  m.head_dim = optional_positive_int(c, "head_dim", 0, source);
-  m.dim_sources['d'] = "head_dim";
-  if (m.head_dim == 0) {
-    if (m.hidden % m.heads != 0)
-      throw InputError(source, "num_attention_heads",
-                       std::to_string(m.heads) + " does not divide hidden_size " + std::to_string(m.hidden),
-                       "set \"head_dim\" explicitly or make hidden_size a multiple of num_attention_heads");
-    m.head_dim = m.hidden / m.heads;
-    m.dim_sources['d'] = "hidden_size / num_attention_heads";
-  }
-}
-
-/// Sizes every HF decoder has under the standard field names.
-void read_common(const json& c, HfModel& m, const std::string& source) {
-  m.hidden = require_positive_int(c, "hidden_size", source);
-  m.layers = require_positive_int(c, "num_hidden_layers", source);
-  m.vocab = require_positive_int(c, "vocab_size", source);
-  m.ffn = require_positive_int(c, "intermediate_size", source);
-  m.max_pos = optional_nonnegative_int(c, "max_position_embeddings", 0, source);
-  m.tied = optional_bool(c, "tie_word_embeddings", false, source);
-  read_attention_sizes(c, m, source);
-  m.dim_sources.insert({{'h', "hidden_size"}, {'a', "num_attention_heads"}, {'k', "num_key_value_heads"},
-                        {'f', "intermediate_size"}, {'v', "vocab_size"}});
-}
-
-/// Sliding window when it applies to every layer; per-layer patterns count as full attention.
-int64_t uniform_sliding_window(const json& c, const HfModel& m, const std::string& source) {
-  const int64_t window = optional_nonnegative_int(c, "sliding_window", 0, source);
-  if (m.model_type == "mistral" || m.model_type == "mixtral" || m.model_type == "phi3") return window;
-  if (m.model_type == "qwen2" || m.model_type == "qwen3" || m.model_type == "qwen3_moe") {
-    // Qwen: layers at index >= max_window_layers slide, and only when use_sliding_window is set.
-    if (!optional_bool(c, "use_sliding_window", false, source)) return 0;
-    return optional_nonnegative_int(c, "max_window_layers", 0, source) == 0 ? window : 0;
-  }
-  // gemma2 alternates sliding and global layers: modelled as full attention (an upper bound on cost).
-  return 0;
-}
-
-void read_moe(const json& c, HfModel& m, const std::string& source, const std::string& experts_field,
-              const std::string& ffn_field) {
-  m.experts = require_positive_int(c, experts_field, source);
-  m.top_k = require_positive_int(c, "num_experts_per_tok", source);
-  if (m.top_k > m.experts)
-    throw InputError(source, "num_experts_per_tok",
-                     std::to_string(m.top_k) + " exceeds " + experts_field + " " + std::to_string(m.experts),
-                     "a token cannot be routed to more experts than exist");
-  m.moe_ffn = require_positive_int(c, ffn_field, source);
-  m.dim_sources['e'] = experts_field;
-  m.dim_sources['f'] = ffn_field;
-}
-
-void read_qwen3_moe_layout(const json& c, const std::string& source) {
-  if (optional_positive_int(c, "decoder_sparse_step", 1, source) != 1)
-    throw InputError(source, "decoder_sparse_step", "only 1 (every layer is a MoE layer) is supported",
-                     "interleaved dense/MoE layers are not modelled yet");
-  if (c.contains("mlp_only_layers") && !c["mlp_only_layers"].is_null()) {
-    const json& v = c["mlp_only_layers"];
-    if (!v.is_array()) throw InputError(source, "mlp_only_layers", "expected an array, got " + v.dump());
-    if (!v.empty())
-      throw InputError(source, "mlp_only_layers", "dense layers among MoE layers are not supported",
-                       "use an empty list");
-  }
-}
-
-void read_gpt2(const json& c, HfModel& m, const std::string& source) {
-  m.hidden = require_positive_int(c, "n_embd", source);
-  m.layers = require_positive_int(c, "n_layer", source);
-  m.vocab = require_positive_int(c, "vocab_size", source);
-  m.heads = m.kv_heads = require_positive_int(c, "n_head", source);
-  if (m.hidden % m.heads != 0)
-    throw InputError(source, "n_head", std::to_string(m.heads) + " does not divide n_embd " + std::to_string(m.hidden),
-                     "make n_embd a multiple of n_head");
-  m.head_dim = m.hidden / m.heads;
-  m.positions = m.max_pos = require_positive_int(c, "n_positions", source);
-  m.ffn = optional_positive_int(c, "n_inner", checked_mul(m.hidden, 4, source, "n_embd"), source);
-  m.tied = optional_bool(c, "tie_word_embeddings", true, source);
-  m.norm = NormKind::layer;
-  m.norm_bias = m.qkv_bias = m.o_bias = m.mlp_bias = true;
-  m.gated_mlp = false;
-  m.act = ActivationKind::gelu;
-  m.dim_sources = {{'h', "n_embd"},      {'a', "n_head"},      {'k', "n_head"},        {'d', "n_embd / n_head"},
-                   {'f', "n_inner"},     {'v', "vocab_size"},  {'p', "n_positions"}};
-}
-
-void read_deepseek(const json& c, HfModel& m, const std::string& source) {
-  read_common(c, m, source);
-  m.mla = true;
-  m.kv_heads = m.heads;  // MLA: every query head has its own key and value
-  m.q_lora = optional_nonnegative_int(c, "q_lora_rank", 0, source);
-  m.kv_lora = require_positive_int(c, "kv_lora_rank", source);
-  m.qk_nope = require_positive_int(c, "qk_nope_head_dim", source);
-  m.qk_rope = require_positive_int(c, "qk_rope_head_dim", source);
-  m.v_head = require_positive_int(c, "v_head_dim", source);
-  m.head_dim = checked_add(m.qk_nope, m.qk_rope, source, "qk_nope_head_dim");
-  read_moe(c, m, source, "n_routed_experts", "moe_intermediate_size");
-  if (optional_positive_int(c, "moe_layer_freq", 1, source) != 1)
-    throw InputError(source, "moe_layer_freq", "only 1 is supported", "interleaved dense/MoE layers are not modelled");
-  m.dense_layers = optional_nonnegative_int(c, "first_k_dense_replace", 0, source);
-  if (m.dense_layers > m.layers)
-    throw InputError(source, "first_k_dense_replace", "exceeds num_hidden_layers " + std::to_string(m.layers));
-  m.shared_ffn = checked_mul(optional_nonnegative_int(c, "n_shared_experts", 0, source), m.moe_ffn, source,
-                             "n_shared_experts");
-  // noaux_tc routing keeps a learned per-expert score bias (e_score_correction_bias).
-  const std::string method = c.contains("topk_method") && c["topk_method"].is_string()
-                                 ? c["topk_method"].get<std::string>() : std::string("noaux_tc");
-  m.router_bias = method == "noaux_tc";
-  m.dim_sources['k'] = "num_attention_heads";
-  m.dim_sources['d'] = "qk_nope_head_dim + qk_rope_head_dim";
-  m.dim_sources.insert({{'r', "q_lora_rank"}, {'l', "kv_lora_rank"}, {'n', "qk_nope_head_dim"},
-                        {'g', "qk_rope_head_dim"}, {'c', "v_head_dim"}});
-}
-
-/// What distinguishes the rotary families from plain Llama.
-void apply_family_quirks(const json& c, HfModel& m, const std::string& source) {
-  const std::string& t = m.model_type;
-  if (t == "qwen3" || t == "qwen3_moe") m.qk_norm = QkNorm::per_head;
-  if (t == "olmo2") {  // q/k norms over the full projection width; norms after each sublayer only
-    m.qk_norm = QkNorm::full_width;
-    m.pre_norm = false;
-    m.post_norm = true;
-  }
-  if (t == "gemma2") {  // norms before and after each sublayer; tied embeddings by default
-    m.post_norm = true;
-    m.act = ActivationKind::gelu_glu;
-    m.tied = optional_bool(c, "tie_word_embeddings", true, source);
-  }
-  if (t == "mixtral") read_moe(c, m, source, "num_local_experts", "intermediate_size");
-  if (t == "qwen3_moe") {
-    read_moe(c, m, source, "num_experts", "moe_intermediate_size");
-    read_qwen3_moe_layout(c, source);
-  }
-}
-
-HfModel read_hf_model(const json& c, const std::string& source) {
-  if (!c.is_object()) throw InputError(source, "", "expected a JSON object (a Hugging Face config.json)");
-  HfModel m;
-  m.model_type = model_type_of(c, source);
-  m.architecture = architecture_of(c, m.model_type, source);
-  const std::string& t = m.model_type;
-  if (t == "gpt2") {
-    read_gpt2(c, m, source);
-  } else if (t == "deepseek_v3") {
-    read_deepseek(c, m, source);
-  } else if (t == "llama" || t == "mistral" || t == "mixtral" || t == "qwen2" || t == "qwen3" || t == "qwen3_moe" ||
-             t == "phi3" || t == "olmo2" || t == "gemma2") {
-    read_common(c, m, source);
-    m.qkv_bias = t == "qwen2" || optional_bool(c, "attention_bias", false, source);
-    m.o_bias = t != "qwen2" && optional_bool(c, "attention_bias", false, source);
-    m.mlp_bias = optional_bool(c, "mlp_bias", false, source);
-    m.sliding_window = uniform_sliding_window(c, m, source);
-    apply_family_quirks(c, m, source);
-  } else {
-    throw InputError(source, "model_type", "unsupported model_type \"" + t + "\" (architecture \"" + m.architecture + "\")",
-                     std::string("supported model_types: ") + kSupported);
-  }
-  if (m.max_pos == 0 && c.contains("n_positions")) m.max_pos = optional_nonnegative_int(c, "n_positions", 0, source);
-  return m;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Builders, one per sublayer family. Each appends ops reading `in` and returns the output name.
 
 DimSizes dim_table(const HfModel& m) {
@@ -375,7 +148,7 @@ DimSizes dim_table(const HfModel& m) {
 }
 
 /// Grouped-query attention: q/k/v projections, optional q/k norms, rope, attention core, o proj.
-std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& in) {
+std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& in, int64_t sliding_window) {
   const bool bias = m.qkv_bias;
   std::string q = b.contract("q_proj", in, "wq", "bsh,had->bsad", "q", bias ? "bq" : "");
   std::string k = b.contract("k_proj", in, "wk", "bsh,hkd->bskd", "k", bias ? "bk" : "");
@@ -393,7 +166,7 @@ std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& 
   }
   Op core = make_op("attention", OpKind::attention_core, {q, k, v}, "attn");
   core.causal = true;
-  core.sliding_window = m.sliding_window;
+  core.sliding_window = sliding_window;
   b.add(std::move(core), "bsad");
   return b.contract("o_proj", "attn", "wo", "bsad,adh->bsh", "attn_out", m.o_bias ? "bo" : "");
 }
@@ -467,32 +240,83 @@ std::string add_moe(BlockBuilder& b, const HfModel& m, const std::string& in) {
   return b.contract("combine", "expert_out", "routing", "bseh,bse->bsh", "moe_out");
 }
 
-enum class FfnKind { dense, moe };
+/// Routed experts plus the shared expert when the model has one (Qwen2-MoE: scaled by a gate
+/// h -> 1 whose sigmoid costs nothing worth modelling).
+std::string add_moe_ffn(BlockBuilder& b, const HfModel& m, const std::string& in) {
+  const std::string routed = add_moe(b, m, in);
+  if (m.shared_ffn == 0) return routed;
+  std::string shared = add_mlp(b, m, in, "shared_", m.shared_ffn);
+  if (m.shared_gate) {
+    // Not "shared_gate": that is the shared MLP's own gate projection output.
+    b.contract("shared_expert_gate_proj", in, "w_shared_expert_gate", "bsh,h->bs", "shared_expert_gate");
+    shared = b.contract("shared_expert_scale", shared, "shared_expert_gate", "bsh,bs->bsh", "shared_expert_scaled");
+  }
+  return b.residual("shared_add", routed, shared, "ffn_out");
+}
 
 /// One transformer layer: attention and feed-forward sublayers, each wrapped with the family's
 /// norm placement (pre: norm before, post: norm on the sublayer output) and a residual add.
-Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, FfnKind ffn) {
+/// Parallel layers (GPT-NeoX, Falcon) feed both sublayers from the layer input and add both.
+Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, LayerKind kind) {
   BlockBuilder b(name, repeat, /*is_layer=*/true, dim_table(m));
   b.declare("x", "bsh", false);
+  const auto attention = [&](const std::string& in) {
+    return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window);
+  };
+  const auto ffn = [&](const std::string& in) {
+    return kind.moe ? add_moe_ffn(b, m, in) : add_mlp(b, m, in, "", m.ffn);
+  };
+  if (m.parallel != Parallel::none) {
+    const std::string attn_in = b.norm("attn_norm", "x", "h", m.norm, m.norm_bias, "attn_in");
+    const std::string mlp_in =
+        m.parallel == Parallel::two_norms ? b.norm("mlp_norm", "x", "h", m.norm, m.norm_bias, "mlp_in") : attn_in;
+    const std::string h1 = b.residual("attn_residual", "x", attention(attn_in), "h1");
+    b.residual("mlp_residual", h1, ffn(mlp_in), "out");
+    return b.take();
+  }
   const auto sublayer = [&](const std::string& tag, const std::string& in, auto body) {
     std::string y = m.pre_norm ? b.norm(tag + "_norm", in, "h", m.norm, m.norm_bias, tag + "_in") : in;
     y = body(y);
     if (m.post_norm) y = b.norm(tag + "_post_norm", y, "h", m.norm, m.norm_bias, tag + "_normed");
     return y;
   };
-  const std::string attn = sublayer("attn", "x", [&](const std::string& in) {
-    return m.mla ? add_mla(b, m, in) : add_attention(b, m, in);
-  });
+  const std::string attn = sublayer("attn", "x", attention);
   const std::string h1 = b.residual("attn_residual", "x", attn, "h1");
-  const std::string mlp = sublayer("mlp", h1, [&](const std::string& in) {
-    if (ffn == FfnKind::dense) return add_mlp(b, m, in, "", m.ffn);
-    const std::string routed = add_moe(b, m, in);
-    if (m.shared_ffn == 0) return routed;
-    const std::string shared = add_mlp(b, m, in, "shared_", m.shared_ffn);
-    return b.residual("shared_add", routed, shared, "ffn_out");
-  });
+  const std::string mlp = sublayer("mlp", h1, ffn);
   b.residual("mlp_residual", h1, mlp, "out");
   return b.take();
+}
+
+/// Block name of a run of layers: "layer" (dense model), "dense_layer"/"moe_layer" (MoE model),
+/// prefixed "local_"/"global_" when windows differ between layers.
+std::string run_name(const HfModel& m, LayerKind kind) {
+  std::string name = m.experts == 0 ? "layer" : kind.moe ? "moe_layer" : "dense_layer";
+  for (const LayerKind& k : m.layer_kinds)
+    if (k.sliding_window != m.layer_kinds.front().sliding_window)
+      return (kind.sliding_window > 0 ? "local_" : "global_") + name;
+  return name;
+}
+
+/// One block per run of equal consecutive layers; a name used by several runs gets the run's first
+/// layer index ("moe_layer_3").
+void add_layer_blocks(const HfModel& m, Graph& g) {
+  struct Run {
+    LayerKind kind;
+    int64_t first = 0, count = 0;
+  };
+  std::vector<Run> runs;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const LayerKind& k = m.layer_kinds[size_t(i)];
+    if (runs.empty() || !(runs.back().kind == k)) runs.push_back({k, i, 0});
+    ++runs.back().count;
+  }
+  std::map<std::string, int> uses;
+  for (const Run& r : runs) ++uses[run_name(m, r.kind)];
+  for (const Run& r : runs) {
+    std::string name = run_name(m, r.kind);
+    if (uses[name] > 1) name += "_" + std::to_string(r.first);
+    g.blocks.push_back(build_layer(m, name, r.count, r.kind));
+  }
 }
 
 Block build_embed(const HfModel& m) {
@@ -514,9 +338,9 @@ Block build_head(const HfModel& m) {
   b.declare("x", "bsh", false);
   const std::string xn = b.norm("final_norm", "x", "h", m.norm, m.norm_bias, "x_norm");
   if (m.tied) {
-    b.contract("lm_head", xn, "wte", "bsh,vh->bsv", "logits");
+    b.contract("lm_head", xn, "wte", "bsh,vh->bsv", "logits", m.lm_head_bias ? "b_lm_head" : "");
   } else {
-    b.contract("lm_head", xn, "w_lm_head", "bsh,hv->bsv", "logits");
+    b.contract("lm_head", xn, "w_lm_head", "bsh,hv->bsv", "logits", m.lm_head_bias ? "b_lm_head" : "");
   }
   b.add(make_op("loss", OpKind::softmax_cross_entropy, {"logits"}, ""));
   return b.take();
@@ -542,17 +366,11 @@ ModelInfo model_info(const HfModel& m, const std::string& source) {
 }  // namespace
 
 Graph graph_from_hf_config(const nlohmann::json& config, const std::string& source) {
-  const HfModel m = read_hf_model(config, source);
+  const HfModel m = hf::read_hf_model(config, source);
   Graph g;
   g.info = model_info(m, source);
   g.blocks.push_back(build_embed(m));
-  if (m.experts == 0) {
-    g.blocks.push_back(build_layer(m, "layer", m.layers, FfnKind::dense));
-  } else {
-    if (m.dense_layers > 0) g.blocks.push_back(build_layer(m, "dense_layer", m.dense_layers, FfnKind::dense));
-    if (m.layers > m.dense_layers)
-      g.blocks.push_back(build_layer(m, "moe_layer", m.layers - m.dense_layers, FfnKind::moe));
-  }
+  add_layer_blocks(m, g);
   g.blocks.push_back(build_head(m));
   if (m.tied) g.tied_parameters.push_back({"embed.wte", "head.wte"});
   return g;

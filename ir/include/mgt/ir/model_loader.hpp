@@ -10,8 +10,8 @@
 
 namespace mgt::ir {
 
-/// Builds the graph of a Hugging Face transformer config. Supported `model_type`s: llama, mistral,
-/// mixtral, qwen2, qwen3, qwen3_moe, phi3, olmo2, gemma2, gpt2, deepseek_v3. Throws InputError
+/// Builds the graph of a Hugging Face transformer config. The supported `model_type`s are the rows
+/// of the family table in ir/src/hf_families.cpp (docs/graph_format.md lists them). Throws InputError
 /// naming `source` and the field (unknown architecture, missing or non-positive sizes).
 Graph graph_from_hf_config(const nlohmann::json& config, const std::string& source);
 

@@ -1,0 +1,58 @@
+// Private to the Hugging Face frontend: the sizes and structure read from a config.json
+// (hf_families.cpp, one table row per model_type) that the graph builders (hf_config.cpp) consume.
+#pragma once
+
+#include "mgt/ir/graph.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgt::ir::hf {
+
+enum class QkNorm { none, per_head, full_width };
+
+/// How attention and MLP share a layer: one after the other (Llama), or both reading the layer
+/// input with their outputs summed into one residual (GPT-NeoX, Falcon) under one norm or two.
+enum class Parallel { none, shared_norm, two_norms };
+
+/// What one decoder layer holds; runs of equal kinds become one Block.
+struct LayerKind {
+  bool moe = false;
+  int64_t sliding_window = 0;  ///< 0 = full attention
+  bool operator==(const LayerKind&) const = default;
+};
+
+/// The sizes read from a config, validated once; builders only read this struct.
+struct HfModel {
+  std::string model_type;
+  std::string architecture;
+  int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_pos = 0;
+  int64_t positions = 0;  ///< learned position table rows (GPT-2); 0 = rotary
+  bool tied = false;
+  NormKind norm = NormKind::rms;
+  bool norm_bias = false, qkv_bias = false, o_bias = false, mlp_bias = false, lm_head_bias = false;
+  bool gated_mlp = true;
+  ActivationKind act = ActivationKind::silu_glu;
+  QkNorm qk_norm = QkNorm::none;
+  bool pre_norm = true, post_norm = false;  ///< where the sublayer norms sit (OLMo-2: post only; Gemma-2: both)
+  Parallel parallel = Parallel::none;
+  // Mixture of experts (0 experts = dense).
+  int64_t experts = 0, top_k = 0, moe_ffn = 0, shared_ffn = 0;
+  bool router_bias = false;
+  bool shared_gate = false;  ///< Qwen2-MoE: a sigmoid gate (h -> 1) scales the shared expert
+  // Multi-head latent attention (DeepSeek).
+  bool mla = false;
+  int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  /// One entry per decoder layer, in order.
+  std::vector<LayerKind> layer_kinds;
+  std::map<char, std::string> dim_sources;
+};
+
+/// Reads and validates a config (a top-level one, or the "text_config" of a multimodal one).
+HfModel read_hf_model(const nlohmann::json& config, const std::string& source);
+
+}  // namespace mgt::ir::hf
