@@ -36,7 +36,7 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
     case ir::GpuArch::ampere:
       // mma.sync m16n8k16 warp tiles; CUTLASS 2.x / cuBLAS threadblock tiles up to 256 x 128.
       p.gemm_tiles = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};
-      p.gemm_peak_fraction = 0.80;
+      p.gemm_peak_fraction = 0.85;
       p.gemm_fp8_peak_fraction = 0.70;  // unused: A100 has no fp8
       p.launch_s = 12 * kUs;
       p.nvlink_fraction = 0.78;
@@ -45,17 +45,17 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
     case ir::GpuArch::ada:
       // wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
       p.gemm_tiles = {{128, 256}, {256, 128}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
-      p.gemm_peak_fraction = 0.80;
-      p.gemm_fp8_peak_fraction = 0.70;
-      p.launch_s = 6 * kUs;
+      p.gemm_peak_fraction = 0.85;
+      p.gemm_fp8_peak_fraction = 0.76;
+      p.launch_s = 4 * kUs;
       p.nvlink_fraction = 0.81;
       break;
     case ir::GpuArch::blackwell:
       // tcgen05 2-CTA MMA: 256 x 256 tiles over an SM pair, 128 x 256 on one SM.
       p.gemm_tiles = {{256, 256}, {256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}};
-      p.gemm_peak_fraction = 0.78;
-      p.gemm_fp8_peak_fraction = 0.76;
-      p.launch_s = 6 * kUs;
+      p.gemm_peak_fraction = 0.83;
+      p.gemm_fp8_peak_fraction = 0.80;
+      p.launch_s = 4 * kUs;
       p.nvlink_fraction = 0.82;
       break;
     case ir::GpuArch::cpu:
@@ -104,6 +104,7 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
   const double bytes = double(shape.batch) * ((double(shape.m) * double(shape.k) + double(shape.k) * double(shape.n)) * element_bytes +
                                               double(shape.m) * double(shape.n) * 2.0);
   const double memory_s = bytes / (gpu.hbm_bytes_per_s * params.hbm_fraction);
+  const double per_sm_bytes_per_s = gpu.hbm_bytes_per_s * params.hbm_fraction / double(sms);
   for (const auto& tile : params.gemm_tiles) {
     const int64_t output_tiles = gemm_tile_count(shape.m, shape.n, tile) * shape.batch;
     const double tile_rate = per_sm_flops * gemm_tile_efficiency(tile, params.gemm_tiles);
@@ -113,7 +114,10 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
       const int64_t tiles = output_tiles * split;
       const int64_t waves = gemm_waves(tiles, sms);
       const double k_per_split = std::ceil(double(shape.k) / double(split));
-      const double compute_s = double(waves) * 2.0 * double(tile.m) * double(tile.n) * k_per_split / tile_rate;
+      // Each wave ends with its epilogue: the tile's bf16 output stored at the SM's share of HBM
+      // bandwidth, not overlapped with the main loop (prologue loads are, by the pipeline).
+      const double epilogue_s = double(tile.m) * double(tile.n) * 2.0 / per_sm_bytes_per_s;
+      const double compute_s = double(waves) * (2.0 * double(tile.m) * double(tile.n) * k_per_split / tile_rate + epilogue_s);
       // Split-K reduces `split` fp32 partial outputs through memory.
       const double reduce_s = split > 1 ? double(shape.batch) * double(shape.m) * double(shape.n) * 4.0 * double(split) /
                                               (gpu.hbm_bytes_per_s * params.hbm_fraction)
@@ -260,8 +264,11 @@ CollectiveTiming collective_kernel_time(const ir::ClusterSpec& cluster, Collecti
   const int64_t per_domain = std::max<int64_t>(1, group_size / domains);
   const double nvl_lat = params.nvlink_step_latency_s, net_lat = params.network_step_latency_s;
   best.time_s = std::numeric_limits<double>::infinity();
+  // NCCL spreads a message over more channels (and switches LL -> LL128 -> Simple) as it grows, so
+  // the achieved rate ramps up: busbw x S / (S + half_bytes).
+  const double ramp = double(bytes) / (double(bytes) + params.collective_half_bytes);
   auto consider = [&](CollectiveAlgorithm a, double busbw, double steps_latency_s) {
-    const double t = params.collective_base_latency_s + steps_latency_s + moved / busbw;
+    const double t = params.collective_base_latency_s + steps_latency_s + moved / (busbw * ramp);
     if (t < best.time_s) {
       best.time_s = t;
       best.algorithm = a;
@@ -271,10 +278,10 @@ CollectiveTiming collective_kernel_time(const ir::ClusterSpec& cluster, Collecti
   const double ring_bw = ring_bus_bytes_per_s(cluster, kind, group_size, domains, params);
   const bool any = algorithm == CollectiveAlgorithm::automatic;
   if (any || algorithm == CollectiveAlgorithm::ring) {
-    // Steps inside a domain pay the NVLink latency, steps that cross a domain boundary the network's.
+    // A ring moves in lockstep: every step waits for its slowest hop, so once the ring crosses the
+    // network every step pays the network's latency.
     const double steps = double(latency_steps(kind, group_size));
-    const double crossing = domains > 1 ? steps * double(domains) / double(group_size) : 0.0;
-    consider(CollectiveAlgorithm::ring, ring_bw, (steps - crossing) * nvl_lat + crossing * net_lat);
+    consider(CollectiveAlgorithm::ring, ring_bw, steps * (domains > 1 ? net_lat : nvl_lat));
   }
   if ((any || algorithm == CollectiveAlgorithm::tree) && kind == CollectiveKind::all_reduce && domains > 1) {
     const double up_down = 2.0 * (double(per_domain - 1) * nvl_lat + std::ceil(std::log2(double(domains))) * net_lat);

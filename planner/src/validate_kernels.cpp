@@ -55,6 +55,7 @@ GpuMatch match_gpu(const std::string& gpu, bool needs_links) {
   if (has(gpu, "amd")) throw Skip{"not an NVIDIA GPU (no preset)"};
   if (has(gpu, "pcie") || has(gpu, "nvl)") || gpu == "H200-NVL")
     throw Skip{"GPU variant not in the presets (PCIe / NVL cards run lower clocks and power than the SXM preset)"};
+  if (has(gpu, "500w")) throw Skip{"power-capped part (500 W): the presets describe the 700 W SXM clocks"};
   if (has(gpu, "b300") || has(gpu, "gh200")) throw Skip{"GPU not in the presets (" + gpu + ")"};
   if (has(gpu, "a800")) throw Skip{"GPU not in the presets (A800: A100 with 400 GB/s NVLink)"};
   if (has(gpu, "h800")) {

@@ -42,9 +42,10 @@ struct KernelModelParams {
   double nvlink_fraction = 0.8;         ///< ring busbw / NVLink per-direction rate, [0.5, 0.95]
   double nvls_fraction = 1.0;           ///< NVLS all-reduce busbw / NVLink per-direction rate, [0.5, 1.2]
   double network_fraction = 0.85;       ///< busbw / NIC rate across nodes, [0.5, 0.95]
-  double collective_base_latency_s = 20e-6;  ///< per collective call (launch + proxy + sync), [1, 50] us
-  double nvlink_step_latency_s = 1e-6;  ///< per ring step inside an NVLink domain, [0.5, 10] us
-  double network_step_latency_s = 5e-6; ///< per ring / tree step across the network, [1, 50] us
+  double collective_base_latency_s = 35e-6;  ///< per collective call (launch + proxy + sync), [1, 50] us
+  double nvlink_step_latency_s = 1e-6;   ///< per ring step inside an NVLink domain, [0.5, 10] us
+  double network_step_latency_s = 10e-6; ///< per ring / tree step across the network, [1, 50] us
+  double collective_half_bytes = 4.0 * (1 << 20);  ///< message size at half the asymptotic busbw, [0, 64] MiB
 };
 
 /// The fitted set for `gpu`'s generation.
