@@ -36,8 +36,9 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
     case ir::GpuArch::ampere:
       // mma.sync m16n8k16 warp tiles; CUTLASS 2.x / cuBLAS threadblock tiles up to 256 x 128.
       p.gemm_tiles = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};
-      p.gemm_peak_fraction = 0.85;
+      p.gemm_peak_fraction = 0.75;
       p.gemm_fp8_peak_fraction = 0.70;  // unused: A100 has no fp8
+      p.hbm_fraction = 0.9;
       p.launch_s = 12 * kUs;
       p.nvlink_fraction = 0.78;
       break;
@@ -45,17 +46,22 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
     case ir::GpuArch::ada:
       // wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
       p.gemm_tiles = {{128, 256}, {256, 128}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
-      p.gemm_peak_fraction = 0.85;
-      p.gemm_fp8_peak_fraction = 0.76;
-      p.launch_s = 4 * kUs;
+      p.gemm_tile_half_reuse = 64;
+      p.gemm_peak_fraction = 0.86;
+      p.gemm_fp8_peak_fraction = 0.80;
+      p.hbm_fraction = 0.93;
+      p.launch_s = 8 * kUs;
       p.nvlink_fraction = 0.81;
       break;
     case ir::GpuArch::blackwell:
-      // tcgen05 2-CTA MMA: 256 x 256 tiles over an SM pair, 128 x 256 on one SM.
-      p.gemm_tiles = {{256, 256}, {256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}};
+      // tcgen05 MMA: up to 128 x 256 per SM (the 2-CTA 256 x 256 tile is two of these on an SM pair).
+      p.gemm_tiles = {{128, 256}, {256, 128}, {128, 128}, {128, 64}, {64, 128}};
+      p.gemm_tile_half_reuse = 64;
+      p.gemm_epilogue_exposed = 0.5;
       p.gemm_peak_fraction = 0.83;
       p.gemm_fp8_peak_fraction = 0.80;
-      p.launch_s = 4 * kUs;
+      p.hbm_fraction = 0.9;
+      p.launch_s = 8 * kUs;
       p.nvlink_fraction = 0.82;
       break;
     case ir::GpuArch::cpu:
@@ -74,13 +80,13 @@ int64_t gemm_tile_count(int64_t m, int64_t n, const GemmTile& tile) {
 
 int64_t gemm_waves(int64_t tiles, int64_t sms) { return sms > 0 ? (tiles + sms - 1) / sms : tiles; }
 
-double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& tiles) {
+double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& tiles, double half_reuse) {
   // Operand reuse of a tm x tn tile: 2*tm*tn*k FLOPs per (tm + tn)*k elements loaded. The half point
   // (32 elements) is where shared-memory operand traffic and MMA issue take equal time on recent
   // tensor cores; fixed, not fitted.
-  auto rate = [](const GemmTile& t) {
+  auto rate = [half_reuse](const GemmTile& t) {
     const double reuse = double(t.m) * double(t.n) / double(t.m + t.n);
-    return reuse / (reuse + 32.0);
+    return reuse / (reuse + half_reuse);
   };
   double best = 0;
   for (const auto& t : tiles) best = std::max(best, rate(t));
@@ -107,7 +113,7 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
   const double per_sm_bytes_per_s = gpu.hbm_bytes_per_s * params.hbm_fraction / double(sms);
   for (const auto& tile : params.gemm_tiles) {
     const int64_t output_tiles = gemm_tile_count(shape.m, shape.n, tile) * shape.batch;
-    const double tile_rate = per_sm_flops * gemm_tile_efficiency(tile, params.gemm_tiles);
+    const double tile_rate = per_sm_flops * gemm_tile_efficiency(tile, params.gemm_tiles, params.gemm_tile_half_reuse);
     // Split-K fills idle SMs when there are fewer output tiles than SMs; each split keeps >= 256 of K.
     for (int64_t split = 1; split <= 16; split *= 2) {
       if (split > 1 && (output_tiles * split > sms * 2 || shape.k / split < 256)) break;
@@ -116,7 +122,7 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
       const double k_per_split = std::ceil(double(shape.k) / double(split));
       // Each wave ends with its epilogue: the tile's bf16 output stored at the SM's share of HBM
       // bandwidth, not overlapped with the main loop (prologue loads are, by the pipeline).
-      const double epilogue_s = double(tile.m) * double(tile.n) * 2.0 / per_sm_bytes_per_s;
+      const double epilogue_s = params.gemm_epilogue_exposed * double(tile.m) * double(tile.n) * 2.0 / per_sm_bytes_per_s;
       const double compute_s = double(waves) * (2.0 * double(tile.m) * double(tile.n) * k_per_split / tile_rate + epilogue_s);
       // Split-K reduces `split` fp32 partial outputs through memory.
       const double reduce_s = split > 1 ? double(shape.batch) * double(shape.m) * double(shape.n) * 4.0 * double(split) /
@@ -298,9 +304,10 @@ CollectiveTiming collective_kernel_time(const ir::ClusterSpec& cluster, Collecti
 // ------------------------------------------------------------------------------------------------
 // Memory-bound kernels
 
-double memory_kernel_time_s(const ir::GpuSpec& gpu, double bytes_moved, const KernelModelParams& params) {
+double memory_kernel_time_s(const ir::GpuSpec& gpu, double bytes_moved, bool read_only, const KernelModelParams& params) {
   if (bytes_moved <= 0) return 0.0;
-  return bytes_moved / (gpu.hbm_bytes_per_s * params.hbm_fraction) + params.launch_s;
+  const double fraction = read_only ? params.hbm_fraction : params.hbm_copy_fraction;
+  return bytes_moved / (gpu.hbm_bytes_per_s * fraction) + params.launch_s;
 }
 
 }  // namespace mgt::cost

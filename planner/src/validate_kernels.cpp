@@ -361,7 +361,7 @@ std::vector<KernelComparison> memory_rows(const json& row) {
       const GpuMatch gpu = match_gpu(c.gpu, false);
       const auto params = cost::kernel_model_params(gpu.cluster.gpu);
       // bandwidthTest counts a device-to-device copy twice (read + write): 2 x bytes / time.
-      const double t = cost::memory_kernel_time_s(gpu.cluster.gpu, 2.0 * *bytes, params);
+      const double t = cost::memory_kernel_time_s(gpu.cluster.gpu, 2.0 * *bytes, /*read_only=*/false, params);
       compare(c, 2.0 * *bytes / t / 1e9, *value);
       c.detail = "copy of " + fmt("%.0f", *bytes) + " B";
     } else if (num(measured, "read_bandwidth_TBps")) {

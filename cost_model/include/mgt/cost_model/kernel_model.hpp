@@ -32,8 +32,11 @@ struct KernelModelParams {
   std::vector<GemmTile> gemm_tiles;     ///< candidate tiles, from the generation's MMA shapes
   double gemm_peak_fraction = 0.8;      ///< 16-bit GEMM: achievable / datasheet dense peak, [0.5, 0.95]
   double gemm_fp8_peak_fraction = 0.7;  ///< fp8 GEMM, of the fp8 peak, [0.5, 0.95]
+  double gemm_tile_half_reuse = 32;    ///< operand reuse (elements) at which a tile reaches half its rate: MMA FLOP per clock / shared-memory bytes per clock
+  double gemm_epilogue_exposed = 1.0;   ///< share of each wave's output store not hidden under the next main loop, [0, 1]
   double gemm_misaligned_factor = 0.7;  ///< rate multiplier when K or N rows are not 16-byte aligned, [0.5, 1]
-  double hbm_fraction = 0.8;            ///< achievable / datasheet HBM bandwidth, [0.5, 0.95]
+  double hbm_fraction = 0.9;            ///< achievable / datasheet HBM bandwidth for read-dominated streams (GEMM operands), [0.5, 0.95]
+  double hbm_copy_fraction = 0.72;      ///< the same for read + write copies (HBM read/write turnaround), [0.5, 0.95]
   double launch_s = 5e-6;               ///< per-kernel launch + ramp as timed by the benchmarks, [1, 50] us
   // --- attention (one peak fraction per kernel family and pass; the shape curve is shared) ---
   double attention_half_kv = 256;       ///< mean kv length per query row at which a kernel reaches half of its rate, [0, 2048]
@@ -76,7 +79,7 @@ int64_t gemm_tile_count(int64_t m, int64_t n, const GemmTile& tile);
 int64_t gemm_waves(int64_t tiles, int64_t sms);
 /// A tile's relative rate: its operand reuse I = tm*tn/(tm+tn) against a fixed half-point of 32
 /// elements, I/(I+32), normalised so that the largest tile of the generation is 1.
-double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& tiles);
+double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& tiles, double half_reuse);
 
 /// The fastest (tile, split-K) choice: per wave, one tile's 2*tm*tn*(K/split) FLOPs at the per-SM
 /// share of peak x peak fraction x tile efficiency (x misalignment factor); the memory floor is
@@ -145,8 +148,8 @@ CollectiveTiming collective_kernel_time(const ir::ClusterSpec& cluster, Collecti
 // ------------------------------------------------------------------------------------------------
 // Memory-bound kernels
 
-/// A kernel that reads and writes `bytes_moved` bytes of HBM in total: bytes / (HBM x hbm_fraction)
-/// + launch.
-double memory_kernel_time_s(const ir::GpuSpec& gpu, double bytes_moved, const KernelModelParams& params);
+/// A kernel that moves `bytes_moved` bytes of HBM in total (reads + writes): bytes / (HBM x fraction)
+/// + launch, with hbm_fraction for a read-only stream and hbm_copy_fraction for a copy.
+double memory_kernel_time_s(const ir::GpuSpec& gpu, double bytes_moved, bool read_only, const KernelModelParams& params);
 
 }  // namespace mgt::cost
