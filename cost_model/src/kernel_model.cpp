@@ -166,9 +166,11 @@ double attention_score_elements(const AttentionShape& shape) {
     return w * (w + 1) / 2 + (skv - w) * w;  // band of width W, diagonal included
   }
   if (!shape.causal) return sq * skv;
-  // Top-left causal: query i sees keys 0..i (clipped at seq_kv).
-  const double full = std::min(sq, skv);
-  return full * (full + 1) / 2 + std::max(0.0, sq - skv) * skv;
+  // Causal with the mask aligned to the bottom-right corner (flash-attention >= 2.1; the same as
+  // top-left when seq_q == seq_kv): query i sees keys 0 .. i + (seq_kv - seq_q). With more queries
+  // than keys, the first seq_q - seq_kv queries see no key.
+  if (sq <= skv) return sq * (skv - sq) + sq * (sq + 1) / 2;
+  return skv * (skv + 1) / 2;
 }
 
 double attention_flops(const AttentionShape& shape, bool backward) {

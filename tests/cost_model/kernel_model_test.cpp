@@ -83,6 +83,11 @@ TEST(kernel_model, attention_score_elements_and_flops) {
   EXPECT_DOUBLE_EQ(attention_score_elements(s), 10.0);  // 1 + 2 + 3 + 4
   s.window = 2;
   EXPECT_DOUBLE_EQ(attention_score_elements(s), 7.0);  // 1 + 2 + 2 + 2
+  AttentionShape chunk;  // 2 queries at the end of 5 keys (bottom-right causal): 4 + 5 keys
+  chunk.seq_q = 2;
+  chunk.seq_kv = 5;
+  chunk.causal = true;
+  EXPECT_DOUBLE_EQ(attention_score_elements(chunk), 9.0);
   AttentionShape d;
   d.seq_q = d.seq_kv = 4;
   d.head_dim_qk = d.head_dim_vo = 128;

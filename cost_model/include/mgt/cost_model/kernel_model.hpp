@@ -99,8 +99,9 @@ struct AttentionShape {
   int64_t window = 0;  ///< sliding window (keys per query, diagonal included); 0 = none
 };
 
-/// Score-matrix elements a kernel computes per (batch, head): seq_q*seq_kv; causal (top-left) the
-/// lower triangle with the diagonal, s(s+1)/2 for seq_q == seq_kv; a window W the band
+/// Score-matrix elements a kernel computes per (batch, head): seq_q*seq_kv; causal the lower
+/// triangle with the diagonal, s(s+1)/2 for seq_q == seq_kv, aligned to the bottom-right corner
+/// when seq_q < seq_kv (flash-attention >= 2.1): sq*(skv-sq) + sq(sq+1)/2; a window W the band
 /// W(W+1)/2 + (s-W)W.
 double attention_score_elements(const AttentionShape& shape);
 
