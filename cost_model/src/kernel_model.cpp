@@ -82,8 +82,8 @@ int64_t gemm_waves(int64_t tiles, int64_t sms) { return sms > 0 ? (tiles + sms -
 
 double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& tiles, double half_reuse) {
   // Operand reuse of a tm x tn tile: 2*tm*tn*k FLOPs per (tm + tn)*k elements loaded. The half point
-  // (32 elements) is where shared-memory operand traffic and MMA issue take equal time on recent
-  // tensor cores; fixed, not fitted.
+  // is where shared-memory operand traffic and MMA issue take equal time (MMA FLOP per clock over
+  // shared-memory bytes per clock: 32 on Ampere, 64 on Hopper); a hardware ratio, not fitted.
   auto rate = [half_reuse](const GemmTile& t) {
     const double reuse = double(t.m) * double(t.n) / double(t.m + t.n);
     return reuse / (reuse + half_reuse);

@@ -26,7 +26,8 @@ struct GemmTile {
   int64_t m = 128, n = 128;
 };
 
-/// The fitted numbers of one GPU generation. Bounds and fitted rows: docs/cost-model.md.
+/// The fitted numbers of one GPU generation (kernel_model_params sets them per generation; the
+/// defaults here are only starting points). Bounds and fitted rows: docs/cost-model.md §8.
 struct KernelModelParams {
   // --- GEMM ---
   std::vector<GemmTile> gemm_tiles;     ///< candidate tiles, from the generation's MMA shapes
@@ -77,8 +78,9 @@ struct GemmTiming {
 int64_t gemm_tile_count(int64_t m, int64_t n, const GemmTile& tile);
 /// Waves of `tiles` over `sms` SMs: ceil(tiles / sms).
 int64_t gemm_waves(int64_t tiles, int64_t sms);
-/// A tile's relative rate: its operand reuse I = tm*tn/(tm+tn) against a fixed half-point of 32
-/// elements, I/(I+32), normalised so that the largest tile of the generation is 1.
+/// A tile's relative rate: its operand reuse I = tm*tn/(tm+tn) against the generation's half point
+/// `half_reuse` (MMA FLOP per clock / shared-memory bytes per clock), I/(I+half_reuse), normalised
+/// so that the best tile of the generation is 1.
 double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& tiles, double half_reuse);
 
 /// The fastest (tile, split-K) choice: per wave, one tile's 2*tm*tn*(K/split) FLOPs at the per-SM
