@@ -404,8 +404,16 @@ KernelValidation validate_kernel_doc(const json& doc, const std::string& path) {
   KernelValidation v;
   v.path = path;
   v.category = doc["category"].get<std::string>();
-  for (const auto& row : doc["rows"]) {
-    if (!row.is_object()) continue;
+  for (size_t i = 0; i < doc["rows"].size(); ++i) {
+    const json& row = doc["rows"][i];
+    if (!row.is_object()) {
+      KernelComparison c;
+      c.id = "rows[" + std::to_string(i) + "]";
+      c.category = v.category;
+      c.skipped = "row is not an object";
+      v.rows.push_back(std::move(c));
+      continue;
+    }
     std::vector<KernelComparison> got;
     if (v.category == "gemm") got = gemm_rows(row);
     else if (v.category == "attention") got = attention_rows(row);
