@@ -3,6 +3,7 @@
 
 #include "mgt/ir/error.hpp"
 #include "mgt/planner/validate.hpp"
+#include "mgt/planner/validate_kernels.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -84,9 +85,12 @@ std::string format_summary(const plan::ValidationSummary& s, bool details) {
 
 int run_validate(const std::vector<std::string>& files, bool json) {
   std::vector<plan::ValidationSource> sources;
+  std::vector<plan::KernelValidation> kernels;  // kernel-level files (top-level "category")
   try {
     if (files.empty()) throw ir::InputError("validate", "FILE", "no validation files given", "mgt-plan validate ../shared/validation/*.json");
-    for (const auto& path : files) sources.push_back(plan::read_validation_source(path));
+    for (const auto& path : files)
+      if (plan::is_kernel_validation_file(path)) kernels.push_back(plan::validate_kernel_file(path));
+      else sources.push_back(plan::read_validation_source(path));
   } catch (const ir::InputError& e) {
     std::cerr << "mgt-plan: " << e.what() << "\n";
     return 2;
@@ -109,8 +113,14 @@ int run_validate(const std::vector<std::string>& files, bool json) {
     for (const auto& s : summaries) per_source.push_back(plan::to_json(s));
     doc["rows"] = std::move(rows);
     doc["summary"] = {{"sources", std::move(per_source)}, {"overall", plan::to_json(overall)}};
+    for (const auto& k : kernels) doc["kernels"].push_back(plan::to_json(k));
     std::cout << doc.dump(2) << "\n";
     return 0;
+  }
+  if (!kernels.empty()) {
+    std::cout << plan::format_kernel_validation(kernels);
+    if (sources.empty()) return 0;
+    std::cout << "\n";
   }
   for (const auto& s : summaries) std::cout << format_summary(s, /*details=*/true) << "\n";
   std::cout << format_summary(overall, /*details=*/false);

@@ -1,0 +1,165 @@
+// The kernel model's physics against hand-computed values (docs/cost-model.md "Kernel model").
+#include "mgt/cost_model/kernel_model.hpp"
+#include "mgt/ir/error.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mgt::cost {
+namespace {
+
+TEST(kernel_model, sm_counts_from_the_whitepapers) {
+  EXPECT_EQ(sm_count(ir::cluster_preset("h100-sxm").gpu), 132);
+  EXPECT_EQ(sm_count(ir::cluster_preset("h200-sxm").gpu), 132);
+  EXPECT_EQ(sm_count(ir::cluster_preset("a100-80g-sxm").gpu), 108);
+  EXPECT_EQ(sm_count(ir::cluster_preset("b200").gpu), 148);
+}
+
+// 4096 x 4096 output in 128 x 256 tiles: 32 x 16 = 512 tiles; on 132 SMs ceil(512 / 132) = 4 waves,
+// the last one 512 - 3 * 132 = 116 tiles, so 512 / (4 * 132) = 97.0 % of the SM-waves are busy.
+TEST(kernel_model, wave_quantisation_on_132_sms) {
+  EXPECT_EQ(gemm_tile_count(4096, 4096, {128, 256}), 512);
+  EXPECT_EQ(gemm_waves(512, 132), 4);
+  // One more row of tiles (4097 rows) adds a 33rd tile row: 33 x 16 = 528 tiles = exactly 4 waves.
+  EXPECT_EQ(gemm_tile_count(4097, 4096, {128, 256}), 528);
+  EXPECT_EQ(gemm_waves(528, 132), 4);
+  // 4224 rows: 33 tile rows as well; 4225: 34 x 16 = 544 tiles -> a 5th wave of 16 tiles.
+  EXPECT_EQ(gemm_tile_count(4225, 4096, {128, 256}), 544);
+  EXPECT_EQ(gemm_waves(544, 132), 5);
+}
+
+// Tile rate I/(I + h) with I = tm*tn/(tm+tn), relative to the best tile. h = 64 (Hopper):
+// 128x256: I = 85.33, rate 0.5714; 128x128: I = 64, rate 0.5; relative 0.875.
+TEST(kernel_model, tile_efficiency_from_operand_reuse) {
+  const std::vector<GemmTile> tiles = {{128, 256}, {128, 128}};
+  EXPECT_NEAR(gemm_tile_efficiency({128, 128}, tiles, 64.0), 0.875, 1e-9);
+  EXPECT_NEAR(gemm_tile_efficiency({128, 256}, tiles, 64.0), 1.0, 1e-12);
+}
+
+// H100 8192^3 bf16 with the Hopper parameters: 128x256 tiles (64 x 32 = 2048 tiles, 16 waves);
+// one tile 2*128*256*8192 = 536.9 MFLOP at 989.4e12 / 132 * 0.86 = 6.446 TFLOP/s per SM = 83.28 us,
+// plus its epilogue 128*256*2 B at 3.35e12 * 0.93 / 132 = 23.60 GB/s per SM = 2.777 us; 16 waves
+// = 1376.9 us, plus the 8 us launch = 1384.9 us (794 TFLOP/s; measured 797.5 on H100 SXM5).
+TEST(kernel_model, large_gemm_time_by_hand) {
+  const auto gpu = ir::cluster_preset("h100-sxm").gpu;
+  const auto params = kernel_model_params(gpu);
+  const GemmTiming t = gemm_kernel_time(gpu, {8192, 8192, 8192, 1}, ir::DType::bf16, params);
+  EXPECT_EQ(t.tiles, 2048);
+  EXPECT_EQ(t.waves, 16);
+  EXPECT_EQ(t.split_k, 1);
+  EXPECT_EQ(t.tile.m * t.tile.n, 128 * 256);
+  const double tile_s = 2.0 * 128 * 256 * 8192 / (989.4e12 / 132 * 0.86);
+  const double epilogue_s = 128.0 * 256 * 2 / (3.35e12 * 0.93 / 132);
+  EXPECT_NEAR(t.time_s, 16 * (tile_s + epilogue_s) + 8e-6, 1e-9);
+  EXPECT_NEAR(t.time_s, 1384.9e-6, 0.2e-6);
+  EXPECT_FALSE(t.memory_bound);
+}
+
+// M = 1 is a matrix-vector product: bound by reading the 12288 x 5376 bf16 weight (132.1 MB) at
+// 3.35e12 * 0.93 B/s = 42.4 us, plus the launch.
+TEST(kernel_model, skinny_gemm_is_memory_bound) {
+  const auto gpu = ir::cluster_preset("h100-sxm").gpu;
+  const auto params = kernel_model_params(gpu);
+  const GemmTiming t = gemm_kernel_time(gpu, {1, 12288, 5376, 1}, ir::DType::bf16, params);
+  EXPECT_TRUE(t.memory_bound);
+  const double bytes = (1.0 * 5376 + 5376.0 * 12288) * 2 + 12288.0 * 2;
+  EXPECT_NEAR(t.time_s, bytes / (3.35e12 * 0.93) + 8e-6, 1e-9);
+}
+
+// A K row of 10922 bf16 elements is 21844 B, not a multiple of 16: the rate drops by the
+// misalignment factor (0.7), so the compute part of the time grows by 1 / 0.7.
+TEST(kernel_model, misaligned_k_is_slower) {
+  const auto gpu = ir::cluster_preset("h100-sxm").gpu;
+  const auto params = kernel_model_params(gpu);
+  const double aligned = gemm_kernel_time(gpu, {4096, 4096, 10944, 4}, ir::DType::bf16, params).time_s;
+  const double misaligned = gemm_kernel_time(gpu, {4096, 4096, 10922, 4}, ir::DType::bf16, params).time_s;
+  EXPECT_GT(misaligned / aligned, 1.3);
+}
+
+TEST(kernel_model, attention_score_elements_and_flops) {
+  AttentionShape s;
+  s.seq_q = s.seq_kv = 4;
+  EXPECT_DOUBLE_EQ(attention_score_elements(s), 16.0);
+  s.causal = true;
+  EXPECT_DOUBLE_EQ(attention_score_elements(s), 10.0);  // 1 + 2 + 3 + 4
+  s.window = 2;
+  EXPECT_DOUBLE_EQ(attention_score_elements(s), 7.0);  // 1 + 2 + 2 + 2
+  AttentionShape chunk;  // 2 queries at the end of 5 keys (bottom-right causal): 4 + 5 keys
+  chunk.seq_q = 2;
+  chunk.seq_kv = 5;
+  chunk.causal = true;
+  EXPECT_DOUBLE_EQ(attention_score_elements(chunk), 9.0);
+  AttentionShape d;
+  d.seq_q = d.seq_kv = 4;
+  d.head_dim_qk = d.head_dim_vo = 128;
+  EXPECT_DOUBLE_EQ(attention_flops(d, false), 2.0 * 16 * 256);         // QK^T and PV
+  EXPECT_DOUBLE_EQ(attention_flops(d, true), 2.5 * 2.0 * 16 * 256);    // 5 GEMMs = 2.5 x forward
+}
+
+// FA2 on A100: fraction 0.62 at long sequences; at s = 4096 non-causal, head dim 128, the curve gives
+// 0.62 * 4096 / (4096 + 256) = 0.5835 of 312 TFLOP/s.
+TEST(kernel_model, attention_time_from_family_curve) {
+  const auto gpu = ir::cluster_preset("a100-80g-sxm").gpu;
+  const auto params = kernel_model_params(gpu);
+  AttentionShape s;
+  s.batch = 1;
+  s.heads_q = s.heads_kv = 32;
+  s.seq_q = s.seq_kv = 4096;
+  const double flops = 4.0 * 4096 * 4096 * 32 * 128;
+  const double expected = flops / (312e12 * 0.62 * 4096.0 / (4096 + 256)) + params.launch_s;
+  EXPECT_NEAR(attention_kernel_time_s(gpu, AttentionKernel::flash_attention_2, s, false, ir::DType::bf16, params), expected,
+              1e-12);
+  EXPECT_THROW(attention_kernel_time_s(gpu, AttentionKernel::flash_attention_3, s, false, ir::DType::bf16, params),
+               ir::InputError);
+}
+
+TEST(kernel_model, bus_factors_of_nccl_tests) {
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_reduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::reduce_scatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_to_all, 16), 0.9375);
+}
+
+// Ring all-reduce of 1 GiB over 8 H100s in one node: 35 us base + 2*(8-1) = 14 steps x 1 us +
+// 1 GiB x 1.75 / (450 GB/s x 0.81 x ramp), ramp = 1 GiB / (1 GiB + 4 MiB) = 256/257.
+TEST(kernel_model, ring_all_reduce_alpha_beta_by_hand) {
+  const auto cluster = ir::cluster_preset("h100-sxm");
+  const auto params = kernel_model_params(cluster.gpu);
+  const int64_t bytes = int64_t(1) << 30;
+  const auto t = collective_kernel_time(cluster, CollectiveKind::all_reduce, 8, 1, bytes, CollectiveAlgorithm::ring, params);
+  const double expected = 35e-6 + 14 * 1e-6 + double(bytes) * 1.75 / (450e9 * 0.81 * 256.0 / 257.0);
+  EXPECT_NEAR(t.time_s, expected, 1e-12);
+  EXPECT_NEAR(t.bus_bytes_per_s, double(bytes) * 1.75 / expected, 1.0);
+  // NVLS: 2 steps, busbw = 450 GB/s x 1.0; faster, so the automatic choice takes it.
+  const auto nvls = collective_kernel_time(cluster, CollectiveKind::all_reduce, 8, 1, bytes, CollectiveAlgorithm::automatic, params);
+  EXPECT_EQ(nvls.algorithm, CollectiveAlgorithm::nvls);
+  EXPECT_NEAR(nvls.time_s, 35e-6 + 2e-6 + double(bytes) * 1.75 / (450e9 * 256.0 / 257.0), 1e-12);
+  // A100 has no NVLink SHARP: automatic is the ring.
+  const auto a100 = ir::cluster_preset("a100-80g-sxm");
+  EXPECT_EQ(collective_kernel_time(a100, CollectiveKind::all_reduce, 8, 1, bytes, CollectiveAlgorithm::automatic,
+                                   kernel_model_params(a100.gpu))
+                .algorithm,
+            CollectiveAlgorithm::ring);
+}
+
+// All-gather over 2 DGX H100 nodes (16 ranks): the ring crosses the network, so every one of its 15
+// steps pays the 10 us network latency, and its busbw is capped by the node's 8 x 50 GB/s NICs at
+// 0.85 = 340 GB/s (below NVLink's 450 x 0.81 = 364.5).
+TEST(kernel_model, multi_node_ring_is_network_bound) {
+  const auto cluster = ir::cluster_preset("h100-sxm");
+  const auto params = kernel_model_params(cluster.gpu);
+  const int64_t bytes = int64_t(1) << 30;
+  const auto t = collective_kernel_time(cluster, CollectiveKind::all_gather, 16, 2, bytes, CollectiveAlgorithm::ring, params);
+  const double expected = 35e-6 + 15 * 10e-6 + double(bytes) * (15.0 / 16) / (340e9 * 256.0 / 257.0);
+  EXPECT_NEAR(t.time_s, expected, 1e-12);
+}
+
+TEST(kernel_model, memory_kernel_at_achievable_bandwidth) {
+  const auto gpu = ir::cluster_preset("h100-sxm").gpu;
+  const auto params = kernel_model_params(gpu);
+  EXPECT_NEAR(memory_kernel_time_s(gpu, 1e9, false, params), 1e9 / (3.35e12 * 0.72) + 8e-6, 1e-12);
+  EXPECT_NEAR(memory_kernel_time_s(gpu, 1e9, true, params), 1e9 / (3.35e12 * 0.93) + 8e-6, 1e-12);
+  EXPECT_EQ(memory_kernel_time_s(gpu, 0, true, params), 0.0);
+}
+
+}  // namespace
+}  // namespace mgt::cost
