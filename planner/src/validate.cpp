@@ -1,6 +1,7 @@
 // `mgt-plan validate` (docs/validation.md): published measurements -> Graph, ClusterSpec, Plan,
 // TrainingSettings -> Estimate -> like-with-like comparison; statistics and mgt.validation/1 JSON.
-// Reading files and models: validate_model.cpp; hardware and rows: validate_setup.cpp.
+// Reading files and models: validate_model.cpp; hardware and rows: validate_setup.cpp; JSON:
+// validate_json.cpp.
 #include "mgt/planner/validate.hpp"
 #include "validate_util.hpp"
 
@@ -233,66 +234,6 @@ ValidationSummary summarize(const std::string& source, const std::string& citati
   s.skip_reasons.assign(reasons.begin(), reasons.end());
   std::stable_sort(s.skip_reasons.begin(), s.skip_reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return s;
-}
-
-// ---------------------------------------------------------------------------------------------
-// JSON
-
-json breakdown_to_json(const cost::Estimate& e) {
-  constexpr double kGiB = double(1ll << 30);
-  const auto& t = e.time;
-  const auto& m = e.memory;
-  return {{"plan", ir::to_json(e.plan)},
-          {"step_time_s", e.step_time_s},
-          {"tokens_per_s_per_gpu", e.tokens_per_s_per_gpu},
-          {"mfu", e.mfu},
-          {"bottleneck", e.bottleneck},
-          {"time_s",
-           {{"compute", t.compute_s}, {"recompute", t.recompute_s}, {"exposed_tp", t.exposed_tp_s},
-            {"exposed_cp", t.exposed_cp_s}, {"exposed_fsdp", t.exposed_fsdp_s}, {"exposed_dp", t.exposed_dp_s},
-            {"exposed_pp", t.exposed_pp_s}, {"exposed_ep", t.exposed_ep_s}, {"bubble", t.bubble_s},
-            {"optimizer", t.optimizer_s}, {"overhead", t.overhead_s}}},
-          {"memory_GiB",
-           {{"parameters", double(m.parameters_bytes) / kGiB}, {"gradients", double(m.gradients_bytes) / kGiB},
-            {"optimizer", double(m.optimizer_bytes) / kGiB}, {"fsdp_buffers", double(m.fsdp_buffers_bytes) / kGiB},
-            {"activations", double(m.activations_bytes) / kGiB}, {"transient", double(m.transient_bytes) / kGiB},
-            {"overhead", double(m.overhead_bytes) / kGiB}, {"peak", double(m.peak_bytes) / kGiB}}}};
-}
-
-json to_json(const ValidationResult& r, bool with_breakdown) {
-  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  json j = {{"id", r.id},
-            {"source", r.source},
-            {"metric", r.metric.empty() ? json(nullptr) : json(r.metric)},
-            {"kind", to_string(r.kind)},
-            {"predicted", opt(r.predicted)},
-            {"measured", opt(r.measured)},
-            {"error", opt(r.error)},
-            {"skipped", r.skipped ? json(*r.skipped) : json(nullptr)},
-            {"assumptions", r.assumptions}};
-  if (!r.conversion.empty()) j["conversion"] = r.conversion;
-  if (with_breakdown && r.estimate && !r.skipped) j["breakdown"] = breakdown_to_json(*r.estimate);
-  return j;
-}
-
-json to_json(const ValidationSummary& s) {
-  auto stats = [](const ErrorStats& e) {
-    return json{{"count", e.count}, {"median_abs_pct", e.median_abs_pct}, {"p90_abs_pct", e.p90_abs_pct}};
-  };
-  json worst = json::array();
-  for (const auto& r : s.worst) worst.push_back({{"id", r.id}, {"source", r.source}, {"metric", r.metric}, {"error", r.error ? json(*r.error) : json(nullptr)}});
-  json reasons = json::array();
-  for (const auto& [reason, n] : s.skip_reasons) reasons.push_back({{"reason", reason}, {"rows", n}});
-  return {{"source", s.source},
-          {"citation", s.citation},
-          {"rows", s.rows},
-          {"rows_compared", s.rows_compared},
-          {"rows_skipped", s.rows_skipped},
-          {"throughput", stats(s.throughput)},
-          {"memory", stats(s.memory)},
-          {"oom", {{"rows", s.oom_rows}, {"predicted_oom", s.oom_predicted}}},
-          {"worst", worst},
-          {"skip_reasons", reasons}};
 }
 
 }  // namespace mgt::plan

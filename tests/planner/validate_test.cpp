@@ -358,4 +358,44 @@ TEST(Validation, EveryExampleFileLoadsAndEveryRowIsComparedOrSkippedWithAReason)
   EXPECT_GE(files, 8);
 }
 
+TEST(Validation, ReportRoundTripsThroughMgtValidationJson) {
+  json skipped = gpt_row();  // measured {}: skipped with a reason
+  json memory = llama_row();
+  memory["id"] = "llama_memory";
+  memory["measured"] = {{"iteration_time_s", 3.0}, {"peak_memory_GiB", 40.0}};
+  const ValidationSource src = source_with({llama_row(), skipped, memory});
+  mgt::plan::ValidationReport report;
+  report.rows = mgt::plan::validate_source(src);
+  ASSERT_EQ(report.rows.size(), 4u);  // llama: 1, gpt: 1 skipped, llama_memory: 2
+  report.sources.push_back(mgt::plan::summarize(src.name, src.citation, report.rows));
+  report.overall = mgt::plan::summarize("overall", "", report.rows);
+  const json doc = mgt::plan::to_json(report);
+  EXPECT_EQ(doc.at("format"), "mgt.validation/1");
+  // One spelling per term: the mgt.plans/1 keys inside every row's breakdown.
+  const json& breakdown = doc.at("rows").at(0).at("breakdown");
+  EXPECT_TRUE(breakdown.at("time").contains("exposed_fsdp_s"));
+  EXPECT_TRUE(breakdown.at("time").contains("bubble_s"));
+  EXPECT_TRUE(breakdown.at("memory").contains("fsdp_buffers_bytes"));
+  EXPECT_FALSE(breakdown.contains("time_s"));
+
+  const auto back = mgt::plan::validation_report_from_json(doc, "report.json");
+  ASSERT_EQ(back.rows.size(), 4u);
+  EXPECT_EQ(back.rows[0].id, "llama_row");
+  EXPECT_EQ(back.rows[0].predicted, report.rows[0].predicted);
+  ASSERT_TRUE(back.rows[0].estimate.has_value());
+  EXPECT_EQ(back.rows[0].estimate->time, report.rows[0].estimate->time);
+  EXPECT_EQ(back.rows[0].estimate->memory, report.rows[0].estimate->memory);
+  EXPECT_EQ(back.rows[1].skipped, report.rows[1].skipped);
+  EXPECT_EQ(back.overall.rows, 3);
+  EXPECT_EQ(back.overall.rows_skipped, 1);
+  EXPECT_EQ(mgt::plan::to_json(back), doc);
+
+  json wrong = doc;
+  wrong["format"] = "mgt.plans/1";
+  EXPECT_THROW((void)mgt::plan::validation_report_from_json(wrong, "report.json"), mgt::ir::InputError);
+  wrong = doc;
+  wrong["rows"][0]["kind"] = "speed";
+  EXPECT_THROW((void)mgt::plan::validation_report_from_json(wrong, "report.json"), mgt::ir::InputError);
+}
+
 }  // namespace

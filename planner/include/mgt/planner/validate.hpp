@@ -166,9 +166,25 @@ struct ValidationSummary {
 ValidationSummary summarize(const std::string& source, const std::string& citation,
                             const std::vector<ValidationResult>& results);
 
-/// `mgt.validation/1` pieces.
+inline constexpr const char* kValidationFormat = "mgt.validation/1";
+
+/// The whole `mgt-plan validate --json` document: every result, a summary per source and overall.
+struct ValidationReport {
+  std::vector<ValidationResult> rows;
+  std::vector<ValidationSummary> sources;
+  ValidationSummary overall;
+};
+
+/// `mgt.validation/1` (docs/formats.md). The readers take what the writers write and throw
+/// ir::InputError naming `source` and the field otherwise. Not carried: ValidationResult::hbm_bytes;
+/// a summary's `worst` entries carry id, source, metric and error only.
 nlohmann::json to_json(const ValidationResult& result, bool with_breakdown = true);
 nlohmann::json to_json(const ValidationSummary& summary);
+nlohmann::json to_json(const ValidationReport& report);
+/// The estimate of a compared row, keyed as an mgt.plans/1 entry (cost::to_json(Estimate)).
 nlohmann::json breakdown_to_json(const cost::Estimate& estimate);
+ValidationResult validation_result_from_json(const nlohmann::json& doc, const std::string& source);
+ValidationSummary validation_summary_from_json(const nlohmann::json& doc, const std::string& source);
+ValidationReport validation_report_from_json(const nlohmann::json& doc, const std::string& source);
 
 }  // namespace mgt::plan
