@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -35,7 +36,9 @@ const char* const kMemoryKeys[] = {"peak_memory_GiB", "peak_memory_GB", "param_a
                                    "activation_memory_GiB"};
 
 bool positive_number(const json& measured, const char* key) {
-  return measured.contains(key) && measured[key].is_number() && measured[key].get<double>() > 0;
+  if (!measured.contains(key)) return false;
+  const auto v = number_in(measured[key]);
+  return v && *v > 0;
 }
 }  // namespace
 
@@ -106,6 +109,52 @@ double predict(const std::string& metric, const json& measured, const Validation
 
 std::string estimator_reason(const std::exception& e) { return e.what(); }
 
+std::string list_of(const std::vector<int64_t>& values) {
+  std::string out;
+  for (const int64_t v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+/// Estimates s.plan with every combination of the row's unstated knobs (RowSetup::vpp_choices,
+/// micro_batch_choices) and keeps the fastest that fits in HBM, else the fastest; sets s.plan to it and
+/// records each choice. Throws the first estimator error when no combination can be estimated.
+cost::Estimate estimate_best(const cost::Estimator& estimator, RowSetup& s, std::vector<std::string>& assumptions) {
+  const std::vector<int64_t> vpps = s.vpp_choices.empty() ? std::vector<int64_t>{s.plan.vpp} : s.vpp_choices;
+  const std::vector<int64_t> mbs =
+      s.micro_batch_choices.empty() ? std::vector<int64_t>{s.plan.micro_batch} : s.micro_batch_choices;
+  std::optional<cost::Estimate> best;
+  ir::Plan best_plan;
+  bool best_fits = false;
+  std::optional<std::string> first_error;
+  for (const int64_t vpp : vpps)
+    for (const int64_t mb : mbs) {
+      ir::Plan plan = s.plan;
+      plan.vpp = vpp;
+      plan.micro_batch = mb;
+      try {
+        cost::Estimate e = estimator.estimate(plan);
+        const bool fits = e.memory.peak_bytes <= s.cluster.gpu.hbm_bytes;
+        if (!best || (fits && !best_fits) || (fits == best_fits && e.step_time_s < best->step_time_s)) {
+          best = std::move(e);
+          best_plan = plan;
+          best_fits = fits;
+        }
+      } catch (const std::exception& ex) {
+        if (!first_error) first_error = estimator_reason(ex);
+      }
+    }
+  if (!best) throw std::runtime_error(first_error.value_or("no plan to estimate"));
+  s.plan = best_plan;
+  const std::string how = best_fits ? "the fastest that fits of " : "the fastest (none fits) of ";
+  if (!s.vpp_choices.empty())
+    assumptions.push_back("parallel.vpp not stated (interleaved): " + std::to_string(best_plan.vpp) + ", " + how +
+                          list_of(s.vpp_choices));
+  if (!s.micro_batch_choices.empty())
+    assumptions.push_back("training.micro_batch_size not stated: " + std::to_string(best_plan.micro_batch) + ", " + how +
+                          list_of(s.micro_batch_choices));
+  return *best;
+}
+
 }  // namespace
 
 std::vector<ValidationResult> validate_row(const ValidationSource& source, const json& row,
@@ -121,7 +170,7 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
     if (!metrics.empty()) {
       r.metric = metrics.front().first;
       r.kind = metrics.front().second;
-      if (r.kind != MetricKind::oom) r.measured = measured[r.metric].get<double>();
+      if (r.kind != MetricKind::oom) r.measured = number_in(measured[r.metric]);
     }
     return std::vector<ValidationResult>{r};
   };
@@ -130,6 +179,13 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
     for (const auto& [k, v] : measured.items())
       if (!v.is_null() && k != "tflops_kind" && k != "memory_kind") keys += (keys.empty() ? "" : ", ") + k;
     return skip("no comparable metric (measured has: " + (keys.empty() ? std::string("nothing") : keys) + ")");
+  }
+  for (const auto& [metric, kind] : metrics) {
+    if (kind == MetricKind::oom) continue;
+    const double v = *number_in(measured[metric]);
+    if (!std::isnormal(v))  // a subnormal makes the relative error overflow (inf, then NaN statistics)
+      return skip("measured." + metric + " " + fmt("%g", v) + " is not a normal positive number (below " +
+                  fmt("%g", std::numeric_limits<double>::min()) + ")");
   }
   RowSetup s;
   try {
@@ -142,7 +198,7 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
   cost::Estimate e;
   try {
     const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings, params_for(s.cluster.gpu));
-    e = estimator.estimate(s.plan);
+    e = estimate_best(estimator, s, base.assumptions);
   } catch (const std::exception& ex) {
     auto out = skip("estimator: " + estimator_reason(ex));
     out.front().assumptions = s.assumptions;
@@ -161,7 +217,7 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
       r.error = e.memory.peak_bytes > s.cluster.gpu.hbm_bytes ? 0.0 : 1.0;
       r.conversion = "predicted peak GiB vs HBM GiB: error 0 when predicted not to fit, 1 otherwise";
     } else {
-      r.measured = measured[metric].get<double>();
+      r.measured = number_in(measured[metric]);
       r.predicted = predict(metric, measured, source, s, e, r.conversion, r.assumptions);
       r.error = (*r.predicted - *r.measured) / *r.measured;
     }
@@ -194,7 +250,7 @@ double percentile(std::vector<double> v, double p) {
 ErrorStats error_stats(const std::vector<ValidationResult>& results, MetricKind kind) {
   std::vector<double> abs_pct;
   for (const auto& r : results)
-    if (r.kind == kind && !r.skipped && r.error) abs_pct.push_back(std::fabs(*r.error) * 100.0);
+    if (r.kind == kind && !r.skipped && r.error && std::isfinite(*r.error)) abs_pct.push_back(std::fabs(*r.error) * 100.0);
   ErrorStats s;
   s.count = int64_t(abs_pct.size());
   s.median_abs_pct = percentile(abs_pct, 0.5);

@@ -6,6 +6,7 @@
 
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/model_loader.hpp"
+#include "mgt/planner/search.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -30,10 +31,29 @@ std::string preset_for_gpu(const std::string& gpu) {
   return {};
 }
 
-std::optional<double> peak_of(const json& block, const std::string& key) {
-  if (!block.contains("peak_dense_tflops") || !block["peak_dense_tflops"].is_object()) return std::nullopt;
-  const auto v = opt_number(block["peak_dense_tflops"], key);
-  if (v && *v > 0) return *v * 1e12;
+/// A stated hardware number: nullopt when absent or null; RowSkipped naming `where`.`key` and the value
+/// when it is not a positive number (a string, 0, negative) or, for a `count`, not a whole number >= 1.
+/// A bad spec never falls back to the preset silently.
+std::optional<double> hardware_number(const json& block, const std::string& key, const std::string& where,
+                                      bool count = false) {
+  if (!block.is_object() || !block.contains(key) || block[key].is_null()) return std::nullopt;
+  const json& v = block[key];
+  const bool ok = v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 &&
+                  (!count || (v.get<double>() >= 1 && std::floor(v.get<double>()) == v.get<double>()));
+  if (!ok)
+    throw RowSkipped("hardware " + where + "." + key + " is " + v.dump() + ": expected " +
+                     (count ? "a whole number >= 1" : "a positive number") + " (null or absent when not stated)");
+  return v.get<double>();
+}
+
+/// The dense peak at `key` ("bf16", "fp16", "fp8") in FLOP/s, from peak_dense_tflops.
+std::optional<double> peak_of(const json& block, const std::string& key, const std::string& system_id) {
+  if (!block.contains("peak_dense_tflops") || block["peak_dense_tflops"].is_null()) return std::nullopt;
+  if (!block["peak_dense_tflops"].is_object())
+    throw RowSkipped("hardware " + system_id + ".peak_dense_tflops is " + block["peak_dense_tflops"].dump() +
+                     ": expected an object {\"bf16\": TFLOP/s, ...}");
+  const auto v = hardware_number(block["peak_dense_tflops"], key, system_id + ".peak_dense_tflops");
+  if (v) return *v * 1e12;
   return std::nullopt;
 }
 
@@ -61,7 +81,8 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
   if (!gpu.empty()) c.gpu.name = gpu;
   std::vector<std::string> kept;
 
-  const auto bf16 = peak_of(block, "bf16"), fp16 = peak_of(block, "fp16"), fp8 = peak_of(block, "fp8");
+  const auto bf16 = peak_of(block, "bf16", system_id), fp16 = peak_of(block, "fp16", system_id),
+             fp8 = peak_of(block, "fp8", system_id);
   if (bf16 || fp16) {
     c.gpu.peak_bf16_flops_per_s = bf16 ? *bf16 : *fp16;
     c.gpu.peak_fp16_flops_per_s = fp16 ? *fp16 : 0;
@@ -70,23 +91,23 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
     kept.push_back("bf16/fp16 peak");
   }
   c.gpu.peak_fp8_flops_per_s = fp8 ? *fp8 : 0;
-  if (const auto v = opt_number(block, "hbm_gb"); v && *v > 0)
+  if (const auto v = hardware_number(block, "hbm_gb", system_id))
     c.gpu.hbm_bytes = int64_t(std::llround(*v * double(1ll << 30)));  // datasheet GB as GiB (docs/cluster.md)
   else
     kept.push_back("HBM capacity");
-  if (const auto v = opt_number(block, "hbm_bw_TBps"); v && *v > 0)
+  if (const auto v = hardware_number(block, "hbm_bw_TBps", system_id))
     c.gpu.hbm_bytes_per_s = *v * 1e12;
   else
     kept.push_back("HBM bandwidth");
-  if (const auto v = opt_number(block, "nvlink_bw_GBps_per_gpu_bidir"); v && *v > 0)
+  if (const auto v = hardware_number(block, "nvlink_bw_GBps_per_gpu_bidir", system_id))
     c.nvlink_bytes_per_s = *v * 1e9 / 2.0;  // bidirectional total -> one direction
   else
     kept.push_back("NVLink bandwidth");
-  if (const auto v = opt_number(block, "gpus_per_node"); v && *v >= 1)
+  if (const auto v = hardware_number(block, "gpus_per_node", system_id, /*count=*/true))
     c.gpus_per_node = int64_t(*v);
   else
     kept.push_back("GPUs per node");
-  if (const auto v = opt_number(block, "nvlink_domain_gpus"); v && *v >= 1) {
+  if (const auto v = hardware_number(block, "nvlink_domain_gpus", system_id, /*count=*/true)) {
     c.nvlink_domain_gpus = int64_t(*v);
   } else {
     c.nvlink_domain_gpus = c.nvlink_bytes_per_s > 0 ? c.gpus_per_node : 1;
@@ -97,11 +118,11 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
                           " neither divides nor is a multiple of gpus_per_node; set to gpus_per_node");
     c.nvlink_domain_gpus = c.gpus_per_node;
   }
-  if (const auto v = opt_number(block, "nics_per_node"); v && *v >= 1)
+  if (const auto v = hardware_number(block, "nics_per_node", system_id, /*count=*/true))
     c.nics_per_node = int64_t(*v);
   else
     kept.push_back("NICs per node (" + std::to_string(c.nics_per_node) + ")");
-  if (const auto v = opt_number(block, "nic_gbps"); v && *v > 0) {
+  if (const auto v = hardware_number(block, "nic_gbps", system_id)) {
     c.nic_bytes_per_s = *v * 1e9 / 8.0;  // Gbit/s -> bytes/s
   } else if (const auto node = node_network_bytes_per_s(opt_string(block, "inter_node_network"))) {
     c.nic_bytes_per_s = *node / double(c.nics_per_node);
@@ -137,6 +158,34 @@ ir::Recompute parse_recompute(const json& row, std::optional<int64_t>& layers, s
     return ir::Recompute::full;
   }
   throw RowSkipped("recompute \"" + raw + "\" does not map to none, selective or full");
+}
+
+/// A zero_stage written in words ("ZeRO-2-style (Sec 3.2)", "zero-2-like", "shards optimizer states +
+/// gradients", "FULL_SHARD"): an explicit "ZeRO-n" / "stage n" first, else what the words say is
+/// sharded. Never a stray digit (a section number). nullopt for "not stated"; RowSkipped otherwise.
+std::optional<int64_t> zero_stage_from_words(const std::string& raw) {
+  const std::string z = lower(raw);
+  if (z.empty() || contains(z, "not stated")) return std::nullopt;
+  static const std::regex named(R"((?:zero|stage)[\s_-]*(?:stage[\s_-]*)?([0-3])(?![0-9.]))");
+  std::smatch match;
+  if (std::regex_search(z, match, named)) return std::stoll(match[1].str());
+  const bool shards = contains(z, "shard") || contains(z, "partition");
+  if (contains(z, "full_shard") || contains(z, "fully shard") || contains(z, "fsdp") || contains(z, "hybrid") ||
+      (shards && contains(z, "param")))
+    return 3;
+  if (contains(z, "shard_grad_op") || (shards && contains(z, "grad"))) return 2;
+  if (contains(z, "distributed optimizer") || (shards && contains(z, "optimizer"))) return 1;
+  if (contains(z, "no_shard") || contains(z, "ddp") || contains(z, "replicated")) return 0;
+  throw RowSkipped("parallel.zero_stage \"" + raw + "\" does not map to a ZeRO stage");
+}
+
+/// Interleaving factors to try when the row says the schedule is interleaved but not V: the planner's
+/// (2 to SearchOptions::max_vpp) whose pp x vpp divides the layers (the estimator's precondition).
+std::vector<int64_t> vpp_candidates(int64_t layers, int64_t pp) {
+  std::vector<int64_t> out;
+  for (int64_t v = 2; v <= SearchOptions{}.max_vpp; ++v)
+    if (layers >= pp * v && layers % (pp * v) == 0) out.push_back(v);
+  return out;
 }
 
 /// Sequence length, model shape and graph; returns the sequence length.
@@ -180,10 +229,24 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
   const int64_t cp = opt_int(par, "cp", "parallel").value_or(1);
   const int64_t ep = opt_int(par, "ep", "parallel").value_or(1);
   int64_t vpp = 1;
-  if (const auto v = opt_int(par, "vpp", "parallel")) {
+  const std::string vpp_words = lower(opt_string(par, "vpp"));
+  bool interleaved_unstated = false;
+  if (contains(vpp_words, "interleav") && !opt_number(par, "vpp")) {
+    interleaved_unstated = true;  // "interleaved (V not stated)": an unstated knob, not vpp 1
+  } else if (const auto v = opt_int(par, "vpp", "parallel")) {
     vpp = *v;
   } else if (pp > 1 && contains(lower(opt_string(par, "pipeline_schedule")), "interleav")) {
-    as.push_back("parallel.vpp not stated although the schedule is interleaved: vpp 1 (plain 1F1B)");
+    interleaved_unstated = true;
+  }
+  if (interleaved_unstated) {
+    const std::string said = par.contains("vpp") && !par["vpp"].is_null() ? "parallel.vpp " + par["vpp"].dump()
+                                                                            : "parallel.vpp not stated (interleaved schedule)";
+    if (pp <= 1) throw RowSkipped(said + ": interleaving needs pp > 1, got pp " + std::to_string(pp));
+    s.vpp_choices = vpp_candidates(s.shape.layers, pp);
+    if (s.vpp_choices.empty())
+      throw RowSkipped(said + ": no vpp from 2 to " + std::to_string(SearchOptions{}.max_vpp) + " divides " +
+                       std::to_string(s.shape.layers) + " layers / pp " + std::to_string(pp));
+    vpp = s.vpp_choices.front();
   }
   if (cp <= 0 || ep <= 0 || vpp <= 0) throw RowSkipped("parallel.cp, ep and vpp must be positive");
   const int64_t model_ranks = tp * pp * cp;
@@ -215,16 +278,13 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
   const int64_t tp = p.tp, cp = p.cp;
   const bool fsdp = par.contains("fsdp") && par["fsdp"].is_boolean() && par["fsdp"].get<bool>();
   std::optional<int64_t> zero;
-  if (par.contains("zero_stage") && par["zero_stage"].is_number_integer()) {
-    zero = par["zero_stage"].get<int64_t>();
-    if (*zero < 0 || *zero > 3) throw RowSkipped("parallel.zero_stage " + std::to_string(*zero) + " is not 0-3");
-  } else if (par.contains("zero_stage") && par["zero_stage"].is_string()) {
-    const std::string z = lower(par["zero_stage"].get<std::string>());
-    if (contains(z, "3") || contains(z, "full_shard") || contains(z, "fsdp")) zero = 3;
-    else if (contains(z, "2") || contains(z, "shard_grad_op")) zero = 2;
-    else if (contains(z, "1") || contains(z, "distributed optimizer")) zero = 1;
-    else if (!contains(z, "not stated")) throw RowSkipped("parallel.zero_stage \"" + z + "\" does not map to a ZeRO stage");
-    if (zero) as.push_back("parallel.zero_stage \"" + z + "\" read as ZeRO-" + std::to_string(*zero));
+  const json& zero_field = par.contains("zero_stage") ? par["zero_stage"] : json();
+  if (const auto n = number_in(zero_field)) {
+    if (*n != 0 && *n != 1 && *n != 2 && *n != 3) throw RowSkipped("parallel.zero_stage " + zero_field.dump() + " is not 0-3");
+    zero = int64_t(*n);
+  } else if (zero_field.is_string()) {
+    zero = zero_stage_from_words(zero_field.get<std::string>());
+    if (zero) as.push_back("parallel.zero_stage " + zero_field.dump() + " read as ZeRO-" + std::to_string(*zero));
   }
   if (fsdp && (!zero || *zero == 0)) zero = 3;
   if (!zero) {
@@ -261,6 +321,26 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
   }
 }
 
+/// The micro-batch of a row that states none: global batch / (dp x grad_accum_steps) when those are
+/// stated and divide; else an unstated knob: the planner's micro-batches that divide the per-replica
+/// batch go to s.micro_batch_choices (validate_row keeps the fastest that fits) and the first is returned.
+int64_t unstated_micro_batch(int64_t seqs, int64_t replicas, const std::optional<int64_t>& ga, RowSetup& s) {
+  if (seqs % replicas != 0) {
+    s.assumptions.push_back("training.micro_batch_size not stated: 1");
+    return 1;
+  }
+  const int64_t per_replica = seqs / replicas;
+  if (ga && *ga > 0 && per_replica % *ga == 0) {
+    s.assumptions.push_back("training.micro_batch_size not stated: global batch / (dp x grad_accum_steps) = " +
+                            std::to_string(per_replica / *ga));
+    return per_replica / *ga;
+  }
+  for (const int64_t m : SearchOptions{}.micro_batches)
+    if (per_replica % m == 0) s.micro_batch_choices.push_back(m);
+  if (s.micro_batch_choices.empty()) s.micro_batch_choices.push_back(1);
+  return s.micro_batch_choices.front();
+}
+
 /// Micro-batch and global batch (in sequences) into s.plan and s.settings.
 void setup_batch(const json& training, int64_t seq, RowSetup& s) {
   auto& as = s.assumptions;
@@ -272,10 +352,9 @@ void setup_batch(const json& training, int64_t seq, RowSetup& s) {
   } else if (const auto l = opt_int(training, "local_batch_size", "training"); l && *l > 0) {
     mb = *l;
     as.push_back("training.micro_batch_size not stated: local_batch_size " + std::to_string(mb));
-  } else {
-    mb = 1;
-    as.push_back("training.micro_batch_size not stated: 1");
   }
+  const bool mb_unstated = mb == 0;
+  if (mb_unstated) mb = 1;
   int64_t seqs = 0;
   const auto ga = opt_int(training, "grad_accum_steps", "training");
   if (const auto v = opt_int(training, "global_batch_size_seqs", "training"); v && *v > 0) {
@@ -294,6 +373,7 @@ void setup_batch(const json& training, int64_t seq, RowSetup& s) {
     throw RowSkipped("training.global_batch_size_seqs is not stated");
   }
   if (seqs < replicas) throw RowSkipped("global batch " + std::to_string(seqs) + " is smaller than dp " + std::to_string(replicas));
+  if (mb_unstated) mb = unstated_micro_batch(seqs, replicas, ga, s);
   if (seqs % (replicas * mb) != 0) {
     if (seqs < replicas * mb && seqs % replicas == 0) {
       as.push_back("micro_batch " + std::to_string(mb) + " exceeds the per-replica batch: " + std::to_string(seqs / replicas));
@@ -330,7 +410,7 @@ void setup_precision(const ValidationSource& source, const json& row, RowSetup& 
   }
   st.fp8_linears = contains(prec, "fp8") || contains(prec, "float8");
   if (st.fp8_linears) {
-    const auto fp8 = peak_of(source.hardware[s.system], "fp8");
+    const auto fp8 = peak_of(source.hardware[s.system], "fp8", s.system);
     if (!fp8) throw RowSkipped("precision fp8 but the hardware block states no fp8 peak");
     s.peak_flops_per_s = *fp8;
   } else {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,21 @@ inline std::string lower(std::string s) {
 
 inline bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
 
+/// A number, or a string holding exactly one finite number ("0", " 2.5 "): sources sometimes quote
+/// numbers. nullopt for anything else (booleans, words, "4-8").
+inline std::optional<double> number_in(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string text = v.get<std::string>();
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double d = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  while (*end != '\0' && std::isspace(static_cast<unsigned char>(*end))) ++end;
+  if (*end != '\0' || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
 inline std::string fmt(const char* format, double value) {
   char buf[96];
   std::snprintf(buf, sizeof buf, format, value);
@@ -36,9 +52,8 @@ inline std::optional<int64_t> opt_int(const json& obj, const std::string& key, c
   if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return std::nullopt;
   const json& v = obj[key];
   if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::abs(d) < 9.0e18 && std::floor(d) == d) return int64_t(d);  // range first: the cast is UB beyond int64
+  if (const auto d = number_in(v); d && !v.is_number_integer()) {
+    if (std::abs(*d) < 9.0e18 && std::floor(*d) == *d) return int64_t(*d);  // range first: the cast is UB beyond int64
   }
   if (v.is_string()) {
     const std::string s = lower(v.get<std::string>());
@@ -48,8 +63,8 @@ inline std::optional<int64_t> opt_int(const json& obj, const std::string& key, c
 }
 
 inline std::optional<double> opt_number(const json& obj, const std::string& key) {
-  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) return std::nullopt;
-  return obj[key].get<double>();
+  if (!obj.is_object() || !obj.contains(key)) return std::nullopt;
+  return number_in(obj[key]);
 }
 
 inline std::string opt_string(const json& obj, const std::string& key) {

@@ -86,6 +86,11 @@ struct RowSetup {
   cost::TrainingSettings settings;
   double peak_flops_per_s = 0;  ///< the hardware block's dense peak at the row's precision (MFU denominator)
   std::vector<std::string> assumptions;
+  /// Knobs the row leaves unstated, as the values to try (empty: stated, plan holds it). plan holds
+  /// the first; validate_row estimates every combination and keeps the fastest that fits in HBM
+  /// (else the fastest), recording the choice in the result's assumptions.
+  std::vector<int64_t> vpp_choices;          ///< "interleaved" without V: 2..8 dividing layers / pp
+  std::vector<int64_t> micro_batch_choices;  ///< micro_batch_size null: 1, 2, 4, 8, 16 dividing the per-replica batch
 };
 
 /// Builds the row's model, cluster, plan and settings; throws RowSkipped with the reason when a
