@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 namespace mgt::cost {
@@ -44,24 +45,10 @@ double tick_step(double max, int target) {
   return 10 * mag;
 }
 
-struct Term {
-  const char* name;
-  const char* colour;
-  double TimeBreakdown::*field;
-};
-constexpr Term kTerms[] = {
-    {"compute", "#4C72B0", &TimeBreakdown::compute_s},
-    {"recompute", "#8172B2", &TimeBreakdown::recompute_s},
-    {"exposed TP", "#DD8452", &TimeBreakdown::exposed_tp_s},
-    {"exposed CP", "#C44E52", &TimeBreakdown::exposed_cp_s},
-    {"exposed FSDP", "#55A868", &TimeBreakdown::exposed_fsdp_s},
-    {"exposed DP", "#2A9D8F", &TimeBreakdown::exposed_dp_s},
-    {"exposed PP", "#937860", &TimeBreakdown::exposed_pp_s},
-    {"exposed EP", "#DA8BC3", &TimeBreakdown::exposed_ep_s},
-    {"pipeline bubble", "#D0D0D0", &TimeBreakdown::bubble_s},
-    {"optimizer", "#7F7F7F", &TimeBreakdown::optimizer_s},
-    {"fixed overhead", "#E5C453", &TimeBreakdown::overhead_s},
-};
+// One colour per kTimeTerms entry, in its order.
+constexpr const char* kTermColours[] = {"#4C72B0", "#8172B2", "#DD8452", "#C44E52", "#55A868", "#2A9D8F",
+                                        "#937860", "#DA8BC3", "#D0D0D0", "#7F7F7F", "#E5C453"};
+static_assert(std::size(kTermColours) == std::size(kTimeTerms), "one colour per time term");
 constexpr const char* kLineColours[] = {"#1F77B4", "#FF7F0E", "#2CA02C", "#D62728",
                                         "#9467BD", "#8C564B", "#E377C2", "#17BECF"};
 
@@ -135,7 +122,7 @@ std::string render_svg(const ir::Schedule& schedule, const SimulationResult& res
   double max_total = result.step_time_s;
   for (size_t p : bars) {
     double total = 0;
-    for (const auto& term : kTerms) total += result.programs[p].breakdown.*term.field;
+    for (const auto& term : kTimeTerms) total += result.programs[p].breakdown.*term.field;
     max_total = std::max(max_total, total);
   }
   if (max_total <= 0) max_total = 1;
@@ -150,11 +137,12 @@ std::string render_svg(const ir::Schedule& schedule, const SimulationResult& res
     o << "<text x=\"" << kLeft - 8 << "\" y=\"" << y + bar_h - 4 << "\" font-size=\"12\" text-anchor=\"end\">"
       << escape(label) << "</text>\n";
     double x = kLeft;
-    for (const auto& term : kTerms) {
+    for (size_t k = 0; k < std::size(kTimeTerms); ++k) {
+      const auto& term = kTimeTerms[k];
       const double w = result.programs[p].breakdown.*term.field * unit * xscale;
       if (w <= 0) continue;
       o << "<rect x=\"" << fmt("%.2f", x) << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\""
-        << bar_h << "\" fill=\"" << term.colour << "\"><title>" << term.name << ": "
+        << bar_h << "\" fill=\"" << kTermColours[k] << "\"><title>" << term.label << ": "
         << fmt("%.4g", result.programs[p].breakdown.*term.field * unit) << " " << unit_name << "</title></rect>\n";
       x += w;
     }
@@ -174,11 +162,11 @@ std::string render_svg(const ir::Schedule& schedule, const SimulationResult& res
     << "\" font-size=\"12\" text-anchor=\"middle\">time per step (" << unit_name
     << "); * = critical program (ends last)</text>\n";
   // legend
-  for (size_t i = 0; i < std::size(kTerms); ++i) {
+  for (size_t i = 0; i < std::size(kTimeTerms); ++i) {
     const double x = 20 + double(i % 6) * 195, y = legend_top + double(i / 6) * 22;
-    const double value = result.breakdown.*kTerms[i].field * unit;
-    o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << kTerms[i].colour
-      << "\"/><text x=\"" << x + 20 << "\" y=\"" << y + 12 << "\" font-size=\"12\">" << kTerms[i].name << " "
+    const double value = result.breakdown.*kTimeTerms[i].field * unit;
+    o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << kTermColours[i]
+      << "\"/><text x=\"" << x + 20 << "\" y=\"" << y + 12 << "\" font-size=\"12\">" << kTimeTerms[i].label << " "
       << fmt("%.3g", value) << " " << unit_name << "</text>\n";
   }
 

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -162,7 +163,8 @@ TEST(Validation, ParallelMappingsAndDefaults) {
     return false;
   };
   EXPECT_TRUE(has("parallel.dp not stated"));
-  EXPECT_TRUE(has("micro_batch_size not stated: 1"));
+  // An unstated micro-batch is a knob validate_row chooses (32 sequences / dp 8 = 4 per replica).
+  EXPECT_EQ(s.micro_batch_choices, (std::vector<int64_t>{1, 2, 4}));
   EXPECT_TRUE(has("zero_stage not stated: 0"));
   // fp8 rows run their linears at the fp8 peak.
   row["precision"] = "amp_fp8";
@@ -356,6 +358,232 @@ TEST(Validation, EveryExampleFileLoadsAndEveryRowIsComparedOrSkippedWithAReason)
     EXPECT_EQ(ids.size(), src.rows.size());  // no row dropped silently
   }
   EXPECT_GE(files, 8);
+}
+
+TEST(Validation, ReportRoundTripsThroughMgtValidationJson) {
+  json skipped = gpt_row();  // measured {}: skipped with a reason
+  json memory = llama_row();
+  memory["id"] = "llama_memory";
+  memory["measured"] = {{"iteration_time_s", 3.0}, {"peak_memory_GiB", 40.0}};
+  const ValidationSource src = source_with({llama_row(), skipped, memory});
+  mgt::plan::ValidationReport report;
+  report.rows = mgt::plan::validate_source(src);
+  ASSERT_EQ(report.rows.size(), 4u);  // llama: 1, gpt: 1 skipped, llama_memory: 2
+  report.sources.push_back(mgt::plan::summarize(src.name, src.citation, report.rows));
+  report.overall = mgt::plan::summarize("overall", "", report.rows);
+  const json doc = mgt::plan::to_json(report);
+  EXPECT_EQ(doc.at("format"), "mgt.validation/1");
+  // One spelling per term: the mgt.plans/1 keys inside every row's breakdown.
+  const json& breakdown = doc.at("rows").at(0).at("breakdown");
+  EXPECT_TRUE(breakdown.at("time").contains("exposed_fsdp_s"));
+  EXPECT_TRUE(breakdown.at("time").contains("bubble_s"));
+  EXPECT_TRUE(breakdown.at("memory").contains("fsdp_buffers_bytes"));
+  EXPECT_FALSE(breakdown.contains("time_s"));
+
+  const auto back = mgt::plan::validation_report_from_json(doc, "report.json");
+  ASSERT_EQ(back.rows.size(), 4u);
+  EXPECT_EQ(back.rows[0].id, "llama_row");
+  EXPECT_EQ(back.rows[0].predicted, report.rows[0].predicted);
+  ASSERT_TRUE(back.rows[0].estimate.has_value());
+  EXPECT_EQ(back.rows[0].estimate->time, report.rows[0].estimate->time);
+  EXPECT_EQ(back.rows[0].estimate->memory, report.rows[0].estimate->memory);
+  EXPECT_EQ(back.rows[1].skipped, report.rows[1].skipped);
+  EXPECT_EQ(back.overall.rows, 3);
+  EXPECT_EQ(back.overall.rows_skipped, 1);
+  EXPECT_EQ(mgt::plan::to_json(back), doc);
+
+  json wrong = doc;
+  wrong["format"] = "mgt.plans/1";
+  EXPECT_THROW((void)mgt::plan::validation_report_from_json(wrong, "report.json"), mgt::ir::InputError);
+  wrong = doc;
+  wrong["rows"][0]["kind"] = "speed";
+  EXPECT_THROW((void)mgt::plan::validation_report_from_json(wrong, "report.json"), mgt::ir::InputError);
+}
+
+// ---- Reading rows: words, quoted numbers, unstated knobs, implausible values (each failed before) ----
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+TEST(Validation, ZeroStageInWordsIsReadFromTheWordsNotAStrayDigit) {
+  for (const char* words : {"ZeRO-2-style partitioning (Rajbhandari et al., Sec 3.2)", "zero-2-like",
+                            "shards optimizer states + gradients"}) {
+    SCOPED_TRACE(words);
+    json row = llama_row();
+    row["parallel"]["zero_stage"] = words;
+    row["parallel"]["fsdp"] = false;
+    const ValidationSource src = source_with({row});
+    const auto s = mgt::plan::setup_row(src, src.rows[0]);
+    EXPECT_EQ(s.plan.zero_stage, 2);
+    EXPECT_EQ(s.plan.dp_shard, 8);
+  }
+  json row = llama_row();
+  row["parallel"]["zero_stage"] = "shards optimizer states, gradients and parameters (Sec 3.1)";
+  row["parallel"]["fsdp"] = false;
+  const ValidationSource src = source_with({row});
+  EXPECT_EQ(mgt::plan::setup_row(src, src.rows[0]).plan.zero_stage, 3);
+}
+
+TEST(Validation, NumbersGivenAsStringsAreNumbers) {
+  json row = llama_row();
+  row["parallel"].erase("zero_stage");
+  row["parallel"]["fsdp"] = false;
+  row["parallel"]["fsdp_raw"] = "0";
+  row["parallel"]["dp"] = "8";
+  row["training"]["global_batch_size_seqs"] = " 64 ";
+  const ValidationSource src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.plan.zero_stage, 1);  // fsdp_raw 0: DDP + distributed optimizer
+  EXPECT_EQ(s.plan.dp_shard, 8);
+  EXPECT_EQ(s.settings.global_batch_tokens, 64 * 4096);
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].skipped) << *results[0].skipped;
+}
+
+/// An 8-layer llama row on pp 2 (dp 4, tp 2): vpp 2 and 4 both divide 8 / 2.
+json pipelined_row() {
+  json row = llama_row();
+  row["model"]["num_layers"] = 8;
+  row["parallel"]["pp"] = 2;
+  row["parallel"]["dp"] = 4;
+  row["parallel"]["zero_stage"] = 1;
+  row["parallel"]["fsdp"] = false;
+  return row;
+}
+
+/// The fastest of `plans` that fits in HBM, estimated here independently of validate_row.
+mgt::cost::Estimate fastest(const mgt::plan::RowSetup& s, const std::vector<mgt::ir::Plan>& plans) {
+  const mgt::cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings);
+  std::optional<mgt::cost::Estimate> best;
+  for (const auto& p : plans) {
+    const auto e = estimator.estimate(p);
+    EXPECT_LE(e.memory.peak_bytes, s.cluster.gpu.hbm_bytes);  // the test rows fit
+    if (!best || e.step_time_s < best->step_time_s) best = e;
+  }
+  return *best;
+}
+
+TEST(Validation, InterleavedWithoutVIsTheFastestDividingVppRecorded) {
+  json row = pipelined_row();
+  row["parallel"]["vpp"] = "interleaved (V not stated)";
+  const ValidationSource src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  ASSERT_EQ(s.vpp_choices, (std::vector<int64_t>{2, 4}));
+  std::vector<mgt::ir::Plan> plans;
+  for (int64_t v : {2, 4}) {
+    plans.push_back(s.plan);
+    plans.back().vpp = v;
+  }
+  const auto expected = fastest(s, plans);
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].skipped) << *results[0].skipped;
+  EXPECT_NE(results[0].estimate->plan.vpp, 1);
+  EXPECT_EQ(results[0].estimate->plan.vpp, expected.plan.vpp);
+  EXPECT_DOUBLE_EQ(results[0].estimate->step_time_s, expected.step_time_s);
+  EXPECT_NE(joined(results[0].assumptions).find("parallel.vpp not stated (interleaved): " +
+                                                 std::to_string(expected.plan.vpp) + ", the fastest that fits of 2, 4"),
+            std::string::npos)
+      << joined(results[0].assumptions);
+
+  // pp 1 cannot interleave; a word that is not a number is a skip with its reason.
+  json flat = llama_row();
+  flat["parallel"]["vpp"] = "interleaved (V not stated)";
+  json garbled = pipelined_row();
+  garbled["parallel"]["vpp"] = "two-ish";
+  const ValidationSource bad = source_with({flat, garbled});
+  for (const auto& r : mgt::plan::validate_source(bad)) {
+    ASSERT_TRUE(r.skipped) << r.id;
+    EXPECT_NE(r.skipped->find("parallel.vpp"), std::string::npos) << *r.skipped;
+  }
+}
+
+TEST(Validation, UnstatedMicroBatchIsTheFastestDividingOneRecorded) {
+  json row = llama_row();
+  row["training"]["micro_batch_size"] = nullptr;  // global 64 over dp 8: 8 sequences per replica
+  const ValidationSource src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  ASSERT_EQ(s.micro_batch_choices, (std::vector<int64_t>{1, 2, 4, 8}));
+  std::vector<mgt::ir::Plan> plans;
+  for (int64_t m : {1, 2, 4, 8}) {
+    plans.push_back(s.plan);
+    plans.back().micro_batch = m;
+  }
+  const auto expected = fastest(s, plans);
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].skipped) << *results[0].skipped;
+  EXPECT_EQ(results[0].estimate->plan.micro_batch, expected.plan.micro_batch);
+  EXPECT_DOUBLE_EQ(results[0].estimate->step_time_s, expected.step_time_s);
+  EXPECT_NE(joined(results[0].assumptions).find("training.micro_batch_size not stated: " +
+                                                 std::to_string(expected.plan.micro_batch) +
+                                                 ", the fastest that fits of 1, 2, 4, 8"),
+            std::string::npos)
+      << joined(results[0].assumptions);
+
+  // With grad_accum_steps stated the micro-batch is determined: 64 / (8 x 4) = 2.
+  row["training"]["grad_accum_steps"] = 4;
+  const ValidationSource with_ga = source_with({row});
+  const auto g = mgt::plan::setup_row(with_ga, with_ga.rows[0]);
+  EXPECT_TRUE(g.micro_batch_choices.empty());
+  EXPECT_EQ(g.plan.micro_batch, 2);
+}
+
+TEST(Validation, SubnormalMeasuredValueIsASkipNamingTheField) {
+  json tiny = llama_row();
+  tiny["id"] = "tiny";
+  tiny["measured"] = {{"iteration_time_s", 5e-324}};
+  json small = llama_row();
+  small["id"] = "small";
+  small["measured"] = {{"iteration_time_s", 1e-308}};
+  const ValidationSource src = source_with({llama_row(), tiny, small});
+  const auto results = mgt::plan::validate_source(src);
+  ASSERT_EQ(results.size(), 3u);
+  ASSERT_FALSE(results[0].skipped);
+  for (size_t i = 1; i < 3; ++i) {
+    ASSERT_TRUE(results[i].skipped) << results[i].id;
+    EXPECT_NE(results[i].skipped->find("measured.iteration_time_s"), std::string::npos) << *results[i].skipped;
+  }
+  const auto summary = mgt::plan::summarize("s", "", results);
+  EXPECT_EQ(summary.throughput.count, 1);
+  EXPECT_DOUBLE_EQ(summary.throughput.median_abs_pct, std::fabs(*results[0].error) * 100.0);
+}
+
+TEST(Validation, ImplausibleHardwareValueIsASkipNamingFieldAndValue) {
+  struct Case {
+    const char* key;
+    json value;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"hbm_gb", -80, "hbm_gb is -80"},
+      {"nvlink_bw_GBps_per_gpu_bidir", -600, "nvlink_bw_GBps_per_gpu_bidir is -600"},
+      {"gpus_per_node", 0, "gpus_per_node is 0"},
+      {"nic_gbps", 0, "nic_gbps is 0"},
+      {"nic_gbps", -200, "nic_gbps is -200"},
+  };
+  for (const auto& c : cases) {
+    json block = h100_block();
+    block[c.key] = c.value;
+    const ValidationSource src = source_with({llama_row()}, "", block);
+    const auto results = mgt::plan::validate_source(src);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].skipped) << c.key;
+    EXPECT_NE(results[0].skipped->find(std::string("hardware h100.") + c.expected), std::string::npos) << *results[0].skipped;
+  }
+  for (const json& peak : {json(0), json(-1), json("312")}) {
+    json block = h100_block();
+    block["peak_dense_tflops"]["bf16"] = peak;
+    const ValidationSource src = source_with({llama_row()}, "", block);
+    const auto results = mgt::plan::validate_source(src);
+    ASSERT_TRUE(results[0].skipped) << peak.dump();
+    EXPECT_NE(results[0].skipped->find("hardware h100.peak_dense_tflops.bf16 is " + peak.dump()), std::string::npos)
+        << *results[0].skipped;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Text and JSON output of mgt-plan.
 #include "report.hpp"
 
+#include "mgt/cost_model/breakdown_json.hpp"
 #include "mgt/ir/plan.hpp"
 
 #include <cmath>
@@ -113,57 +114,26 @@ std::string format_breakdown(const cost::Estimate& e, int64_t hbm_bytes) {
   std::string out = "plan: " + ir::to_string(e.plan) + "\n";
   out += "memory per GPU: " + format_gib(m.peak_bytes) + " GiB of " + format_gib(hbm_bytes) + " GiB (headroom " +
          format_gib(hbm_bytes - m.peak_bytes) + ")\n";
-  const std::pair<const char*, int64_t> mem[] = {
-      {"parameters", m.parameters_bytes}, {"gradients", m.gradients_bytes},   {"optimizer", m.optimizer_bytes},
-      {"fsdp buffers", m.fsdp_buffers_bytes}, {"activations", m.activations_bytes}, {"transient", m.transient_bytes},
-      {"overhead", m.overhead_bytes}};
-  for (const auto& [name, bytes] : mem) {
+  for (const auto& term : cost::kMemoryTerms) {
     char line[96];
-    std::snprintf(line, sizeof line, "  %-14s%s GiB\n", name, format_gib(bytes).c_str());
+    std::snprintf(line, sizeof line, "  %-16s%s GiB\n", term.label, format_gib(m.*term.field).c_str());
     out += line;
   }
   out += "step time: " + fmt("%.3f", e.step_time_s) + " s, " + fmt("%.0f", e.tokens_per_s_per_gpu) + " tokens/s/GPU, MFU " +
          fmt("%.3f", e.mfu) + ", bottleneck: " + e.bottleneck + "\n";
-  const std::pair<const char*, double> time[] = {
-      {"compute", t.compute_s},        {"recompute", t.recompute_s},   {"exposed tp", t.exposed_tp_s},
-      {"exposed cp", t.exposed_cp_s},  {"exposed fsdp", t.exposed_fsdp_s}, {"exposed dp", t.exposed_dp_s},
-      {"exposed pp", t.exposed_pp_s},  {"exposed ep", t.exposed_ep_s},     {"bubble", t.bubble_s},
-      {"optimizer", t.optimizer_s},    {"overhead", t.overhead_s}};
-  for (const auto& [name, s] : time) {
+  for (const auto& term : cost::kTimeTerms) {
     char line[96];
-    std::snprintf(line, sizeof line, "  %-14s%.3f s\n", name, s);
+    std::snprintf(line, sizeof line, "  %-16s%.3f s\n", term.label, t.*term.field);
     out += line;
   }
   return out;
 }
 
 nlohmann::json estimate_to_json(const cost::Estimate& e, int64_t rank, int64_t hbm_bytes) {
-  const auto& m = e.memory;
-  const auto& t = e.time;
-  nlohmann::json j;
+  nlohmann::json j = cost::to_json(e);  // every key of the Estimate, one spelling per term (breakdown_json.hpp)
   j["rank"] = rank;
-  j["plan"] = ir::to_json(e.plan);
-  j["memory"] = {{"peak_bytes", m.peak_bytes},
-                 {"hbm_bytes", hbm_bytes},
-                 {"headroom_bytes", hbm_bytes - m.peak_bytes},
-                 {"parameters_bytes", m.parameters_bytes},
-                 {"gradients_bytes", m.gradients_bytes},
-                 {"optimizer_bytes", m.optimizer_bytes},
-                 {"fsdp_buffers_bytes", m.fsdp_buffers_bytes},
-                 {"activations_bytes", m.activations_bytes},
-                 {"transient_bytes", m.transient_bytes},
-                 {"overhead_bytes", m.overhead_bytes}};
-  j["step_time_s"] = e.step_time_s;
-  j["time"] = {{"compute_s", t.compute_s},           {"recompute_s", t.recompute_s},
-               {"exposed_tp_s", t.exposed_tp_s},     {"exposed_cp_s", t.exposed_cp_s},
-               {"exposed_fsdp_s", t.exposed_fsdp_s}, {"exposed_dp_s", t.exposed_dp_s},
-               {"exposed_pp_s", t.exposed_pp_s},     {"exposed_ep_s", t.exposed_ep_s},
-               {"bubble_s", t.bubble_s},
-               {"optimizer_s", t.optimizer_s},       {"overhead_s", t.overhead_s}};
-  j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
-  j["mfu"] = e.mfu;
-  j["model_flops_per_step"] = e.model_flops_per_step;
-  j["bottleneck"] = e.bottleneck;
+  j["memory"]["hbm_bytes"] = hbm_bytes;
+  j["memory"]["headroom_bytes"] = hbm_bytes - e.memory.peak_bytes;
   return j;
 }
 

@@ -1,6 +1,8 @@
 // `mgt-plan simulate`: lower, verify, simulate, print (docs/simulator.md §6).
 #include "simulate_command.hpp"
 
+#include "mgt/cost_model/breakdown_json.hpp"
+
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/planner/lower.hpp"
@@ -22,25 +24,6 @@ constexpr const char* kKindNames[] = {"parameters", "gradients", "optimizer", "a
 // Buffers listed as live at the peak: enough to see what dominates it.
 constexpr size_t kLargestLive = 8;
 
-struct Term {
-  const char* key;
-  const char* label;
-  double cost::TimeBreakdown::*field;
-};
-constexpr Term kTerms[] = {
-    {"compute_s", "compute", &cost::TimeBreakdown::compute_s},
-    {"recompute_s", "recompute", &cost::TimeBreakdown::recompute_s},
-    {"exposed_tp_s", "exposed TP communication", &cost::TimeBreakdown::exposed_tp_s},
-    {"exposed_cp_s", "exposed CP communication", &cost::TimeBreakdown::exposed_cp_s},
-    {"exposed_fsdp_s", "exposed FSDP communication", &cost::TimeBreakdown::exposed_fsdp_s},
-    {"exposed_dp_s", "exposed DP communication", &cost::TimeBreakdown::exposed_dp_s},
-    {"exposed_pp_s", "exposed PP communication", &cost::TimeBreakdown::exposed_pp_s},
-    {"exposed_ep_s", "exposed EP communication", &cost::TimeBreakdown::exposed_ep_s},
-    {"bubble_s", "pipeline bubble", &cost::TimeBreakdown::bubble_s},
-    {"optimizer_s", "optimizer step", &cost::TimeBreakdown::optimizer_s},
-    {"overhead_s", "fixed overheads", &cost::TimeBreakdown::overhead_s},
-};
-
 std::string gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / double(1ll << 30));
@@ -57,12 +40,6 @@ void write_file(const std::string& path, const std::string& flag, const std::str
   if (out) out << text;
   if (!out)
     throw ir::InputError(flag, "", "cannot write '" + path + "'", "check that the folder exists and is writable");
-}
-
-nlohmann::json breakdown_json(const cost::TimeBreakdown& t) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& term : kTerms) j[term.key] = t.*term.field;
-  return j;
 }
 
 /// mgt.simulation/1 (simulate_command.hpp).
@@ -85,7 +62,7 @@ nlohmann::json simulation_json(const ir::Graph& graph, const ir::Schedule& sched
                         {"num_ranks", schedule.programs[p].num_ranks},
                         {"end_s", pr.end_s},
                         {"busy_s", busy},
-                        {"breakdown", breakdown_json(pr.breakdown)},
+                        {"breakdown", cost::to_json(pr.breakdown)},
                         {"peak_bytes", pr.memory.peak_reserved_bytes},
                         {"peak_allocated_bytes", pr.memory.peak_bytes},
                         {"peak_time_s", pr.memory.peak_time_s}});
@@ -97,7 +74,7 @@ nlohmann::json simulation_json(const ir::Graph& graph, const ir::Schedule& sched
       {"plan", ir::to_json(schedule.plan)},
       {"step_time_s", r.step_time_s},
       {"peak_bytes", r.peak_bytes},
-      {"breakdown", breakdown_json(r.breakdown)},
+      {"breakdown", cost::to_json(r.breakdown)},
       {"memory",
        {{"program", schedule.programs[r.peak_program].name},
         {"peak_bytes", mem.peak_reserved_bytes},
@@ -146,7 +123,7 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
       << ms(std::chrono::duration<double>(t2 - t1).count()) << " ms\n\n";
     o << "step time " << ms(r.step_time_s) << " ms (analytic estimate " << ms(analytic.step_time_s) << " ms)\n";
     o << "breakdown of " << schedule.programs[r.critical_program].name << " (ends last), ms:\n";
-    for (const auto& term : kTerms) {
+    for (const auto& term : cost::kTimeTerms) {
       char line[96];
       std::snprintf(line, sizeof line, "  %-28s %10.2f  %5.1f %%\n", term.label, r.breakdown.*term.field * 1e3,
                     r.step_time_s > 0 ? 100.0 * r.breakdown.*term.field / r.step_time_s : 0.0);

@@ -38,22 +38,26 @@ std::string stats_line(const char* label, const plan::ErrorStats& s) {
          " %  p90 " + fmt("%.1f", s.p90_abs_pct) + " %\n";
 }
 
+/// "step S s = compute + the other time terms > 0 (bottleneck); memory P GiB = parameters + the other
+/// memory terms > 0", labels from kTimeTerms / kMemoryTerms.
 std::string breakdown_line(const cost::Estimate& e) {
   constexpr double kGiB = double(1ll << 30);
-  const auto& t = e.time;
-  const auto& m = e.memory;
-  std::string out = "step " + num(e.step_time_s) + " s = compute " + num(t.compute_s) + " + recompute " + num(t.recompute_s);
-  const std::pair<const char*, double> terms[] = {{"tp", t.exposed_tp_s},     {"cp", t.exposed_cp_s}, {"fsdp", t.exposed_fsdp_s},
-                                                  {"dp", t.exposed_dp_s},     {"pp", t.exposed_pp_s}, {"ep", t.exposed_ep_s},
-                                                  {"bubble", t.bubble_s}};
-  for (const auto& [name, s] : terms)
-    if (s > 0) out += std::string(" + ") + name + " " + num(s);
-  out += " + optimizer " + num(t.optimizer_s) + " + overhead " + num(t.overhead_s) + " (" + e.bottleneck + ")";
-  out += "; memory " + num(double(m.peak_bytes) / kGiB) + " GiB = params " + num(double(m.parameters_bytes) / kGiB) + " + grads " +
-         num(double(m.gradients_bytes) / kGiB) + " + optimizer " + num(double(m.optimizer_bytes) / kGiB);
-  if (m.fsdp_buffers_bytes > 0) out += " + fsdp buffers " + num(double(m.fsdp_buffers_bytes) / kGiB);
-  out += " + activations " + num(double(m.activations_bytes) / kGiB) + " + transient " + num(double(m.transient_bytes) / kGiB) +
-         " + overhead " + num(double(m.overhead_bytes) / kGiB);
+  std::string out = "step " + num(e.step_time_s) + " s =";
+  const char* plus = " ";
+  for (const auto& term : cost::kTimeTerms) {
+    const double s = e.time.*term.field;
+    if (s <= 0 && term.field != &cost::TimeBreakdown::compute_s) continue;
+    out += plus + std::string(term.label) + " " + num(s);
+    plus = " + ";
+  }
+  out += " (" + e.bottleneck + "); memory " + num(double(e.memory.peak_bytes) / kGiB) + " GiB =";
+  plus = " ";
+  for (const auto& term : cost::kMemoryTerms) {
+    const int64_t bytes = e.memory.*term.field;
+    if (bytes <= 0 && term.field != &cost::MemoryBreakdown::parameters_bytes) continue;
+    out += plus + std::string(term.label) + " " + num(double(bytes) / kGiB);
+    plus = " + ";
+  }
   return out;
 }
 
@@ -95,24 +99,17 @@ int run_validate(const std::vector<std::string>& files, bool json) {
     std::cerr << "mgt-plan: " << e.what() << "\n";
     return 2;
   }
-  std::vector<plan::ValidationResult> all;
-  std::vector<plan::ValidationSummary> summaries;
+  plan::ValidationReport report;
   for (const auto& source : sources) {
     if (source.catalog) continue;
     auto results = plan::validate_source(source);
-    summaries.push_back(plan::summarize(source.name, source.citation, results));
-    all.insert(all.end(), std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
+    report.sources.push_back(plan::summarize(source.name, source.citation, results));
+    report.rows.insert(report.rows.end(), std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
   }
-  const plan::ValidationSummary overall = plan::summarize("overall", "", all);
+  report.overall = plan::summarize("overall", "", report.rows);
 
   if (json) {
-    nlohmann::json doc = {{"format", "mgt.validation/1"}};
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : all) rows.push_back(plan::to_json(r));
-    nlohmann::json per_source = nlohmann::json::array();
-    for (const auto& s : summaries) per_source.push_back(plan::to_json(s));
-    doc["rows"] = std::move(rows);
-    doc["summary"] = {{"sources", std::move(per_source)}, {"overall", plan::to_json(overall)}};
+    nlohmann::json doc = plan::to_json(report);
     for (const auto& k : kernels) doc["kernels"].push_back(plan::to_json(k));
     std::cout << doc.dump(2) << "\n";
     return 0;
@@ -122,8 +119,8 @@ int run_validate(const std::vector<std::string>& files, bool json) {
     if (sources.empty()) return 0;
     std::cout << "\n";
   }
-  for (const auto& s : summaries) std::cout << format_summary(s, /*details=*/true) << "\n";
-  std::cout << format_summary(overall, /*details=*/false);
+  for (const auto& s : report.sources) std::cout << format_summary(s, /*details=*/true) << "\n";
+  std::cout << format_summary(report.overall, /*details=*/false);
   for (const auto& source : sources)
     if (source.catalog) std::cout << "(" << source.name << ": catalog file, no rows)\n";
   return 0;

@@ -48,6 +48,46 @@ struct TimeBreakdown {
   bool operator==(const TimeBreakdown&) const = default;
 };
 
+/// One term of a breakdown: its key in every JSON format (mgt.plans/1, mgt.simulation/1,
+/// mgt.validation/1), the member, and the label text output and plots show.
+template <typename Breakdown, typename Value>
+struct BreakdownTerm {
+  const char* json_name;
+  Value Breakdown::*field;
+  const char* label;
+};
+
+/// Every TimeBreakdown term, in declaration order (they sum to the step time). Printers, writers
+/// and readers iterate this list instead of naming the members.
+inline constexpr BreakdownTerm<TimeBreakdown, double> kTimeTerms[] = {
+    {"compute_s", &TimeBreakdown::compute_s, "compute"},
+    {"recompute_s", &TimeBreakdown::recompute_s, "recompute"},
+    {"exposed_tp_s", &TimeBreakdown::exposed_tp_s, "exposed TP"},
+    {"exposed_cp_s", &TimeBreakdown::exposed_cp_s, "exposed CP"},
+    {"exposed_fsdp_s", &TimeBreakdown::exposed_fsdp_s, "exposed FSDP"},
+    {"exposed_dp_s", &TimeBreakdown::exposed_dp_s, "exposed DP"},
+    {"exposed_pp_s", &TimeBreakdown::exposed_pp_s, "exposed PP"},
+    {"exposed_ep_s", &TimeBreakdown::exposed_ep_s, "exposed EP"},
+    {"bubble_s", &TimeBreakdown::bubble_s, "pipeline bubble"},
+    {"optimizer_s", &TimeBreakdown::optimizer_s, "optimizer"},
+    {"overhead_s", &TimeBreakdown::overhead_s, "fixed overhead"},
+};
+static_assert(sizeof(TimeBreakdown) == sizeof(kTimeTerms) / sizeof(kTimeTerms[0]) * sizeof(double),
+              "a TimeBreakdown member is missing from kTimeTerms");
+
+/// Every MemoryBreakdown component, in declaration order, without peak_bytes (their sum).
+inline constexpr BreakdownTerm<MemoryBreakdown, int64_t> kMemoryTerms[] = {
+    {"parameters_bytes", &MemoryBreakdown::parameters_bytes, "parameters"},
+    {"gradients_bytes", &MemoryBreakdown::gradients_bytes, "gradients"},
+    {"optimizer_bytes", &MemoryBreakdown::optimizer_bytes, "optimizer"},
+    {"fsdp_buffers_bytes", &MemoryBreakdown::fsdp_buffers_bytes, "fsdp buffers"},
+    {"activations_bytes", &MemoryBreakdown::activations_bytes, "activations"},
+    {"transient_bytes", &MemoryBreakdown::transient_bytes, "transient"},
+    {"overhead_bytes", &MemoryBreakdown::overhead_bytes, "overhead"},
+};
+static_assert(sizeof(MemoryBreakdown) == (sizeof(kMemoryTerms) / sizeof(kMemoryTerms[0]) + 1) * sizeof(int64_t),
+              "a MemoryBreakdown member is missing from kMemoryTerms");
+
 struct Estimate {
   ir::Plan plan;  ///< resolved: grad_accum, sequence_parallel and zero_stage set
   MemoryBreakdown memory;

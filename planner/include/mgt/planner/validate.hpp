@@ -86,6 +86,11 @@ struct RowSetup {
   cost::TrainingSettings settings;
   double peak_flops_per_s = 0;  ///< the hardware block's dense peak at the row's precision (MFU denominator)
   std::vector<std::string> assumptions;
+  /// Knobs the row leaves unstated, as the values to try (empty: stated, plan holds it). plan holds
+  /// the first; validate_row estimates every combination and keeps the fastest that fits in HBM
+  /// (else the fastest), recording the choice in the result's assumptions.
+  std::vector<int64_t> vpp_choices;          ///< "interleaved" without V: 2..8 dividing layers / pp
+  std::vector<int64_t> micro_batch_choices;  ///< micro_batch_size null: 1, 2, 4, 8, 16 dividing the per-replica batch
 };
 
 /// Builds the row's model, cluster, plan and settings; throws RowSkipped with the reason when a
@@ -166,9 +171,25 @@ struct ValidationSummary {
 ValidationSummary summarize(const std::string& source, const std::string& citation,
                             const std::vector<ValidationResult>& results);
 
-/// `mgt.validation/1` pieces.
+inline constexpr const char* kValidationFormat = "mgt.validation/1";
+
+/// The whole `mgt-plan validate --json` document: every result, a summary per source and overall.
+struct ValidationReport {
+  std::vector<ValidationResult> rows;
+  std::vector<ValidationSummary> sources;
+  ValidationSummary overall;
+};
+
+/// `mgt.validation/1` (docs/formats.md). The readers take what the writers write and throw
+/// ir::InputError naming `source` and the field otherwise. Not carried: ValidationResult::hbm_bytes;
+/// a summary's `worst` entries carry id, source, metric and error only.
 nlohmann::json to_json(const ValidationResult& result, bool with_breakdown = true);
 nlohmann::json to_json(const ValidationSummary& summary);
+nlohmann::json to_json(const ValidationReport& report);
+/// The estimate of a compared row, keyed as an mgt.plans/1 entry (cost::to_json(Estimate)).
 nlohmann::json breakdown_to_json(const cost::Estimate& estimate);
+ValidationResult validation_result_from_json(const nlohmann::json& doc, const std::string& source);
+ValidationSummary validation_summary_from_json(const nlohmann::json& doc, const std::string& source);
+ValidationReport validation_report_from_json(const nlohmann::json& doc, const std::string& source);
 
 }  // namespace mgt::plan
