@@ -1,4 +1,4 @@
-// The one collective table (docs/schedule.md "Collectives"): the kinds, the reduction, and per kind the
+// The one collective table (docs/cluster.md §5): the kinds, the reduction, and per kind the
 // buffers one rank hands to and gets from the call and nccl-tests' bus-bandwidth factor, filled side by
 // side as nccl-tests does per collective (src/all_gather.cu: AllGatherGetCollByteCount + AllGatherGetBw).
 // Schedules, the cost model, the simulator, the spmd lowering, the probes and the communicators all read
