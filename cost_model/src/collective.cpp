@@ -6,32 +6,6 @@
 
 namespace mgt::cost {
 
-std::string to_string(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::all_reduce: return "all_reduce";
-    case CollectiveKind::all_gather: return "all_gather";
-    case CollectiveKind::reduce_scatter: return "reduce_scatter";
-    case CollectiveKind::all_to_all: return "all_to_all";
-    case CollectiveKind::send_recv: return "send_recv";
-  }
-  return "unknown";
-}
-
-// nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, where the factor is the share of the buffer
-// each rank must move over its slowest link in the optimal (ring) algorithm.
-double bus_factor(CollectiveKind kind, int64_t group_size) {
-  if (group_size <= 1) return 0.0;
-  const double n = double(group_size);
-  switch (kind) {
-    case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
-    case CollectiveKind::all_gather:
-    case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_to_all: return (n - 1) / n;
-    case CollectiveKind::send_recv: return 1.0;
-  }
-  return 0.0;
-}
-
 // Ring all-reduce = reduce-scatter (n-1 steps) then all-gather (n-1 steps); the others one pass.
 int64_t latency_steps(CollectiveKind kind, int64_t group_size) {
   if (group_size <= 1) return 0;
@@ -40,15 +14,21 @@ int64_t latency_steps(CollectiveKind kind, int64_t group_size) {
     case CollectiveKind::all_gather:
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_to_all: return group_size - 1;
+    case CollectiveKind::broadcast:
     case CollectiveKind::send_recv: return 1;
   }
   return 0;
 }
 
+std::string measured_op(CollectiveKind kind) {
+  return ir::to_string(kind == CollectiveKind::broadcast ? CollectiveKind::send_recv : kind);
+}
+
 double collective_time_s(CollectiveKind kind, int64_t group_size, int64_t bytes, const LinkEstimate& link) {
   if (group_size <= 1 || bytes <= 0) return 0.0;
-  double bandwidth_s = link.bus_bytes_per_s > 0 ? double(bytes) * bus_factor(kind, group_size) / link.bus_bytes_per_s
-                                                : std::numeric_limits<double>::infinity();
+  double bandwidth_s = link.bus_bytes_per_s > 0
+                           ? double(bytes) * ir::bus_factor(kind, group_size) / link.bus_bytes_per_s
+                           : std::numeric_limits<double>::infinity();
   return double(latency_steps(kind, group_size)) * link.latency_s + bandwidth_s;
 }
 
@@ -59,7 +39,7 @@ double collective_time_s(CollectiveKind kind, int64_t group_size, int64_t bytes,
 //   3. among its rows, interpolate busbw linearly in log(message bytes), clamped at the ends.
 double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size,
                                 int64_t domains_spanned, int64_t bytes) {
-  const std::string op = to_string(kind);
+  const std::string op = measured_op(kind);
   auto log_distance = [](int64_t a, int64_t b) {
     return std::abs(std::log(double(std::max<int64_t>(a, 1))) - std::log(double(std::max<int64_t>(b, 1))));
   };
@@ -100,7 +80,7 @@ double collective_time_s(const ir::ClusterSpec& cluster, CollectiveKind kind, in
   if (group_size <= 1 || bytes <= 0) return 0.0;
   if (!cluster.collective_table.empty()) {
     const double measured = measured_bus_bytes_per_s(cluster, kind, group_size, link.domains_spanned, bytes);
-    if (measured > 0) return double(bytes) * bus_factor(kind, group_size) / measured;
+    if (measured > 0) return double(bytes) * ir::bus_factor(kind, group_size) / measured;
   }
   return collective_time_s(kind, group_size, bytes, link);
 }

@@ -110,19 +110,6 @@ bool is_kernel(const ir::Instruction& instr) {
   return k == ir::InstrKind::compute || k == ir::InstrKind::optimizer_step;
 }
 
-CollectiveKind cost_kind(ir::CollectiveKind kind) {
-  switch (kind) {
-    case ir::CollectiveKind::all_reduce: return CollectiveKind::all_reduce;
-    case ir::CollectiveKind::all_gather: return CollectiveKind::all_gather;
-    case ir::CollectiveKind::reduce_scatter: return CollectiveKind::reduce_scatter;
-    case ir::CollectiveKind::all_to_all: return CollectiveKind::all_to_all;
-    case ir::CollectiveKind::broadcast: break;
-  }
-  // A pipelined ring broadcast moves the buffer once over every hop: busbw = algbw (nccl-tests),
-  // which is the send_recv factor of 1.
-  return CollectiveKind::send_recv;
-}
-
 std::string axes_key(std::vector<std::string> axes) {
   std::sort(axes.begin(), axes.end());
   std::string key;
@@ -290,7 +277,7 @@ void price(Run& r, const Topology& topology) {
                     [](const AxisPlacement& a, const AxisPlacement& b) { return a.stride < b.stride; });
           it = group_links.emplace(key, topology.link_for_group(group)).first;
         }
-        t = collective_time_s(sim.cluster, cost_kind(c->kind), ir::group_size(r.s.mesh, c->axes), c->bytes, it->second);
+        t = collective_time_s(sim.cluster, c->kind, ir::group_size(r.s.mesh, c->axes), c->bytes, it->second);
       } else if (ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv) {
         const bool send = ir::kind(in) == ir::InstrKind::send;
         const std::string& axis = send ? std::get<ir::Send>(in.op).axis : std::get<ir::Recv>(in.op).axis;

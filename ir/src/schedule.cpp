@@ -13,9 +13,6 @@ namespace {
 // Name tables, in enumerator order; to_string and *_from_string both read them.
 constexpr std::array<const char*, kNumStreams> kStreamNames{"compute", "tp", "cp", "dp", "pp", "ep"};
 constexpr std::array<const char*, 4> kPhaseNames{"fwd", "bwd_data", "bwd_weight", "recompute"};
-constexpr std::array<const char*, 5> kCollectiveNames{"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                                      "broadcast"};
-constexpr std::array<const char*, 2> kReduceOpNames{"sum", "max"};
 constexpr std::array<const char*, 8> kBufferKindNames{"parameters",  "gradients",   "optimizer", "activations",
                                                       "fsdp_buffer", "comm_buffer", "workspace", "logits"};
 constexpr std::array<const char*, 8> kInstrKindNames{"compute", "collective", "send",           "recv",
@@ -37,17 +34,11 @@ std::optional<Enum> enum_of(const std::array<const char*, N>& names, std::string
 
 std::string to_string(Stream stream) { return name_of(kStreamNames, stream); }
 std::string to_string(Phase phase) { return name_of(kPhaseNames, phase); }
-std::string to_string(CollectiveKind kind) { return name_of(kCollectiveNames, kind); }
-std::string to_string(ReduceOp op) { return name_of(kReduceOpNames, op); }
 std::string to_string(BufferKind kind) { return name_of(kBufferKindNames, kind); }
 std::string to_string(InstrKind kind) { return name_of(kInstrKindNames, kind); }
 
 std::optional<Stream> stream_from_string(std::string_view text) { return enum_of<Stream>(kStreamNames, text); }
 std::optional<Phase> phase_from_string(std::string_view text) { return enum_of<Phase>(kPhaseNames, text); }
-std::optional<CollectiveKind> collective_kind_from_string(std::string_view text) {
-  return enum_of<CollectiveKind>(kCollectiveNames, text);
-}
-std::optional<ReduceOp> reduce_op_from_string(std::string_view text) { return enum_of<ReduceOp>(kReduceOpNames, text); }
 std::optional<BufferKind> buffer_kind_from_string(std::string_view text) {
   return enum_of<BufferKind>(kBufferKindNames, text);
 }

@@ -42,15 +42,11 @@ std::string ws_name(const State& s, const Unit& u) { return "ws[" + tag(s, u) + 
 std::string w_name(const State& s, const Unit& u) { return "w[" + tag(s, u) + "]"; }
 std::string g_name(const State& s, const Unit& u) { return "g[" + tag(s, u) + "]"; }
 
-ir::CollectiveKind to_ir(cost::CollectiveKind kind) {
-  switch (kind) {
-    case cost::CollectiveKind::all_reduce: return ir::CollectiveKind::all_reduce;
-    case cost::CollectiveKind::all_gather: return ir::CollectiveKind::all_gather;
-    case cost::CollectiveKind::reduce_scatter: return ir::CollectiveKind::reduce_scatter;
-    case cost::CollectiveKind::all_to_all: return ir::CollectiveKind::all_to_all;
-    case cost::CollectiveKind::send_recv: break;
-  }
-  throw std::logic_error("lowering: a block collective cannot be a send_recv");
+// A block collective as a Collective instruction, which never carries send_recv (a Send + Recv).
+ir::CollectiveKind to_ir(ir::CollectiveKind kind) {
+  if (kind == ir::CollectiveKind::send_recv)
+    throw std::logic_error("lowering: a block collective cannot be a send_recv");
+  return kind;
 }
 
 BufferUse& open_buffer(Stage& st, std::string name, int64_t bytes, ir::BufferKind kind, Key at, ir::Stream stream,

@@ -2,6 +2,7 @@
 // and collectives, costing and search (spmd.hpp; rules and cost in docs/mlir.md).
 #include "mgt/planner/spmd.hpp"
 
+#include "mgt/cost_model/collective.hpp"
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/error.hpp"
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 namespace mgt::plan {
@@ -22,15 +24,7 @@ std::string to_string(const SpmdPlan& plan) {
   return out;
 }
 
-std::string to_string(SpmdCollectiveKind kind) {
-  switch (kind) {
-    case SpmdCollectiveKind::all_reduce: return "all_reduce";
-    case SpmdCollectiveKind::all_gather: return "all_gather";
-    case SpmdCollectiveKind::all_to_all: return "all_to_all";
-    case SpmdCollectiveKind::all_slice: return "all_slice";
-  }
-  return "?";
-}
+std::string to_string(const SpmdStepKind& kind) { return kind ? ir::to_string(*kind) : "all_slice"; }
 
 SpmdPlan spmd_plan_from_json(const nlohmann::json& doc, const std::string& source) {
   ir::require_format(doc, "mgt.spmd_plan/1", source);
@@ -105,7 +99,7 @@ int dim_of_axis(const ir::TensorSharding& s, int a) {
 void reshard(const ir::TensorDecl& t, const ir::TensorSharding& from, const ir::TensorSharding& to,
              const std::vector<int64_t>& mesh, const std::string& op, std::vector<SpmdCollective>& out) {
   ir::TensorSharding cur = from;
-  auto step = [&](SpmdCollectiveKind kind, int a, int remove_dim, int add_dim) {
+  auto step = [&](SpmdStepKind kind, int a, int remove_dim, int add_dim) {
     SpmdCollective c{kind, {a}, t.name, op, local_shape(t, cur, mesh), {}};
     if (remove_dim >= 0) {
       auto& v = cur.split_axes[size_t(remove_dim)];
@@ -117,13 +111,13 @@ void reshard(const ir::TensorDecl& t, const ir::TensorSharding& from, const ir::
   };
   const int axes = int(mesh.size());
   for (int a = 0; a < axes; ++a)
-    if (dim_of_axis(cur, a) < 0 && dim_of_axis(to, a) >= 0) step(SpmdCollectiveKind::all_slice, a, -1, dim_of_axis(to, a));
+    if (dim_of_axis(cur, a) < 0 && dim_of_axis(to, a) >= 0) step(kAllSlice, a, -1, dim_of_axis(to, a));
   for (int a = 0; a < axes; ++a) {
     const int f = dim_of_axis(cur, a), g = dim_of_axis(to, a);
-    if (f >= 0 && g >= 0 && f != g) step(SpmdCollectiveKind::all_to_all, a, f, g);
+    if (f >= 0 && g >= 0 && f != g) step(ir::CollectiveKind::all_to_all, a, f, g);
   }
   for (int a = 0; a < axes; ++a)
-    if (dim_of_axis(cur, a) >= 0 && dim_of_axis(to, a) < 0) step(SpmdCollectiveKind::all_gather, a, dim_of_axis(cur, a), -1);
+    if (dim_of_axis(cur, a) >= 0 && dim_of_axis(to, a) < 0) step(ir::CollectiveKind::all_gather, a, dim_of_axis(cur, a), -1);
 }
 
 const ir::Block& single_block(const ir::Graph& graph, const std::string& source) {
@@ -236,7 +230,7 @@ SpmdLowering lower_spmd(const ir::Graph& graph, const SpmdPlan& plan, const std:
     ol.result = ol.raw_result;
     ol.result.partial_axes.clear();
     if (!ol.raw_result.partial_axes.empty())
-      low.collectives.push_back({SpmdCollectiveKind::all_reduce, ol.raw_result.partial_axes, out.name, op.name,
+      low.collectives.push_back({ir::CollectiveKind::all_reduce, ol.raw_result.partial_axes, out.name, op.name,
                                  ol.result_shape, ol.result_shape});
     current[out.name] = ol.result;
     low.ops.push_back(std::move(ol));
@@ -286,7 +280,7 @@ SpmdEstimate estimate_on(const ir::Graph& graph, const SpmdPlan& plan, const ir:
   const int64_t bytes_per = ir::dtype_bytes(dtype);
   SpmdEstimate e;
   e.plan = plan;
-  auto comm = [&](cost::CollectiveKind kind, const std::vector<int>& axes, int64_t bytes) {
+  auto comm = [&](ir::CollectiveKind kind, const std::vector<int>& axes, int64_t bytes) {
     if (bytes <= 0 || axes_size(plan.mesh, axes) <= 1) return;
     const cost::GroupPlacement g = placement(plan.mesh, axes);
     e.comm_s += cost::collective_time_s(cluster, kind, g.size(), bytes, topology.link_for_group(g));
@@ -317,22 +311,30 @@ SpmdEstimate estimate_on(const ir::Graph& graph, const SpmdPlan& plan, const ir:
       std::vector<int> lacking;
       for (int a : op_axes)
         if (!own.count(a)) lacking.push_back(a);
-      comm(cost::CollectiveKind::all_reduce, lacking, product(ol.operand_shapes[j]) * bytes_per);
+      comm(ir::CollectiveKind::all_reduce, lacking, product(ol.operand_shapes[j]) * bytes_per);
     }
   }
   for (const SpmdCollective& c : low.collectives) {
     const int64_t in_bytes = product(c.input_shape) * bytes_per, out_bytes = product(c.output_shape) * bytes_per;
-    switch (c.kind) {
-      case SpmdCollectiveKind::all_reduce: comm(cost::CollectiveKind::all_reduce, c.axes, out_bytes); break;
-      case SpmdCollectiveKind::all_gather:  // fwd gather, bwd reduce-scatter of the same buffer
-        comm(cost::CollectiveKind::all_gather, c.axes, out_bytes);
-        comm(cost::CollectiveKind::reduce_scatter, c.axes, out_bytes);
+    if (c.kind == kAllSlice) {
+      comm(ir::CollectiveKind::all_gather, c.axes, in_bytes);  // bwd
+      continue;
+    }
+    switch (*c.kind) {
+      case ir::CollectiveKind::all_reduce: comm(ir::CollectiveKind::all_reduce, c.axes, out_bytes); break;
+      case ir::CollectiveKind::all_gather:  // fwd gather, bwd reduce-scatter of the same buffer
+        comm(ir::CollectiveKind::all_gather, c.axes, out_bytes);
+        comm(ir::CollectiveKind::reduce_scatter, c.axes, out_bytes);
         break;
-      case SpmdCollectiveKind::all_to_all:
-        comm(cost::CollectiveKind::all_to_all, c.axes, in_bytes);
-        comm(cost::CollectiveKind::all_to_all, c.axes, out_bytes);
+      case ir::CollectiveKind::all_to_all:
+        comm(ir::CollectiveKind::all_to_all, c.axes, in_bytes);
+        comm(ir::CollectiveKind::all_to_all, c.axes, out_bytes);
         break;
-      case SpmdCollectiveKind::all_slice: comm(cost::CollectiveKind::all_gather, c.axes, in_bytes); break;  // bwd
+      case ir::CollectiveKind::reduce_scatter:
+      case ir::CollectiveKind::broadcast:
+      case ir::CollectiveKind::send_recv:
+        throw std::logic_error("estimate_spmd: the lowering emitted a " + ir::to_string(*c.kind) +
+                               " (it reshards with all_reduce, all_gather, all_to_all and all_slice only)");
     }
   }
   for (const auto& [name, s] : low.inputs) {

@@ -91,17 +91,10 @@ int to_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
-/// True when [a, a+na) and [b, b+nb) share an element.
-bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) {
-  if (na == 0 || nb == 0) return false;
-  auto lo_a = reinterpret_cast<uintptr_t>(a), lo_b = reinterpret_cast<uintptr_t>(b);
-  auto hi_a = lo_a + static_cast<uintptr_t>(na) * sizeof(float);
-  auto hi_b = lo_b + static_cast<uintptr_t>(nb) * sizeof(float);
-  return lo_a < hi_b && lo_b < hi_a;
-}
-
-void require_disjoint(const char* op, const float* send, int64_t send_count, const float* recv, int64_t recv_count) {
-  if (overlaps(send, send_count, recv, recv_count))
+/// Throws unless the buffers of an out-of-place `kind` call are disjoint (extents: the collective table).
+void require_disjoint(const Communicator& comm, const char* op, ir::CollectiveKind kind, const float* send,
+                      const float* recv, int64_t count, const Axes& axes) {
+  if (buffers_overlap(comm, kind, send, recv, count, axes))
     throw std::invalid_argument(std::string(op) +
                                 ": send and recv buffers overlap but are not the in-place form "
                                 "(hint: see Communicator in communicator.hpp)");
@@ -382,7 +375,7 @@ bool MpiCommunicator::thread_multiple() const { return impl_->thread_level == MP
 void MpiCommunicator::all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_reduce count");
-  if (send != recv) require_disjoint("all_reduce", send, count, recv, count);
+  if (send != recv) require_disjoint(*this, "all_reduce", ir::CollectiveKind::all_reduce, send, recv, count, axes);
   const std::string call = "MPI_Allreduce over " + axes_text(axes);
   if (impl_->timed()) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -395,7 +388,8 @@ void MpiCommunicator::all_reduce(const float* send, float* recv, int64_t count, 
 void MpiCommunicator::all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_reduce_max count");
-  if (send != recv) require_disjoint("all_reduce_max", send, count, recv, count);
+  if (send != recv)
+    require_disjoint(*this, "all_reduce_max", ir::CollectiveKind::all_reduce, send, recv, count, axes);
   const std::string call = "MPI_Allreduce (max) over " + axes_text(axes);
   if (impl_->timed()) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -408,9 +402,8 @@ void MpiCommunicator::all_reduce_max(const float* send, float* recv, int64_t cou
 void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_gather count");
-  int64_t size = group_size(axes);
   bool in_place = send == recv + impl_->group_rank(axes) * count;
-  if (!in_place) require_disjoint("all_gather", send, count, recv, size * count);
+  if (!in_place) require_disjoint(*this, "all_gather", ir::CollectiveKind::all_gather, send, recv, count, axes);
   const std::string call = "MPI_Allgather over " + axes_text(axes);
   if (impl_->timed()) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -427,7 +420,7 @@ void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, 
 void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "reduce_scatter count");
-  int64_t size = group_size(axes), g = impl_->group_rank(axes);
+  const int64_t g = impl_->group_rank(axes);
   std::string call = "MPI_Reduce_scatter_block over " + axes_text(axes);
   if (recv == send + g * count) {  // NCCL's in-place form: MPI leaves the result at the start
     float* buffer = recv - g * count;
@@ -442,7 +435,7 @@ void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t cou
     if (g != 0 && count > 0) std::memmove(recv, buffer, static_cast<size_t>(count) * sizeof(float));
     return;
   }
-  require_disjoint("reduce_scatter", send, size * count, recv, count);
+  require_disjoint(*this, "reduce_scatter", ir::CollectiveKind::reduce_scatter, send, recv, count, axes);
   if (impl_->timed()) {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm, &r), call);
@@ -454,8 +447,7 @@ void MpiCommunicator::reduce_scatter(const float* send, float* recv, int64_t cou
 void MpiCommunicator::all_to_all(const float* send, float* recv, int64_t count, const Axes& axes) {
   MPI_Comm comm = impl_->group(axes);
   int n = to_int(count, "all_to_all count");
-  int64_t size = group_size(axes);
-  if (send != recv) require_disjoint("all_to_all", send, size * count, recv, size * count);
+  if (send != recv) require_disjoint(*this, "all_to_all", ir::CollectiveKind::all_to_all, send, recv, count, axes);
   const std::string call = "MPI_Alltoall over " + axes_text(axes);
   if (impl_->timed()) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -578,27 +570,30 @@ CollectiveTiming time_collective(Communicator& comm, ir::CollectiveKind kind, co
   using ir::CollectiveKind;
   const int64_t n = comm.group_size(axes), g = comm.group_rank(axes);
   const int64_t elements = bytes / static_cast<int64_t>(sizeof(float));
-  bool chunked = kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter ||
-                 kind == CollectiveKind::all_to_all;
+  const bool chunked = ir::count_is_per_member(kind);
+  if (kind == CollectiveKind::send_recv)
+    throw std::invalid_argument("time_collective: send_recv is point-to-point, not a group collective "
+                                "(hint: time all_reduce, all_gather, reduce_scatter, all_to_all or broadcast)");
   if (bytes < 0 || bytes % static_cast<int64_t>(sizeof(float)) != 0 || (chunked && elements % n != 0))
     throw std::invalid_argument("time_collective: " + std::to_string(bytes) + " bytes is not a multiple of " +
                                 std::to_string(chunked ? 4 * n : 4) + " (hint: 4 bytes per float x group size " +
                                 std::to_string(n) + ")");
   if (iterations < 1) throw std::invalid_argument("time_collective: iterations must be at least 1");
-  const int64_t chunk = chunked ? elements / n : elements;
-
-  // Buffers sized in elements; the output of all_gather and the input of reduce_scatter are the full buffer.
-  int64_t send_count = kind == CollectiveKind::all_gather ? chunk : elements;
-  int64_t recv_count = kind == CollectiveKind::reduce_scatter ? chunk : elements;
+  // The buffers and the call's count from the collective table, in floats.
+  const ir::CollectiveBytes table = ir::collective_bytes(kind, bytes, n);
+  const int64_t chunk = table.param_bytes / static_cast<int64_t>(sizeof(float));
+  const int64_t send_count = table.send_bytes / static_cast<int64_t>(sizeof(float));
+  const int64_t recv_count = table.recv_bytes / static_cast<int64_t>(sizeof(float));
   std::vector<float> send(static_cast<size_t>(send_count)), recv(static_cast<size_t>(recv_count), -1.0f);
   for (int64_t i = 0; i < send_count; ++i) send[i] = timing_input(g, i);
   auto call = [&] {
     switch (kind) {
-      case CollectiveKind::all_reduce: comm.all_reduce(send.data(), recv.data(), elements, axes); break;
+      case CollectiveKind::all_reduce: comm.all_reduce(send.data(), recv.data(), chunk, axes); break;
       case CollectiveKind::all_gather: comm.all_gather(send.data(), recv.data(), chunk, axes); break;
       case CollectiveKind::reduce_scatter: comm.reduce_scatter(send.data(), recv.data(), chunk, axes); break;
       case CollectiveKind::all_to_all: comm.all_to_all(send.data(), recv.data(), chunk, axes); break;
-      case CollectiveKind::broadcast: comm.broadcast(send.data(), elements, axes); break;
+      case CollectiveKind::broadcast: comm.broadcast(send.data(), chunk, axes); break;
+      case CollectiveKind::send_recv: break;  // rejected above
     }
   };
   for (int w = 0; w < warmup; ++w) call();
@@ -623,6 +618,7 @@ CollectiveTiming time_collective(Communicator& comm, ir::CollectiveKind kind, co
       case CollectiveKind::reduce_scatter: expected = sum_over_group(g * chunk + i); break;
       case CollectiveKind::all_to_all: expected = timing_input(i / chunk, g * chunk + i % chunk); break;
       case CollectiveKind::broadcast: expected = timing_input(0, i); break;
+      case CollectiveKind::send_recv: break;  // rejected above
     }
     wrong += result[static_cast<size_t>(i)] != expected;
   }
@@ -636,20 +632,8 @@ CollectiveTiming time_collective(Communicator& comm, ir::CollectiveKind kind, co
 
 double algbw_gbps(int64_t bytes, double time_s) { return time_s > 0 ? static_cast<double>(bytes) / time_s / 1e9 : 0; }
 
-double busbw_factor(ir::CollectiveKind kind, int64_t group_size) {
-  double n = static_cast<double>(std::max<int64_t>(group_size, 1));
-  switch (kind) {
-    case ir::CollectiveKind::all_reduce: return 2 * (n - 1) / n;
-    case ir::CollectiveKind::all_gather:
-    case ir::CollectiveKind::reduce_scatter:
-    case ir::CollectiveKind::all_to_all: return (n - 1) / n;
-    case ir::CollectiveKind::broadcast: return 1;
-  }
-  return 1;
-}
-
 double busbw_gbps(ir::CollectiveKind kind, int64_t group_size, int64_t bytes, double time_s) {
-  return algbw_gbps(bytes, time_s) * busbw_factor(kind, group_size);
+  return algbw_gbps(bytes, time_s) * ir::bus_factor(kind, group_size);
 }
 
 }  // namespace mgt::rt

@@ -92,5 +92,20 @@ TEST(collective_time_s, prefers_the_measured_table) {
                    collective_time_s(CollectiveKind::all_reduce, 8, 1 << 20, link));
 }
 
+// broadcast (which the simulator meets in schedules) is priced as a pipelined ring: one hop's latency,
+// bus factor 1, and the measured send_recv rows, since the probe measures no broadcast.
+TEST(collective_time_s, broadcast_is_priced_as_send_recv) {
+  const LinkEstimate link{.bus_bytes_per_s = 100e9, .latency_s = 5e-6};
+  EXPECT_EQ(latency_steps(CollectiveKind::broadcast, 8), 1);
+  EXPECT_EQ(measured_op(CollectiveKind::broadcast), "send_recv");
+  EXPECT_EQ(measured_op(CollectiveKind::all_gather), "all_gather");
+  // 1e9 bytes x 1 / 100 GB/s = 10 ms, plus one 5 us step.
+  EXPECT_DOUBLE_EQ(collective_time_s(CollectiveKind::broadcast, 8, 1000000000, link), 5e-6 + 1e-2);
+  ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
+  cluster.collective_table = {{"send_recv", 2, 1, 1 << 20, 50e9}};
+  // Measured 50 GB/s: 1 MiB x 1 / 50e9.
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::broadcast, 8, 1 << 20, link), double(1 << 20) / 50e9);
+}
+
 }  // namespace
 }  // namespace mgt::cost

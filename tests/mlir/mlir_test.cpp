@@ -454,7 +454,7 @@ TEST(CrossCheck, UpstreamGapTwoDimensionalPartialWithSplitOutput) {
   const SpmdPlan plan{{2, 4}, {{"x", 0}, {"w1", 1}}};
   const auto low = mgt::plan::lower_spmd(mlp(), plan, "t");
   ASSERT_EQ(low.collectives.size(), 2u);
-  EXPECT_EQ(low.collectives[1].kind, mgt::plan::SpmdCollectiveKind::all_reduce);
+  EXPECT_EQ(low.collectives[1].kind, mgt::ir::CollectiveKind::all_reduce);
   EXPECT_EQ(low.collectives[1].axes, (std::vector<int>{1}));
   EXPECT_EQ(low.collectives[1].input_shape, (Shape{2048, 1024}));
   const std::string text = mgt::mlirio::export_mlir(mlp(), annotations(low));

@@ -2,6 +2,7 @@
 // plans on a 2-layer MLP, plan JSON errors, and the search's ranking on shapes whose best split is
 // known from first principles.
 #include "mgt/planner/spmd.hpp"
+#include "mgt/cost_model/collective.hpp"
 
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/topology.hpp"
@@ -16,7 +17,8 @@ namespace {
 
 using mgt::ir::TensorSharding;
 using mgt::plan::SpmdCollective;
-using mgt::plan::SpmdCollectiveKind;
+using mgt::ir::CollectiveKind;
+using mgt::plan::kAllSlice;
 using mgt::plan::SpmdPlan;
 
 // y[i,j] = relu(x[i,j] . w1[j,k]) . w2[k,j]: i tokens, j model width, k hidden width.
@@ -51,8 +53,8 @@ TEST(LowerSpmd, ColumnThenRowIsOneAllReduceAndAFreeSlice) {
   // its 32 rows to 8 locally (no communication) before the all-reduce.
   const auto low = mgt::plan::lower_spmd(mlp(8, 16, 32), plan({4}, {{"w1", 1}}), "t");
   ASSERT_EQ(low.collectives.size(), 2u);
-  EXPECT_EQ(low.collectives[0], (SpmdCollective{SpmdCollectiveKind::all_slice, {0}, "w2", "mm2", {32, 16}, {8, 16}}));
-  const SpmdCollective want{SpmdCollectiveKind::all_reduce, {0}, "y", "mm2", {8, 16}, {8, 16}};
+  EXPECT_EQ(low.collectives[0], (SpmdCollective{kAllSlice, {0}, "w2", "mm2", {32, 16}, {8, 16}}));
+  const SpmdCollective want{CollectiveKind::all_reduce, {0}, "y", "mm2", {8, 16}, {8, 16}};
   EXPECT_EQ(low.collectives[1], want);
   EXPECT_EQ(low.ops[0].result_shape, (std::vector<int64_t>{8, 8}));
   EXPECT_EQ(low.ops[1].result_shape, (std::vector<int64_t>{8, 8}));
@@ -73,8 +75,8 @@ TEST(LowerSpmd, SplitContractedDimSlicesTheActivationAndReduces) {
   // w1 split on j (contracted): x is sliced to 8x4, mm1 leaves partial 8x32 sums.
   const auto low = mgt::plan::lower_spmd(mlp(8, 16, 32), plan({4}, {{"w1", 0}}), "t");
   ASSERT_EQ(low.collectives.size(), 2u);
-  EXPECT_EQ(low.collectives[0], (SpmdCollective{SpmdCollectiveKind::all_slice, {0}, "x", "mm1", {8, 16}, {8, 4}}));
-  EXPECT_EQ(low.collectives[1], (SpmdCollective{SpmdCollectiveKind::all_reduce, {0}, "h", "mm1", {8, 32}, {8, 32}}));
+  EXPECT_EQ(low.collectives[0], (SpmdCollective{kAllSlice, {0}, "x", "mm1", {8, 16}, {8, 4}}));
+  EXPECT_EQ(low.collectives[1], (SpmdCollective{CollectiveKind::all_reduce, {0}, "h", "mm1", {8, 32}, {8, 32}}));
   EXPECT_EQ(low.ops[2].result_shape, (std::vector<int64_t>{8, 16}));
 }
 
@@ -83,8 +85,8 @@ TEST(LowerSpmd, TwoDimensionalMeshDataAndTensorParallel) {
   // the 4x16 output over axis 1 only.
   const auto low = mgt::plan::lower_spmd(mlp(8, 16, 32), plan({2, 2}, {{"x", 0}, {"w1", 1}}), "t");
   ASSERT_EQ(low.collectives.size(), 2u);
-  EXPECT_EQ(low.collectives[0], (SpmdCollective{SpmdCollectiveKind::all_slice, {1}, "w2", "mm2", {32, 16}, {16, 16}}));
-  EXPECT_EQ(low.collectives[1], (SpmdCollective{SpmdCollectiveKind::all_reduce, {1}, "y", "mm2", {4, 16}, {4, 16}}));
+  EXPECT_EQ(low.collectives[0], (SpmdCollective{kAllSlice, {1}, "w2", "mm2", {32, 16}, {16, 16}}));
+  EXPECT_EQ(low.collectives[1], (SpmdCollective{CollectiveKind::all_reduce, {1}, "y", "mm2", {4, 16}, {4, 16}}));
   EXPECT_EQ(low.ops[0].result_shape, (std::vector<int64_t>{4, 16}));
 }
 
@@ -93,9 +95,9 @@ TEST(LowerSpmd, ConflictingSplitIsGathered) {
   // must gather w2's rows over axis 1 before slicing them by axis 0.
   const auto low = mgt::plan::lower_spmd(mlp(8, 16, 32), plan({2, 2}, {{"w1", 1}, {"w2", 0}}), "t");
   ASSERT_EQ(low.collectives.size(), 3u);
-  EXPECT_EQ(low.collectives[0], (SpmdCollective{SpmdCollectiveKind::all_slice, {0}, "w2", "mm2", {16, 16}, {8, 16}}));
-  EXPECT_EQ(low.collectives[1], (SpmdCollective{SpmdCollectiveKind::all_gather, {1}, "w2", "mm2", {8, 16}, {16, 16}}));
-  EXPECT_EQ(low.collectives[2].kind, SpmdCollectiveKind::all_reduce);
+  EXPECT_EQ(low.collectives[0], (SpmdCollective{kAllSlice, {0}, "w2", "mm2", {16, 16}, {8, 16}}));
+  EXPECT_EQ(low.collectives[1], (SpmdCollective{CollectiveKind::all_gather, {1}, "w2", "mm2", {8, 16}, {16, 16}}));
+  EXPECT_EQ(low.collectives[2].kind, CollectiveKind::all_reduce);
   EXPECT_EQ(low.collectives[2].axes, (std::vector<int>{0}));
 }
 

@@ -3,6 +3,7 @@
 // axis, the timing helper and the error paths. Inputs are small integers derived from (rank, index,
 // call), so each rank computes the exact expected result from the mesh alone; every element is
 // checked. One summary line per collective; exit status 1 on any mismatch, so ctest fails.
+#include "mgt/ir/collective.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
 
@@ -296,11 +297,11 @@ void check_timing(MpiCommunicator& comm, Checker& check) {
                   static_cast<long long>(t.wrong));
   }
   // nccl-tests' factors.
-  bool factors_ok = mgt::rt::busbw_factor(CollectiveKind::all_reduce, 8) == 2.0 * 7 / 8 &&
-                    mgt::rt::busbw_factor(CollectiveKind::all_gather, 4) == 0.75 &&
-                    mgt::rt::busbw_factor(CollectiveKind::reduce_scatter, 2) == 0.5 &&
-                    mgt::rt::busbw_factor(CollectiveKind::all_to_all, 1) == 0.0 &&
-                    mgt::rt::busbw_factor(CollectiveKind::broadcast, 8) == 1.0 &&
+  bool factors_ok = mgt::ir::bus_factor(CollectiveKind::all_reduce, 8) == 2.0 * 7 / 8 &&
+                    mgt::ir::bus_factor(CollectiveKind::all_gather, 4) == 0.75 &&
+                    mgt::ir::bus_factor(CollectiveKind::reduce_scatter, 2) == 0.5 &&
+                    mgt::ir::bus_factor(CollectiveKind::all_to_all, 1) == 0.0 &&
+                    mgt::ir::bus_factor(CollectiveKind::broadcast, 8) == 1.0 &&
                     mgt::rt::algbw_gbps(2'000'000'000, 2.0) == 1.0;
   check.expect("busbw_factor", "nccl-tests factors", {factors_ok ? 1.0f : 0.0f}, {1.0f});
 }

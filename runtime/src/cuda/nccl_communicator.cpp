@@ -28,13 +28,6 @@ std::string axes_text(const Axes& axes) {
 /// A call queued fine: ncclInProgress is the normal answer of a non-blocking communicator.
 bool queued(ncclResult_t code) { return code == ncclSuccess || code == ncclInProgress; }
 
-bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) {
-  if (na == 0 || nb == 0) return false;
-  auto lo_a = reinterpret_cast<uintptr_t>(a), lo_b = reinterpret_cast<uintptr_t>(b);
-  return lo_a < lo_b + static_cast<uintptr_t>(nb) * sizeof(float) &&
-         lo_b < lo_a + static_cast<uintptr_t>(na) * sizeof(float);
-}
-
 void require_count(int64_t count, const char* op) {
   if (count < 0) throw std::invalid_argument(std::string(op) + ": negative count " + std::to_string(count));
 }
@@ -241,7 +234,7 @@ int NcclCommunicator::device() const { return impl_->device; }
 
 void NcclCommunicator::all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) {
   require_count(count, "all_reduce");
-  if (send != recv && overlaps(send, count, recv, count))
+  if (send != recv && buffers_overlap(*this, ir::CollectiveKind::all_reduce, send, recv, count, axes))
     throw std::invalid_argument("all_reduce: send and recv overlap but are not the in-place form");
   Impl& s = *impl_;
   s.run_collective("all_reduce", axes, count, send, recv, count, [&](ncclComm_t c) {
@@ -251,7 +244,7 @@ void NcclCommunicator::all_reduce(const float* send, float* recv, int64_t count,
 
 void NcclCommunicator::all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) {
   require_count(count, "all_reduce_max");
-  if (send != recv && overlaps(send, count, recv, count))
+  if (send != recv && buffers_overlap(*this, ir::CollectiveKind::all_reduce, send, recv, count, axes))
     throw std::invalid_argument("all_reduce_max: send and recv overlap but are not the in-place form");
   Impl& s = *impl_;
   s.run_collective("all_reduce_max", axes, count, send, recv, count, [&](ncclComm_t c) {
@@ -261,8 +254,8 @@ void NcclCommunicator::all_reduce_max(const float* send, float* recv, int64_t co
 
 void NcclCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {
   require_count(count, "all_gather");
-  const int64_t n = group_size(axes);
-  if (send != recv + group_rank(axes) * count && overlaps(send, count, recv, n * count))
+  if (send != recv + group_rank(axes) * count &&
+      buffers_overlap(*this, ir::CollectiveKind::all_gather, send, recv, count, axes))
     throw std::invalid_argument("all_gather: send and recv overlap but are not the in-place form");
   Impl& s = *impl_;
   s.run_collective("all_gather", axes, count, send, recv, count, [&](ncclComm_t c) {
@@ -272,8 +265,8 @@ void NcclCommunicator::all_gather(const float* send, float* recv, int64_t count,
 
 void NcclCommunicator::reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) {
   require_count(count, "reduce_scatter");
-  const int64_t n = group_size(axes);
-  if (recv != send + group_rank(axes) * count && overlaps(send, n * count, recv, count))
+  if (recv != send + group_rank(axes) * count &&
+      buffers_overlap(*this, ir::CollectiveKind::reduce_scatter, send, recv, count, axes))
     throw std::invalid_argument("reduce_scatter: send and recv overlap but are not the in-place form");
   Impl& s = *impl_;
   s.run_collective("reduce_scatter", axes, count, send, recv, count, [&](ncclComm_t c) {
@@ -286,7 +279,7 @@ void NcclCommunicator::reduce_scatter(const float* send, float* recv, int64_t co
 void NcclCommunicator::all_to_all(const float* send, float* recv, int64_t count, const Axes& axes) {
   require_count(count, "all_to_all");
   const int64_t n = group_size(axes);
-  if (send != recv && overlaps(send, n * count, recv, n * count))
+  if (send != recv && buffers_overlap(*this, ir::CollectiveKind::all_to_all, send, recv, count, axes))
     throw std::invalid_argument("all_to_all: send and recv overlap but are not the in-place form");
   Impl& s = *impl_;
   float* staged = nullptr;

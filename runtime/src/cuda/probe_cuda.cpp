@@ -4,6 +4,7 @@
 #include "mgt/runtime/cuda/probe.hpp"
 
 #include "check.hpp"
+#include "mgt/ir/collective.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/runtime/cuda/kernels.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
@@ -356,19 +357,18 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
       for (int64_t size = int64_t{1} << 20; size <= max_bytes; size *= 4) {
         const int64_t total = size / 4 / world * world;  // floats of the nccl-tests buffer, a multiple of world
         const int64_t chunk = total / world;
-        const bool full_in = kind == ir::CollectiveKind::all_reduce || kind == ir::CollectiveKind::reduce_scatter ||
-                             kind == ir::CollectiveKind::all_to_all;
-        const bool full_out = kind == ir::CollectiveKind::all_reduce || kind == ir::CollectiveKind::all_gather ||
-                              kind == ir::CollectiveKind::all_to_all;
-        DeviceArray<float> send(full_in ? total : chunk), recv(full_out ? total : chunk);
+        // The send and receive buffers of the collective table, in floats.
+        const ir::CollectiveBytes table = ir::collective_bytes(kind, total * 4, world);
+        DeviceArray<float> send(table.send_bytes / 4), recv(table.recv_bytes / 4);
+        const int64_t count = table.param_bytes / 4;  // what the call takes: total for all_reduce, else chunk
         fill_constant(bf16, send.data(), send.size(), static_cast<float>(comm.rank() + 1));
         bf16.synchronize();
         auto call = [&] {
           switch (kind) {
-            case ir::CollectiveKind::all_reduce: comm.all_reduce(send.data(), recv.data(), total, all); break;
-            case ir::CollectiveKind::all_gather: comm.all_gather(send.data(), recv.data(), chunk, all); break;
-            case ir::CollectiveKind::reduce_scatter: comm.reduce_scatter(send.data(), recv.data(), chunk, all); break;
-            default: comm.all_to_all(send.data(), recv.data(), chunk, all); break;
+            case ir::CollectiveKind::all_reduce: comm.all_reduce(send.data(), recv.data(), count, all); break;
+            case ir::CollectiveKind::all_gather: comm.all_gather(send.data(), recv.data(), count, all); break;
+            case ir::CollectiveKind::reduce_scatter: comm.reduce_scatter(send.data(), recv.data(), count, all); break;
+            default: comm.all_to_all(send.data(), recv.data(), count, all); break;
           }
         };
         call();  // warm-up (connections, buffers)

@@ -9,6 +9,7 @@
 //            .group_size = 4, .nodes = 1, .bytes = 1 << 20, .buffer = "grad[l0]"}, {a});
 #pragma once
 
+#include "mgt/ir/collective.hpp"
 #include "mgt/ir/graph.hpp"
 #include "mgt/ir/plan.hpp"
 
@@ -50,23 +51,17 @@ enum class Stream { compute, tp, cp, dp, pp, ep };
 inline constexpr int kNumStreams = 6;
 
 enum class Phase { fwd, bwd_data, bwd_weight, recompute };
-enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast };
-/// The reduction of all_reduce / reduce_scatter.
-enum class ReduceOp { sum, max };
+// CollectiveKind and ReduceOp: mgt/ir/collective.hpp (the one collective table).
 enum class BufferKind { parameters, gradients, optimizer, activations, fsdp_buffer, comm_buffer, workspace, logits };
 enum class InstrKind { compute, collective, send, recv, alloc, free, optimizer_step, wait };
 
 std::string to_string(Stream stream);
 std::string to_string(Phase phase);
-std::string to_string(CollectiveKind kind);
-std::string to_string(ReduceOp op);
 std::string to_string(BufferKind kind);
 std::string to_string(InstrKind kind);
 /// Inverse of to_string; nullopt for unknown text (readers turn that into an InputError).
 std::optional<Stream> stream_from_string(std::string_view text);
 std::optional<Phase> phase_from_string(std::string_view text);
-std::optional<CollectiveKind> collective_kind_from_string(std::string_view text);
-std::optional<ReduceOp> reduce_op_from_string(std::string_view text);
 std::optional<BufferKind> buffer_kind_from_string(std::string_view text);
 
 /// A kernel (or fused group of kernels) of the graph on this rank's local shard.

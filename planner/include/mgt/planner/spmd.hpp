@@ -7,8 +7,8 @@
 // collective times.
 #pragma once
 
-#include "mgt/cost_model/collective.hpp"
 #include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/collective.hpp"
 #include "mgt/ir/graph.hpp"
 #include "mgt/ir/sharding.hpp"
 
@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,13 +42,18 @@ std::string to_string(const SpmdPlan& plan);
 SpmdPlan spmd_plan_from_json(const nlohmann::json& doc, const std::string& source);
 nlohmann::json to_json(const SpmdPlan& plan);
 
-/// Collective kinds of the lowering; `all_slice` is MLIR's free local slice of a replicated dim.
-enum class SpmdCollectiveKind { all_reduce, all_gather, all_to_all, all_slice };
-std::string to_string(SpmdCollectiveKind kind);
+/// The step kind of the lowering: a collective of the ir's table (all_reduce, all_gather, all_to_all),
+/// or none for all_slice, MLIR's free local slice of a replicated dim. all_slice stays out of
+/// ir::CollectiveKind because it moves no bytes and meets no other rank: a Schedule, a communicator or
+/// the simulator has nothing to run or price for it.
+using SpmdStepKind = std::optional<ir::CollectiveKind>;
+inline constexpr SpmdStepKind kAllSlice = std::nullopt;
+/// The kind's name; "all_slice" for kAllSlice (MLIR's op names, for the cross-check).
+std::string to_string(const SpmdStepKind& kind);
 
 /// One resharding step, per MLIR's one-axis-at-a-time convention (all_reduce may list several axes).
 struct SpmdCollective {
-  SpmdCollectiveKind kind = SpmdCollectiveKind::all_reduce;
+  SpmdStepKind kind = ir::CollectiveKind::all_reduce;
   std::vector<int> axes;              ///< mesh axes of the group
   std::string tensor;                 ///< the tensor moved
   std::string op;                     ///< the op that produced it (all_reduce) or reads it (the rest)

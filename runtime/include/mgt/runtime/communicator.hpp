@@ -7,6 +7,7 @@
 //   comm.all_gather(w + comm.group_rank({"tp"}) * n, w, n, {"tp"});   // in place, 2*n outputs
 #pragma once
 
+#include "mgt/ir/collective.hpp"
 #include "mgt/ir/schedule.hpp"
 
 #include <cstdint>
@@ -43,7 +44,8 @@ struct PointToPoint {
   int64_t tag = 0;          ///< a send matches the peer's recv with the opposite offset and this tag
 };
 
-/// Collectives and point-to-point transfers over float buffers, counts in elements. Every rank of the
+/// Collectives and point-to-point transfers over float buffers, counts in elements (the extents each
+/// count implies are the collective table's, ir::collective_extents). Every rank of the
 /// group must call a collective in the same order with the same counts (NCCL's rule for one
 /// communicator). Reductions are sums. Out-of-place calls need disjoint buffers; the in-place forms
 /// follow NCCL: all_reduce/all_to_all/broadcast with send == recv, all_gather with
@@ -143,6 +145,20 @@ inline Axes Communicator::all_axes() const {
   Axes axes;
   for (const auto& a : mesh().axes) axes.push_back(a.name);
   return axes;
+}
+
+/// True when the send and receive buffers of a `kind` call with `count` over `axes` share an element,
+/// their extents taken from the collective table (ir::collective_extents). Backends reject such calls
+/// unless they are the in-place form. The group size is looked up only where the count is one member's
+/// block (the other kinds' extents do not depend on it).
+inline bool buffers_overlap(const Communicator& comm, ir::CollectiveKind kind, const float* send, const float* recv,
+                            int64_t count, const Axes& axes) {
+  const int64_t n = ir::count_is_per_member(kind) ? comm.group_size(axes) : 1;
+  const ir::CollectiveExtents e = ir::collective_extents(kind, count, n);
+  if (e.send <= 0 || e.recv <= 0) return false;
+  const auto lo_send = reinterpret_cast<uintptr_t>(send), lo_recv = reinterpret_cast<uintptr_t>(recv);
+  return lo_send < lo_recv + static_cast<uintptr_t>(e.recv) * sizeof(float) &&
+         lo_recv < lo_send + static_cast<uintptr_t>(e.send) * sizeof(float);
 }
 
 }  // namespace mgt::rt

@@ -102,17 +102,16 @@ struct CollectiveTiming {
 /// Times `iterations` calls of one collective over `axes` (after `warmup` untimed calls and a barrier)
 /// and then checks every element. `bytes` is the per-rank buffer in nccl-tests' sense (ir::Collective:
 /// all-reduce/broadcast buffer, gathered output, unscattered input, all-to-all send total); it must be
-/// a multiple of 4 * group size for all_gather, reduce_scatter and all_to_all. Out of place except
-/// broadcast. Every member of the group must call it.
+/// a multiple of 4 * group size for all_gather, reduce_scatter and all_to_all; the buffers are the
+/// collective table's (ir::collective_bytes). Out of place except broadcast; send_recv is not a group
+/// collective and throws. Every member of the group must call it.
 CollectiveTiming time_collective(Communicator& comm, ir::CollectiveKind kind, const Axes& axes, int64_t bytes,
                                  int iterations, int warmup = 1);
 
 /// bytes / time_s in GB/s (1e9 bytes per second).
 double algbw_gbps(int64_t bytes, double time_s);
-/// nccl-tests' bus factor: 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and
-/// all_to_all, 1 for broadcast.
-double busbw_factor(ir::CollectiveKind kind, int64_t group_size);
-/// algbw_gbps(bytes, time_s) * busbw_factor(kind, group_size).
+/// algbw_gbps(bytes, time_s) * ir::bus_factor(kind, group_size): nccl-tests' busbw, with the factor of
+/// the collective table (0 for a group of one, mgt/ir/collective.hpp).
 double busbw_gbps(ir::CollectiveKind kind, int64_t group_size, int64_t bytes, double time_s);
 
 }  // namespace mgt::rt
