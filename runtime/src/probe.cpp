@@ -311,7 +311,7 @@ ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& 
   return c;
 }
 
-std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
+std::vector<KernelSample> time_kernels(bool quick, int repetitions, const std::function<void()>& before_each) {
   // Activations of 1024 tokens x 1024 features (4 MiB per tensor: beyond L2, as in a training step)
   // quick: 256 x 256; attention B 1, T 512, 8 heads (4 KV heads) of 64; logits 256 x 8192.
   const int64_t N = quick ? 256 : 1024, C = quick ? 256 : 1024, V = quick ? 1024 : 8192;
@@ -329,6 +329,7 @@ std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
   auto timed = [&](const char* op, const char* phase, const std::string& shape, double work,
                    const std::function<void()>& call, const std::vector<float>& result) {
     call();  // warm-up: page faults, caches
+    if (before_each) before_each();
     std::vector<double> times;
     for (int r = 0; r < std::max(repetitions, 1); ++r) {
       auto start = Clock::now();
@@ -406,12 +407,19 @@ std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
     }, dlogits);
   }
   {
-    const int64_t params = quick ? (int64_t{1} << 18) : (int64_t{1} << 22);
+    // The optimizer step as the executor runs it: the gradients' global-norm pass, then AdamW; 8 Mi
+    // parameters (128 MiB of parameters, gradients and moments per rank: far beyond the caches, as a
+    // model's are). The clipping pass (grad *= coefficient, only when the norm exceeds --grad-clip)
+    // is left out: whether it runs depends on the data.
+    const int64_t params = quick ? (int64_t{1} << 18) : (int64_t{1} << 23);
     std::vector<float> p = buffer(params, 11), g = buffer(params, 12), m(static_cast<size_t>(params)),
                        v2(static_cast<size_t>(params));
     int64_t step = 0;
-    timed("optimizer", "fwd", std::to_string(params) + " parameters (AdamW)", static_cast<double>(params),
-          [&] { cpu::adamw_step(p.data(), g.data(), m.data(), v2.data(), params, ++step, cpu::AdamWConfig{}); }, p);
+    std::vector<float> norm(1);
+    timed("optimizer", "fwd", std::to_string(params) + " parameters (norm, AdamW)", static_cast<double>(params), [&] {
+      norm[0] = static_cast<float>(cpu::grad_sum_squares(g.data(), params));
+      cpu::adamw_step(p.data(), g.data(), m.data(), v2.data(), params, ++step, cpu::AdamWConfig{});
+    }, p);
   }
   return out;
 }
@@ -501,7 +509,7 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
 
   // 2b. The non-GEMM kernels, every rank at once (they share the memory system as in training).
   comm.barrier(all);
-  report.kernels = time_kernels(options.quick, options.quick ? 2 : 5);
+  report.kernels = time_kernels(options.quick, options.quick ? 2 : 5, [&] { comm.barrier(all); });
   for (auto& k : report.kernels) {
     std::vector<float> totals = {static_cast<float>(k.time_s), static_cast<float>(k.wrong)};
     sum_over_world(comm, totals);
