@@ -465,7 +465,7 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
   report.peak_square_dim = shapes[0].m;
   for (const auto& g : report.gemms) report.peak_flops_per_s = std::max(report.peak_flops_per_s, g.flops_per_s);
   if (log) {
-    *log << "# GEMM y = x w^T (rt::linear_forward, fp32, Eigen), median of the timed calls, mean over ranks;"
+    *log << "# GEMM y = x w^T (rt::linear_forward, fp32, OpenBLAS or Eigen), median of the timed calls, mean over ranks;"
          << " peak = best rate measured = " << format("%.2f", report.peak_flops_per_s / 1e9) << " GFLOP/s per rank\n";
     print_gemm_table(*log, report.gemms, report.peak_flops_per_s);
   }
