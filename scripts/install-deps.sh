@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libboost-graph-dev libcli11-dev
   libgtest-dev libbenchmark-dev
   libeigen3-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev  # the CPU kernels' GEMMs (runtime/CMakeLists.txt); also the BLAS PyTorch maps (bench/)
   python3-torch python3-numpy
   libmlir-19-dev mlir-19-tools llvm-19-dev  # MLIR interop (ir/mlir); mlir-19-tools holds mlir-tblgen, which find_package(MLIR) checks
   clang-14 libclang-rt-14-dev

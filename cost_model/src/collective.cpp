@@ -75,14 +75,40 @@ double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind k
   return below->bus_bytes_per_s + t * (above->bus_bytes_per_s - below->bus_bytes_per_s);
 }
 
+// The CPU executor (runtime/src/executor.cpp) moves every collective through scratch buffers in host
+// memory: it zero-fills them (std::vector::assign), packs the segments or sequence rows in, and
+// unpacks the result; a GPU backend hands NCCL the tensors themselves. Bytes of memory traffic
+// (reads + writes) per byte of the collective's buffer B, with shards = B / group (group 2):
+//   all_reduce (DDP buckets, tp-replicated gradients): zero B, pack 2B, unpack 2B            = 5
+//   all_gather (FSDP units): zero 1.5B, pack 2B/2, unpack 2B = 4.5; (sequence rows): 4.5
+//   reduce_scatter (FSDP units): zero 1.5B, pack 2B, zero the gradients B, unpack 2B/2 = 5.5;
+//                  (sequence rows): zero B, pack 2B = 3; priced at the mean 4.5 (bounds 3-5.5)
+//   all_to_all, send/recv: no copies (the executor passes the tensors)
+// Counted from the code, not fitted; priced at the probe's triad bandwidth (reads + writes per s).
+namespace {
+double host_copy_bytes_per_byte(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 5.0;
+    case CollectiveKind::all_gather: return 4.5;
+    case CollectiveKind::reduce_scatter: return 4.5;
+    case CollectiveKind::all_to_all:
+    case CollectiveKind::send_recv: return 0.0;
+  }
+  return 0.0;
+}
+}  // namespace
+
 double collective_time_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size, int64_t bytes,
                          const LinkEstimate& link) {
   if (group_size <= 1 || bytes <= 0) return 0.0;
+  double copies_s = 0.0;
+  if (cluster.gpu.arch == ir::GpuArch::cpu && cluster.gpu.hbm_bytes_per_s > 0)
+    copies_s = double(bytes) * host_copy_bytes_per_byte(kind) / cluster.gpu.hbm_bytes_per_s;
   if (!cluster.collective_table.empty()) {
     const double measured = measured_bus_bytes_per_s(cluster, kind, group_size, link.domains_spanned, bytes);
-    if (measured > 0) return double(bytes) * ir::bus_factor(kind, group_size) / measured;
+    if (measured > 0) return double(bytes) * ir::bus_factor(kind, group_size) / measured + copies_s;
   }
-  return collective_time_s(kind, group_size, bytes, link);
+  return collective_time_s(kind, group_size, bytes, link) + copies_s;
 }
 
 }  // namespace mgt::cost

@@ -313,11 +313,14 @@ ir::ClusterSpec build_probe_cluster(const std::string& host, const std::string& 
 
 namespace {
 
-/// One kernel's sample: a warm-up call (page faults, caches), then the median of `repetitions` timed
+/// One kernel's sample: a warm-up call (page faults, caches), `before_each` (a barrier under MPI, so
+/// ranks time each kernel together, as they run in training), then the median of `repetitions` timed
 /// calls; non-finite values in (a sample of) `result` count as wrong.
 KernelSample time_kernel(const char* op, const char* phase, const std::string& shape, double work, int repetitions,
-                         const std::function<void()>& call, const std::vector<float>& result) {
+                         const std::function<void()>& call, const std::vector<float>& result,
+                         const std::function<void()>& before_each) {
   call();
+  if (before_each) before_each();
   std::vector<double> times;
   for (int r = 0; r < std::max(repetitions, 1); ++r) {
     auto start = Clock::now();
@@ -333,7 +336,7 @@ KernelSample time_kernel(const char* op, const char* phase, const std::string& s
 
 }  // namespace
 
-std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
+std::vector<KernelSample> time_kernels(bool quick, int repetitions, const std::function<void()>& before_each) {
   // Activations of 1024 tokens x 1024 features (4 MiB per tensor: beyond L2, as in a training step)
   // quick: 256 x 256; attention B 1, T 512, 8 heads (4 KV heads) of 64; logits 256 x 8192.
   const int64_t N = quick ? 256 : 1024, C = quick ? 256 : 1024, V = quick ? 1024 : 8192;
@@ -350,7 +353,7 @@ std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
   std::vector<KernelSample> out;
   auto timed = [&](const char* op, const char* phase, const std::string& shape, double work,
                    const std::function<void()>& call, const std::vector<float>& result) {
-    out.push_back(time_kernel(op, phase, shape, work, repetitions, call, result));
+    out.push_back(time_kernel(op, phase, shape, work, repetitions, call, result, before_each));
   };
   const std::string nc = std::to_string(N) + "x" + std::to_string(C);
   const double elements = static_cast<double>(n);
@@ -417,12 +420,19 @@ std::vector<KernelSample> time_kernels(bool quick, int repetitions) {
     }, dlogits);
   }
   {
-    const int64_t params = quick ? (int64_t{1} << 18) : (int64_t{1} << 22);
+    // The optimizer step as the executor runs it: the gradients' global-norm pass, then AdamW; 8 Mi
+    // parameters (128 MiB of parameters, gradients and moments per rank: far beyond the caches, as a
+    // model's are). The clipping pass (grad *= coefficient, only when the norm exceeds --grad-clip)
+    // is left out: whether it runs depends on the data.
+    const int64_t params = quick ? (int64_t{1} << 18) : (int64_t{1} << 23);
     std::vector<float> p = buffer(params, 11), g = buffer(params, 12), m(static_cast<size_t>(params)),
                        v2(static_cast<size_t>(params));
     int64_t step = 0;
-    timed("optimizer", "fwd", std::to_string(params) + " parameters (AdamW)", static_cast<double>(params),
-          [&] { cpu::adamw_step(p.data(), g.data(), m.data(), v2.data(), params, ++step, cpu::AdamWConfig{}); }, p);
+    std::vector<float> norm(1);
+    timed("optimizer", "fwd", std::to_string(params) + " parameters (norm, AdamW)", static_cast<double>(params), [&] {
+      norm[0] = static_cast<float>(cpu::grad_sum_squares(g.data(), params));
+      cpu::adamw_step(p.data(), g.data(), m.data(), v2.data(), params, ++step, cpu::AdamWConfig{});
+    }, p);
   }
   return out;
 }
@@ -456,7 +466,7 @@ void probe_gemms(Communicator& comm, const ProbeOptions& options, std::ostream* 
   report.peak_square_dim = shapes[0].m;
   for (const auto& g : report.gemms) report.peak_flops_per_s = std::max(report.peak_flops_per_s, g.flops_per_s);
   if (log) {
-    *log << "# GEMM y = x w^T (rt::linear_forward, fp32, Eigen), median of the timed calls, mean over ranks;"
+    *log << "# GEMM y = x w^T (rt::linear_forward, fp32, OpenBLAS or Eigen), median of the timed calls, mean over ranks;"
          << " peak = best rate measured = " << format("%.2f", report.peak_flops_per_s / 1e9) << " GFLOP/s per rank\n";
     print_gemm_table(*log, report.gemms, report.peak_flops_per_s);
   }
@@ -508,7 +518,7 @@ void probe_kernels(Communicator& comm, const ProbeOptions& options, std::ostream
   const int64_t world = comm.world_size();
   const Axes all = comm.all_axes();
   comm.barrier(all);
-  report.kernels = time_kernels(options.quick, options.quick ? 2 : 5);
+  report.kernels = time_kernels(options.quick, options.quick ? 2 : 5, [&] { comm.barrier(all); });
   for (auto& k : report.kernels) {
     std::vector<float> totals = {static_cast<float>(k.time_s), static_cast<float>(k.wrong)};
     sum_over_world(comm, totals);

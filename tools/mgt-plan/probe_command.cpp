@@ -56,7 +56,11 @@ int run_probe(const std::string& backend, const std::string& out_path, bool quic
     report = std::move(probe.report);
     root = probe.root;
   } else {
-    comm = std::make_unique<rt::MpiCommunicator>(ir::Mesh{{{"world", rt::mpi_world_size()}}});
+    // The collectives are timed as `mgt-plan run` issues them: its default --comm-timeout (300 s) makes
+    // every call nonblocking and polled against the deadline (MpiOptions::timeout_s), which Open MPI
+    // runs through other algorithms than the blocking calls (2x slower all_reduce at 26 MB on 2 ranks).
+    comm = std::make_unique<rt::MpiCommunicator>(ir::Mesh{{{"world", rt::mpi_world_size()}}},
+                                                 rt::MpiOptions{.timeout_s = 300});
     root = comm->rank() == 0;
     report = rt::probe_cpu(*comm, options, root ? &std::cout : nullptr);
   }

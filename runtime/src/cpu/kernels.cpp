@@ -1,8 +1,16 @@
-// CPU reference kernels (fp32, Eigen GEMMs, single-threaded). API and conventions in
+// CPU reference kernels (fp32, single-threaded). GEMMs call OpenBLAS where the build found it
+// (MGT_HAVE_OPENBLAS, runtime/CMakeLists.txt), else Eigen's GEMM; exp, sqrt and the row reductions
+// are vectorised (Eigen packet math, loops GCC vectorises). API and conventions in
 // mgt/runtime/cpu/kernels.hpp and docs/runtime_kernels.md; every backward accumulates (+=).
 #include "mgt/runtime/cpu/kernels.hpp"
 
 #include <Eigen/Core>
+
+#if MGT_HAVE_OPENBLAS
+#include <cblas.h>
+// OpenBLAS's own (also in its cblas.h; declared here so that another cblas.h on the path still builds).
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
 
 #include <algorithm>
 #include <cassert>
@@ -21,6 +29,104 @@ using StridedMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 using ConstStridedMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
 using VectorMap = Eigen::Map<Eigen::VectorXf>;
 using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+// c (m, n) = alpha op(a) op(b) + beta c, row-major, leading dimensions in floats: op(a) is (m, k),
+// stored (m, k) with row stride lda, or (k, m) when trans_a; op(b) is (k, n), stored (k, n) with
+// stride ldb, or (n, k) when trans_b. beta 0 overwrites c (its old values are never read).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+#if MGT_HAVE_OPENBLAS
+  // One thread: ranks run one per core (OpenBLAS's pthread build would otherwise start one per core
+  // in every rank). Set once, on the first GEMM, whatever OPENBLAS_NUM_THREADS says.
+  static const bool single_threaded = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single_threaded;
+  constexpr int64_t kMaxDim = std::numeric_limits<int>::max();  // cblas takes int sizes
+  assert(m <= kMaxDim && n <= kMaxDim && k <= kMaxDim && lda <= kMaxDim && ldb <= kMaxDim && ldc <= kMaxDim);
+  (void)kMaxDim;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
+              static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+#else
+  StridedMap C(c, m, n, Eigen::OuterStride<>(ldc));
+  if (beta == 0.0f) C.setZero();
+  else if (beta != 1.0f) C *= beta;
+  if (k <= 0) return;
+  const ConstStridedMap A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
+  const ConstStridedMap B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
+  if (trans_a && trans_b) C.noalias() += alpha * (A.transpose() * B.transpose());
+  else if (trans_a) C.noalias() += alpha * (A.transpose() * B);
+  else if (trans_b) C.noalias() += alpha * (A * B.transpose());
+  else C.noalias() += alpha * (A * B);
+#endif
+}
+
+// Sums in double of n floats (squares, products), eight partial sums so that the loop vectorises
+// (a single running double sum is a serial chain GCC must keep in order).
+double sum_squares_double(const float* x, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+  double sum = 0.0;
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (double a : acc) sum += a;
+  return sum;
+}
+
+double dot_double(const float* x, const float* y, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[i + j]) * y[i + j];
+  double sum = 0.0;
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * y[i];
+  for (double a : acc) sum += a;
+  return sum;
+}
+
+double sum_double(const float* x, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
+  double sum = 0.0;
+  for (; i < n; ++i) sum += x[i];
+  for (double a : acc) sum += a;
+  return sum;
+}
+
+// Vectorised exp (Eigen's pexp, within 2 ulp of exp) in chunks of 256 through an aligned stack
+// buffer: Eigen evaluates the elements before the first 32-byte-aligned address with the scalar exp,
+// so exps computed in place would round differently with the buffer's address, and runs that differ
+// only in where malloc put a buffer (a resumed run) would not be bit-identical. For each chunk
+// [i, i + len): e = exp(sign * x[i..] - shift), then consume(i, e, len).
+template <class Consume>
+void exp_chunks(const float* x, int64_t n, float sign, float shift, Consume&& consume) {
+  constexpr int64_t kChunk = 256;
+  alignas(64) float e[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    ArrayMap(e, len) = (sign * ConstArrayMap(x + i, len) - shift).exp();
+    consume(i, static_cast<const float*>(e), len);
+  }
+}
+
+// sum_i exp(x_i - shift) in double (each chunk's exps summed by sum_double), with each exp written to
+// out[i] unless out is nullptr; the sum is the same bits with or without out. out may alias x.
+double exp_shifted_sum(float* out, const float* x, int64_t n, float shift) {
+  double sum = 0.0;
+  exp_chunks(x, n, 1.0f, shift, [&](int64_t i, const float* e, int64_t len) {
+    if (out != nullptr) std::copy_n(e, len, out + i);
+    sum += sum_double(e, len);
+  });
+  return sum;
+}
 
 constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluKappa = 0.044715f;
@@ -40,8 +146,6 @@ float gelu_grad(float x) {
       0.5f * x * (1.0f - tanh_inner * tanh_inner) * kGeluBeta * (1.0f + 3.0f * kGeluKappa * x_sq);
   return left_derivative + right_derivative;
 }
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // First key visible from query t (inclusive) and one past the last.
 int64_t query_position(const AttentionConfig& c, int64_t t) { return c.q_pos != nullptr ? c.q_pos[t] : t; }
@@ -88,8 +192,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;
     float* yr = out + n * C;
-    double sum_sq = 0.0;
-    for (int64_t i = 0; i < C; ++i) sum_sq += static_cast<double>(xr[i]) * xr[i];
+    const double sum_sq = sum_squares_double(xr, C);
     const float r = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(C) + eps));
     rstd[n] = r;
     for (int64_t i = 0; i < C; ++i) {
@@ -101,17 +204,35 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
 
 // y_i = w_i x_i r, r = (mean(x^2) + eps)^(-1/2), dr/dx_j = -r^3 x_j / C:
 // dx_j = r w_j dy_j - r^3 x_j / C * sum_i w_i dy_i x_i;  dw_i = sum_n dy_i x_i r.
+namespace {
+
+// sum_i (w_i dy_i) x_i in double (w_i = 1 + w[i] with UnitOffset), eight partial sums (vectorised).
+template <bool UnitOffset>
+double weighted_dot_double(const float* w, const float* dy, const float* x, int64_t C) {
+  double acc[8] = {};
+  auto term = [&](int64_t i) {
+    const float weight = UnitOffset ? 1.0f + w[i] : w[i];
+    return static_cast<double>(weight * dy[i]) * x[i];
+  };
+  int64_t i = 0;
+  for (; i + 8 <= C; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += term(i + j);
+  double sum = 0.0;
+  for (; i < C; ++i) sum += term(i);
+  for (double a : acc) sum += a;
+  return sum;
+}
+
+}  // namespace
+
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
                       const float* rstd, int64_t N, int64_t C, bool unit_offset) {
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;
     const float* gr = dout + n * C;
     const float r = rstd[n];
-    double dot = 0.0;  // sum_i w_i dy_i x_i
-    for (int64_t i = 0; i < C; ++i) {
-      const float weight = unit_offset ? 1.0f + w[i] : w[i];
-      dot += static_cast<double>(weight * gr[i]) * xr[i];
-    }
+    const double dot = unit_offset ? weighted_dot_double<true>(w, gr, xr, C)  // sum_i w_i dy_i x_i
+                                   : weighted_dot_double<false>(w, gr, xr, C);
     const float coef = static_cast<float>(dot / static_cast<double>(C)) * r * r * r;
     float* dxr = dx + n * C;
     for (int64_t i = 0; i < C; ++i) {
@@ -178,28 +299,19 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
 
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t IC,
                     int64_t OC, int64_t ldw) {
-  MatrixMap Y(y, N, OC);
-  ConstMatrixMap X(x, N, IC);
-  if (ldw == 0 || ldw == IC) {
-    Y.noalias() = X * ConstMatrixMap(w, OC, IC).transpose();
-  } else {
-    Y.noalias() = X * ConstStridedMap(w, OC, IC, Eigen::OuterStride<>(ldw)).transpose();
+  const int64_t ld = ldw == 0 ? IC : ldw;
+  if (b != nullptr) {
+    // The bias first, then the product accumulated onto it (beta 1): one pass over y fewer.
+    for (int64_t n = 0; n < N; ++n) std::copy_n(b, OC, y + n * OC);
   }
-  if (b != nullptr) Y.rowwise() += ConstRowVectorMap(b, OC);
+  gemm(false, true, N, OC, IC, 1.0f, x, IC, w, ld, b != nullptr ? 1.0f : 0.0f, y, OC);
 }
 
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                      const float* w, int64_t N, int64_t IC, int64_t OC, int64_t ldw) {
-  ConstMatrixMap dY(dy, N, OC);
-  const bool dense = ldw == 0 || ldw == IC;
-  if (dx != nullptr) {
-    if (dense) MatrixMap(dx, N, IC).noalias() += dY * ConstMatrixMap(w, OC, IC);
-    else MatrixMap(dx, N, IC).noalias() += dY * ConstStridedMap(w, OC, IC, Eigen::OuterStride<>(ldw));
-  }
-  if (dw != nullptr) {
-    if (dense) MatrixMap(dw, OC, IC).noalias() += dY.transpose() * ConstMatrixMap(x, N, IC);
-    else StridedMap(dw, OC, IC, Eigen::OuterStride<>(ldw)).noalias() += dY.transpose() * ConstMatrixMap(x, N, IC);
-  }
+  const int64_t ld = ldw == 0 ? IC : ldw;
+  if (dx != nullptr) gemm(false, false, N, IC, OC, 1.0f, dy, OC, w, ld, 1.0f, dx, IC);
+  if (dw != nullptr) gemm(true, false, OC, IC, N, 1.0f, dy, OC, x, IC, 1.0f, dw, ld);
   if (db != nullptr) {
     for (int64_t n = 0; n < N; ++n) {
       const float* row = dy + n * OC;
@@ -301,8 +413,11 @@ void rope_backward(float* dx, const float* dout, const float* cos, const float* 
 // ---------------------------------------------------------------------------------------------
 // Attention
 //
-// Per (b, h), with g = h / (H / KVH) the kv head:
-//  1. S = scale * Q K^T (T, T) in scratch (one GEMM).
+// Per (b, h), with g = h / (H / KVH) the kv head, in blocks of query rows [t0, t1) that see the keys
+// [lo, hi) between them (the causal mask leaves the rest of the score matrix zero, so no GEMM
+// computes it: about half of the T x Tk scores under a causal mask, which PyTorch's eager
+// attention computes in full and masks):
+//  1. S = scale * Q K^T (t1 - t0, hi - lo) into scratch (one GEMM).
 //  2. Row t: keys [first_key, end_key) visible; lse_t = log sum exp S_ts; P_ts = exp(S_ts - lse_t),
 //     zero elsewhere.
 //  3. O = P V (one GEMM).
@@ -311,31 +426,64 @@ void rope_backward(float* dx, const float* dout, const float* cos, const float* 
 
 namespace {
 
-// Steps 1-2 for one (b, h): fills P (T, T) with the masked probabilities. When lse_in is nullptr
-// the row log-sum-exps are computed and written to lse_out; otherwise they are read.
-void attention_probs(MatrixMap& P, const ConstStridedMap& Q, const ConstStridedMap& K,
-                     const AttentionConfig& c, float scale, const float* lse_in, float* lse_out) {
-  P.noalias() = Q * K.transpose();
-  P *= scale;
+// Query rows per block under a mask: 64 keeps each GEMM large enough for BLAS's blocking while
+// skipping (1 - 1/blocks) / 2 of the masked scores (T = 256: 37.5 %; T = 4096: 49 %).
+constexpr int64_t kQueryBlock = 64;
+
+struct KeyRange {
+  int64_t lo = 0, hi = 0;  // keys [lo, hi)
+};
+
+// The keys that any query row of [t0, t1) sees (positions need not be monotonic: context-parallel
+// shards pass their own).
+KeyRange block_keys(const AttentionConfig& c, int64_t t0, int64_t t1) {
+  KeyRange r{attention_keys(c), 0};
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t lo = first_key(c, t), hi = end_key(c, t);
+    if (lo >= hi) continue;
+    r.lo = std::min(r.lo, lo);
+    r.hi = std::max(r.hi, hi);
+  }
+  if (r.lo >= r.hi) r = {0, 0};
+  return r;
+}
+
+int64_t query_block(const AttentionConfig& c) { return c.causal || c.window > 0 ? kQueryBlock : c.T; }
+
+// Offsets of head h's (T, D) slice of q / out / dq and of its kv head's (Tk, D) slice of k / v.
+struct HeadOffsets {
+  int64_t q, kv;
+};
+HeadOffsets head_offsets(const AttentionConfig& c, int64_t b, int64_t h) {
+  const int64_t g = h / (c.H / c.KVH);
+  return {b * c.T * c.H * c.D + h * c.D, b * attention_keys(c) * c.KVH * c.D + g * c.D};
+}
+
+// Steps 1-2 for query rows [t0, t1) of one (b, h): fills P rows t0..t1-1, columns [keys.lo, keys.hi)
+// (row stride Tk) with the masked probabilities. When lse_in is nullptr the row log-sum-exps are
+// computed and written to lse_out; otherwise they are read. q, k point at the head's first row.
+void attention_probs(float* P, const float* q, const float* k, const AttentionConfig& c, int64_t t0, int64_t t1,
+                     const KeyRange& keys, float scale, const float* lse_in, float* lse_out) {
   const int64_t Tk = attention_keys(c);
-  for (int64_t t = 0; t < c.T; ++t) {
-    float* row = P.data() + t * Tk;
-    const int64_t lo = first_key(c, t);
-    const int64_t hi = end_key(c, t);
+  const int64_t q_ld = c.H * c.D, kv_ld = c.KVH * c.D;
+  gemm(false, true, t1 - t0, keys.hi - keys.lo, c.D, scale, q + t0 * q_ld, q_ld, k + keys.lo * kv_ld, kv_ld, 0.0f,
+       P + t0 * Tk + keys.lo, Tk);
+  for (int64_t t = t0; t < t1; ++t) {
+    float* row = P + t * Tk;
+    const int64_t lo = std::clamp(first_key(c, t), keys.lo, keys.hi);
+    const int64_t hi = std::clamp(end_key(c, t), lo, keys.hi);
     float lse = 0.0f;
     if (lse_in != nullptr) {
       lse = lse_in[t];
     } else {
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t s = lo; s < hi; ++s) max_score = std::max(max_score, row[s]);
-      double sum = 0.0;
-      for (int64_t s = lo; s < hi; ++s) sum += std::exp(static_cast<double>(row[s] - max_score));
-      lse = max_score + static_cast<float>(std::log(sum));
+      const float max_score = hi > lo ? ConstArrayMap(row + lo, hi - lo).maxCoeff()
+                                      : -std::numeric_limits<float>::infinity();
+      lse = max_score + static_cast<float>(std::log(exp_shifted_sum(nullptr, row + lo, hi - lo, max_score)));
       lse_out[t] = lse;
     }
-    for (int64_t s = 0; s < lo; ++s) row[s] = 0.0f;
-    for (int64_t s = lo; s < hi; ++s) row[s] = std::exp(row[s] - lse);
-    for (int64_t s = hi; s < Tk; ++s) row[s] = 0.0f;
+    std::fill(row + keys.lo, row + lo, 0.0f);
+    exp_shifted_sum(row + lo, row + lo, hi - lo, lse);
+    std::fill(row + hi, row + keys.hi, 0.0f);
   }
 }
 
@@ -344,21 +492,23 @@ void attention_probs(MatrixMap& P, const ConstStridedMap& Q, const ConstStridedM
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionConfig& c, float* scratch) {
   assert(c.KVH > 0 && c.H % c.KVH == 0);
-  const int64_t group = c.H / c.KVH;
   const float scale = attention_scale(c);
-  const Eigen::OuterStride<> q_stride(c.H * c.D);
-  const Eigen::OuterStride<> kv_stride(c.KVH * c.D);
   const int64_t Tk = attention_keys(c);
-  MatrixMap P(scratch, c.T, Tk);
+  const int64_t q_ld = c.H * c.D, kv_ld = c.KVH * c.D;
+  const int64_t block = query_block(c);
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t h = 0; h < c.H; ++h) {
-      const int64_t g = h / group;
-      const ConstStridedMap Q(q + b * c.T * c.H * c.D + h * c.D, c.T, c.D, q_stride);
-      const ConstStridedMap K(k + b * Tk * c.KVH * c.D + g * c.D, Tk, c.D, kv_stride);
-      const ConstStridedMap V(v + b * Tk * c.KVH * c.D + g * c.D, Tk, c.D, kv_stride);
-      attention_probs(P, Q, K, c, scale, nullptr, lse + (b * c.H + h) * c.T);
-      StridedMap O(out + b * c.T * c.H * c.D + h * c.D, c.T, c.D, q_stride);
-      O.noalias() = P * V;
+      const HeadOffsets off = head_offsets(c, b, h);
+      float* head_lse = lse + (b * c.H + h) * c.T;
+      for (int64_t t0 = 0; t0 < c.T; t0 += block) {
+        const int64_t t1 = std::min(c.T, t0 + block);
+        const KeyRange keys = block_keys(c, t0, t1);
+        float* o = out + off.q + t0 * q_ld;
+        // A block no row of which sees a key (only with q_pos) gets lse -inf and zero output.
+        attention_probs(scratch, q + off.q, k + off.kv, c, t0, t1, keys, scale, nullptr, head_lse);
+        gemm(false, false, t1 - t0, c.D, keys.hi - keys.lo, 1.0f, scratch + t0 * Tk + keys.lo, Tk,
+             v + off.kv + keys.lo * kv_ld, kv_ld, 0.0f, o, q_ld);
+      }
     }
   }
 }
@@ -367,36 +517,40 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* k, const float* v, const float* lse,
                         const AttentionConfig& c, float* scratch) {
   assert(c.KVH > 0 && c.H % c.KVH == 0);
-  const int64_t group = c.H / c.KVH;
   const float scale = attention_scale(c);
-  const Eigen::OuterStride<> q_stride(c.H * c.D);
-  const Eigen::OuterStride<> kv_stride(c.KVH * c.D);
   const int64_t Tk = attention_keys(c);
-  MatrixMap P(scratch, c.T, Tk);
-  MatrixMap dP(scratch + c.T * Tk, c.T, Tk);
+  const int64_t q_ld = c.H * c.D, kv_ld = c.KVH * c.D;
+  const int64_t block = query_block(c);
+  float* P = scratch;
+  float* dP = scratch + c.T * Tk;
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t h = 0; h < c.H; ++h) {
-      const int64_t g = h / group;
-      const int64_t q_off = b * c.T * c.H * c.D + h * c.D;
-      const int64_t kv_off = b * Tk * c.KVH * c.D + g * c.D;
-      const ConstStridedMap Q(q + q_off, c.T, c.D, q_stride);
-      const ConstStridedMap K(k + kv_off, Tk, c.D, kv_stride);
-      const ConstStridedMap V(v + kv_off, Tk, c.D, kv_stride);
-      const ConstStridedMap dO(dout + q_off, c.T, c.D, q_stride);
-      attention_probs(P, Q, K, c, scale, lse + (b * c.H + h) * c.T, nullptr);
-      StridedMap(dv + kv_off, Tk, c.D, kv_stride).noalias() += P.transpose() * dO;
-      dP.noalias() = dO * V.transpose();
-      // dS = P * (dP - rowsum(P * dP)), in place in dP, scaled by `scale` for the Q K^T product.
-      for (int64_t t = 0; t < c.T; ++t) {
-        const float* p_row = P.data() + t * Tk;
-        float* dp_row = dP.data() + t * Tk;
-        double dot = 0.0;
-        for (int64_t s = 0; s < Tk; ++s) dot += static_cast<double>(p_row[s]) * dp_row[s];
-        const float d = static_cast<float>(dot);
-        for (int64_t s = 0; s < Tk; ++s) dp_row[s] = scale * p_row[s] * (dp_row[s] - d);
+      const HeadOffsets off = head_offsets(c, b, h);
+      for (int64_t t0 = 0; t0 < c.T; t0 += block) {
+        const int64_t t1 = std::min(c.T, t0 + block);
+        const KeyRange keys = block_keys(c, t0, t1);
+        const int64_t rows = t1 - t0, cols = keys.hi - keys.lo;
+        if (cols == 0) continue;
+        float* p = P + t0 * Tk + keys.lo;
+        float* dp = dP + t0 * Tk + keys.lo;
+        const float* dout_block = dout + off.q + t0 * q_ld;
+        const float* q_block = q + off.q + t0 * q_ld;
+        attention_probs(P, q + off.q, k + off.kv, c, t0, t1, keys, scale, lse + (b * c.H + h) * c.T, nullptr);
+        // dV[lo:hi] += P^T dO;  dP = dO V[lo:hi]^T
+        gemm(true, false, cols, c.D, rows, 1.0f, p, Tk, dout_block, q_ld, 1.0f, dv + off.kv + keys.lo * kv_ld, kv_ld);
+        gemm(false, true, rows, cols, c.D, 1.0f, dout_block, q_ld, v + off.kv + keys.lo * kv_ld, kv_ld, 0.0f, dp, Tk);
+        // dS = P * (dP - rowsum(P * dP)), in place in dP, scaled by `scale` for the Q K^T product.
+        for (int64_t t = 0; t < rows; ++t) {
+          const float* p_row = p + t * Tk;
+          float* dp_row = dp + t * Tk;
+          const float d = static_cast<float>(dot_double(p_row, dp_row, cols));
+          for (int64_t s = 0; s < cols; ++s) dp_row[s] = scale * p_row[s] * (dp_row[s] - d);
+        }
+        // dQ += dS K[lo:hi];  dK[lo:hi] += dS^T Q
+        gemm(false, false, rows, c.D, cols, 1.0f, dp, Tk, k + off.kv + keys.lo * kv_ld, kv_ld, 1.0f,
+             dq + off.q + t0 * q_ld, q_ld);
+        gemm(true, false, cols, c.D, rows, 1.0f, dp, Tk, q_block, q_ld, 1.0f, dk + off.kv + keys.lo * kv_ld, kv_ld);
       }
-      StridedMap(dq + q_off, c.T, c.D, q_stride).noalias() += dP * K;
-      StridedMap(dk + kv_off, Tk, c.D, kv_stride).noalias() += dP.transpose() * Q;
     }
   }
 }
@@ -412,18 +566,23 @@ void gelu_backward(float* dx, const float* dout, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] += dout[i] * gelu_grad(x[i]);
 }
 
+// sigmoid(x) = 1 / (1 + exp(-x)) with the vectorised exp (exp_chunks).
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  exp_chunks(gate, n, -1.0f, 0.0f, [&](int64_t i, const float* e, int64_t len) {
+    for (int64_t j = 0; j < len; ++j) out[i + j] = gate[i + j] * (1.0f / (1.0f + e[j])) * up[i + j];
+  });
 }
 
 // silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                      const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = sigmoid(gate[i]);
-    dgate[i] += dout[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
-    dup[i] += dout[i] * gate[i] * s;
-  }
+  exp_chunks(gate, n, -1.0f, 0.0f, [&](int64_t i, const float* e, int64_t len) {
+    for (int64_t j = 0; j < len; ++j) {
+      const float x = gate[i + j], s = 1.0f / (1.0f + e[j]), d = dout[i + j];
+      dgate[i + j] += d * up[i + j] * s * (1.0f + x * (1.0f - s));
+      dup[i + j] += d * x * s;
+    }
+  });
 }
 
 void geglu_forward(float* out, const float* gate, const float* up, int64_t n) {
@@ -450,11 +609,14 @@ void residual_backward(float* da, float* db, const float* dout, int64_t n) {
 // ---------------------------------------------------------------------------------------------
 // Loss
 
+// Per row: the max, one vectorised pass of exp(x - max) (written to dlogits when there is one) summed
+// in double, then the row scaled by dloss / (num_targets * sum): exp is evaluated once per logit.
 double softmax_cross_entropy_forward_backward(float* dlogits, const float* logits,
                                               const int32_t* targets, int64_t N, int64_t V,
                                               int64_t num_targets, float dloss) {
   double loss_sum = 0.0;
   const double inv_count = 1.0 / static_cast<double>(num_targets);
+  const double g = static_cast<double>(dloss) * inv_count;
   for (int64_t n = 0; n < N; ++n) {
     const float* row = logits + n * V;
     const int32_t target = targets[n];
@@ -464,19 +626,13 @@ double softmax_cross_entropy_forward_backward(float* dlogits, const float* logit
       continue;
     }
     assert(target < V);
-    float max_logit = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < V; ++i) max_logit = std::max(max_logit, row[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(row[i] - max_logit));
+    const float max_logit = ConstArrayMap(row, V).maxCoeff();
+    const float target_logit = row[target];  // read before an in-place write
+    const double sum = exp_shifted_sum(drow, row, V, max_logit);
     const double log_sum = std::log(sum);
-    loss_sum += log_sum - static_cast<double>(row[target] - max_logit);
+    loss_sum += log_sum - static_cast<double>(target_logit - max_logit);
     if (drow != nullptr) {
-      const double g = static_cast<double>(dloss) * inv_count;
-      const float target_logit = row[target];  // read before an in-place write
-      for (int64_t i = 0; i < V; ++i) {
-        const double p = std::exp(static_cast<double>(row[i] - max_logit) - log_sum);
-        drow[i] = static_cast<float>(p * g);
-      }
+      ArrayMap(drow, V) *= static_cast<float>(g / sum);
       drow[target] = static_cast<float>(
           (std::exp(static_cast<double>(target_logit - max_logit) - log_sum) - 1.0) * g);
     }
@@ -510,11 +666,7 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, 
   }
 }
 
-double grad_sum_squares(const float* grad, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(grad[i]) * grad[i];
-  return sum;
-}
+double grad_sum_squares(const float* grad, int64_t n) { return sum_squares_double(grad, n); }
 
 float grad_clip_coefficient(double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0f;

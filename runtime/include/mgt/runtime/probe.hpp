@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,9 @@ struct KernelSample {
 /// residual, embedding, causal GQA attention, fused cross-entropy without and with the gradient,
 /// AdamW), each forward and backward, on this rank; median of `repetitions` after a warm-up. No
 /// communication. Shapes: docs/probe.md §2b.
-std::vector<KernelSample> time_kernels(bool quick, int repetitions);
+/// `before_each` (when set) runs before each kernel's timed calls: probe_cpu passes a barrier, so that
+/// every rank times the same kernel at once and memory-bound kernels share the bandwidth as in training.
+std::vector<KernelSample> time_kernels(bool quick, int repetitions, const std::function<void()>& before_each = {});
 
 /// One row of the nccl-tests-like table: rt::time_collective over the world.
 struct CollectiveSample {

@@ -7,9 +7,9 @@
 // Shape letters (llm.c): B batch, T sequence, C channels (hidden), V vocab, N = B*T rows,
 // H query heads, KVH key/value heads, D head dim, F ffn width.
 //
-// Allocation: the kernels allocate nothing themselves; Eigen's GEMM (linear_*, attention_*) packs
-// its operands into blocking buffers that live on the stack when small and are heap-allocated by
-// Eigen above EIGEN_STACK_ALLOCATION_LIMIT (128 KiB).
+// Allocation: the kernels allocate nothing themselves; the GEMMs (linear_*, attention_*: OpenBLAS's
+// sgemm when the build found it, else Eigen's) pack their operands into their own blocking buffers
+// (OpenBLAS's pool; Eigen: the stack when small, its heap above EIGEN_STACK_ALLOCATION_LIMIT).
 //
 // Gradient convention, every *_backward: gradients are ACCUMULATED (+=) into every d* output
 // buffer, activations and weights alike (llm.c). The caller zeroes gradient buffers once per step;
@@ -58,7 +58,7 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
 // Linear (HF nn.Linear layout): y = x W^T + b
 
 /// y (N, OC) = x (N, IC) * w^T with w (OC, IC) as HF stores it; + b (OC) unless b is nullptr.
-/// Eigen GEMM on mapped raw pointers. A tied LM head is linear_forward with w = wte (V, C).
+/// One GEMM on the raw pointers. A tied LM head is linear_forward with w = wte (V, C).
 /// `ldw` is the row stride of w in floats (0 = IC): a tensor-parallel slice of the input features of
 /// a wider weight (row-parallel linear) is used in place.
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t IC,
@@ -124,8 +124,9 @@ inline int64_t attention_forward_scratch(const AttentionConfig& c) { return c.T 
 inline int64_t attention_backward_scratch(const AttentionConfig& c) { return 2 * c.T * attention_keys(c); }
 
 /// out (B, T, H, D); lse (B, H, T) the log-sum-exp of each scaled score row, saved for backward;
-/// q (B, T, H, D); k, v (B, Tk, KVH, D); scratch (T, Tk). Per (b, h): one GEMM for the scores and one
-/// for P v; O(T*Tk) memory in scratch only.
+/// q (B, T, H, D); k, v (B, Tk, KVH, D); scratch (T, Tk). Per (b, h) and block of 64 query rows (all
+/// rows without a mask): one GEMM for the scores of the keys the block sees and one for P v; O(T*Tk)
+/// memory in scratch only.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionConfig& config, float* scratch);
 /// dq (B, T, H, D) +=, dk, dv (B, Tk, KVH, D) += (the group's query heads sum into their kv head);
