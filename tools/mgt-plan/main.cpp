@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   add_plan_options(app, search, search_raw);
   app.add_option("--top", top, "plans to show (default 5)");
   app.add_option("--emit", emit, "print the top plan as a framework config instead of the table: "
-                                 "accelerate, axolotl, torchtitan, megatron, deepspeed");
+                                 "accelerate, axolotl, torchtitan, megatron, deepspeed, torchtitan@0.2");
 
   auto* inspect = app.add_subcommand("inspect", "parameters, FLOPs per token and a per-block breakdown");
   std::string inspect_model, inspect_seq;
@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   add_plan_options(*estimate, estimate_options, estimate_raw);
   estimate->add_option("--plan", plan_text, "plan as inline JSON ('{\"dp_shard\":4,\"tp\":2}') or a mgt.plan/1 file")
       ->required();
+  std::string estimate_emit;
+  estimate->add_option("--emit", estimate_emit, "print this plan as a framework config (formats as for the search)");
 
   auto* simulate = app.add_subcommand("simulate", "one plan in detail: the compiled schedule simulated, step "
                                                   "breakdown, memory over time, Chrome trace and SVG");
@@ -184,7 +186,7 @@ int main(int argc, char** argv) {
     }
     if (*estimate) {
       resolve_plan_flags(*estimate, estimate_raw, estimate_options);
-      return mgt::cli::run_estimate(estimate_options, plan_text);
+      return mgt::cli::run_estimate(estimate_options, plan_text, estimate_emit);
     }
     resolve_plan_flags(app, search_raw, search);
     if (search.model_path.empty()) throw CLI::RequiredError("model");

@@ -1,0 +1,168 @@
+"""Loads mgt-plan exports with each framework's own parser (run by scripts/check-exports).
+
+argv[1]: a TSV of model, gpus, seq_len, format, file. MGT_MEGATRON / MGT_AXOLOTL: optional source
+checkouts. Prints one line per export and exits 1 when any fails to load.
+"""
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import types
+
+
+def load_accelerate(path, gpus):
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import launch_command_parser
+    from accelerate.parallelism_config import ParallelismConfig
+
+    config = load_config_from_file(path)  # ClusterConfig: rejects unknown top-level keys
+    dests = {a.dest for a in launch_command_parser()._actions}
+    for section in ("fsdp_config", "parallelism_config"):
+        for key in (getattr(config, section) or {}):
+            assert key in dests, f"{section}.{key} is no `accelerate launch` argument"
+    assert config.num_processes == gpus, f"num_processes {config.num_processes} != {gpus}"
+    pc = config.parallelism_config or {}
+    if pc:
+        parallelism = ParallelismConfig(
+            dp_replicate_size=pc["parallelism_config_dp_replicate_size"],
+            dp_shard_size=pc["parallelism_config_dp_shard_size"],
+            tp_size=pc["parallelism_config_tp_size"],
+            cp_size=pc["parallelism_config_cp_size"],
+        )
+        # ParallelismConfig._validate_accelerator's rule, without an Accelerator (it needs GPUs).
+        assert parallelism.total_size == config.num_processes, "total_size != num_processes"
+
+
+def load_deepspeed(path, gpus, dp):
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    class Mpu:  # the data-parallel world DeepSpeed's batch rule divides by
+        def get_data_parallel_world_size(self):
+            return dp
+
+        def get_data_parallel_rank(self):
+            return 0
+
+    with open(path) as f:
+        DeepSpeedConfig(json.load(f), mpu=Mpu())
+
+
+def load_torchtitan(path, gpus):
+    from torchtitan.config.manager import ConfigManager
+
+    directory, name = os.path.split(path)
+    module = "mgt_export_" + name.replace("-", "_").replace(".", "_")
+    link = os.path.join(directory, module + ".py")
+    if not os.path.exists(link):
+        os.symlink(name, link)
+    sys.path.insert(0, directory)
+    base = None
+    with open(path) as f:
+        if 'MGT_TORCHTITAN_BASE", "")' in f.read():
+            # torchtitan ships no config for this model: the plan's fields on the Llama 3 debug model.
+            base = "torchtitan.models.llama3.config_registry:llama3_debugmodel"
+    old = os.environ.get("MGT_TORCHTITAN_BASE")
+    if base:
+        os.environ["MGT_TORCHTITAN_BASE"] = base
+    try:
+        config = ConfigManager().parse_args(["--module", module, "--config", "mgt_plan"])
+    finally:
+        if base:
+            os.environ.pop("MGT_TORCHTITAN_BASE")
+        elif old is not None:
+            os.environ["MGT_TORCHTITAN_BASE"] = old
+    p = config.parallelism
+    product = (p.data_parallel_replicate_degree * p.data_parallel_shard_degree * p.context_parallel_degree
+               * p.tensor_parallel_degree * p.pipeline_parallel_degree)
+    assert product == gpus, f"ParallelDims product {product} != {gpus}"
+
+
+def load_torchtitan_toml(path, gpus):
+    import tomllib
+
+    with open(path, "rb") as f:
+        tomllib.load(f)  # torchtitan 0.2's loader; 0.3 reads no TOML, so only the syntax is checked here
+
+
+def load_megatron(path, gpus, checkout):
+    import shlex
+    import subprocess
+
+    # The script's PLAN_ARGS array, expanded by bash itself.
+    flags = subprocess.run(["bash", "-c", f'source <(sed -n "/^PLAN_ARGS=(/,/^)/p" {shlex.quote(path)}); '
+                            'printf "%s\\n" "${PLAN_ARGS[@]}"'], capture_output=True, text=True, check=True)
+    argv = flags.stdout.split()
+    sys.path.insert(0, checkout)
+    from megatron.training.arguments import parse_args, validate_args
+
+    model = ["--hidden-size", "4096", "--num-attention-heads", "32", "--max-position-embeddings", "131072",
+             "--tokenizer-type", "NullTokenizer", "--vocab-size", "128256", "--mock-data"]
+    if "--num-layers" not in argv:
+        model += ["--num-layers", "32"]
+    sys.argv = ["pretrain_gpt.py"] + model + argv
+    args = parse_args()
+    args.world_size, args.rank = gpus, 0
+    env = os.environ.copy()
+    if "export CUDA_DEVICE_MAX_CONNECTIONS=1" in open(path).read():
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    try:
+        validate_args(args)
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+def load_axolotl(path, gpus, checkout):
+    import yaml
+
+    sys.path.insert(0, os.path.join(checkout, "src"))
+    from axolotl.utils.schemas.config import AxolotlInputConfig
+
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    doc.update({"base_model": "meta-llama/Llama-3.1-8B", "datasets": [{"path": "x", "type": "alpaca"}],
+                "learning_rate": 1e-5, "num_epochs": 1})
+    AxolotlInputConfig(**doc)
+
+
+def main():
+    failures = 0
+    megatron, axolotl = os.environ.get("MGT_MEGATRON"), os.environ.get("MGT_AXOLOTL")
+    with open(sys.argv[1]) as index:
+        rows = [line.rstrip("\n").split("\t") for line in index if line.strip()]
+    for model, gpus, seq, fmt, path in rows:
+        gpus = int(gpus)
+        try:
+            if fmt == "accelerate":
+                load_accelerate(path, gpus)
+            elif fmt == "deepspeed":
+                with open(path) as f:
+                    doc = json.load(f)
+                dp = doc["train_batch_size"] // (doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"])
+                load_deepspeed(path, gpus, dp)
+            elif fmt == "torchtitan":
+                load_torchtitan(path, gpus)
+            elif fmt == "torchtitan@0.2":
+                load_torchtitan_toml(path, gpus)
+            elif fmt == "megatron":
+                if not megatron:
+                    print(f"skipped  {fmt:15} {model} on {gpus} (no --megatron checkout)")
+                    continue
+                load_megatron(path, gpus, megatron)
+            elif fmt == "axolotl":
+                if not axolotl:
+                    print(f"skipped  {fmt:15} {model} on {gpus} (no --axolotl checkout)")
+                    continue
+                load_axolotl(path, gpus, axolotl)
+            print(f"loaded   {fmt:15} {model} on {gpus}, seq {seq}")
+        except Exception as e:  # report every export, then fail once
+            failures += 1
+            print(f"FAILED   {fmt:15} {model} on {gpus}, seq {seq}: {type(e).__name__}: {e}")
+            traceback.print_exc(limit=2, file=sys.stdout)
+    print(f"{len(rows) - failures} passed, {failures} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
