@@ -230,7 +230,9 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
     plan::ExportContext ctx{e.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
     std::cout << plan::export_plan(*format, ctx);
-    std::cerr << format_recommendation(e, hbm);
+    std::cerr << format_breakdown(e, hbm);
+    if (e.memory.peak_bytes > hbm)
+      std::cerr << "does not fit: needs " << format_gib(e.memory.peak_bytes) << " GiB > " << format_gib(hbm) << " GiB\n";
     return e.memory.peak_bytes > hbm ? 1 : 0;
   }
   if (o.json) {
