@@ -35,7 +35,12 @@ def load_accelerate(path, gpus):
 
 
 def load_deepspeed(path, gpus, dp):
+    import deepspeed.runtime.config as ds_config
     from deepspeed.runtime.config import DeepSpeedConfig
+
+    # DeepSpeedConfig asks the process group for its rank first and, without one, falls back to a world
+    # of 1; this rank stands in for the process group, the batch rule then divides by the mpu's dp world.
+    ds_config.dist.get_rank = lambda *args, **kwargs: 0
 
     class Mpu:  # the data-parallel world DeepSpeed's batch rule divides by
         def get_data_parallel_world_size(self):
