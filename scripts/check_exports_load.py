@@ -67,20 +67,34 @@ def load_torchtitan(path, gpus):
         if 'MGT_TORCHTITAN_BASE", "")' in f.read():
             # torchtitan ships no config for this model: the plan's fields on the Llama 3 debug model.
             base = "torchtitan.models.llama3.config_registry:llama3_debugmodel"
-    old = os.environ.get("MGT_TORCHTITAN_BASE")
-    if base:
-        os.environ["MGT_TORCHTITAN_BASE"] = base
+    note = ""
     try:
-        config = ConfigManager().parse_args(["--module", module, "--config", "mgt_plan"])
-    finally:
-        if base:
-            os.environ.pop("MGT_TORCHTITAN_BASE")
-        elif old is not None:
-            os.environ["MGT_TORCHTITAN_BASE"] = old
+        config = parse_torchtitan(ConfigManager, module, base)
+    except ValueError as e:
+        if "float8" not in str(e) or base:
+            raise
+        # torchtitan's own 405B config builds float8 linears, which it refuses without an SM89+ GPU:
+        # the plan's fields are then checked on the Llama 3 debug model's config.
+        config = parse_torchtitan(ConfigManager, module, "torchtitan.models.llama3.config_registry:llama3_debugmodel")
+        note = " (on llama3_debugmodel: torchtitan's own base config needs an SM89+ GPU for float8)"
     p = config.parallelism
     product = (p.data_parallel_replicate_degree * p.data_parallel_shard_degree * p.context_parallel_degree
                * p.tensor_parallel_degree * p.pipeline_parallel_degree)
     assert product == gpus, f"ParallelDims product {product} != {gpus}"
+    return note
+
+
+def parse_torchtitan(config_manager, module, base):
+    old = os.environ.get("MGT_TORCHTITAN_BASE")
+    if base:
+        os.environ["MGT_TORCHTITAN_BASE"] = base
+    try:
+        return config_manager().parse_args(["--module", module, "--config", "mgt_plan"])
+    finally:
+        if base:
+            os.environ.pop("MGT_TORCHTITAN_BASE")
+        if old is not None:
+            os.environ["MGT_TORCHTITAN_BASE"] = old
 
 
 def load_torchtitan_toml(path, gpus):
@@ -138,6 +152,7 @@ def main():
         rows = [line.rstrip("\n").split("\t") for line in index if line.strip()]
     for model, gpus, seq, fmt, path in rows:
         gpus = int(gpus)
+        note = ""
         try:
             if fmt == "accelerate":
                 load_accelerate(path, gpus)
@@ -147,7 +162,7 @@ def main():
                 dp = doc["train_batch_size"] // (doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"])
                 load_deepspeed(path, gpus, dp)
             elif fmt == "torchtitan":
-                load_torchtitan(path, gpus)
+                note = load_torchtitan(path, gpus)
             elif fmt == "torchtitan@0.2":
                 load_torchtitan_toml(path, gpus)
             elif fmt == "megatron":
@@ -160,7 +175,7 @@ def main():
                     print(f"skipped  {fmt:15} {model} on {gpus} (no --axolotl checkout)")
                     continue
                 load_axolotl(path, gpus, axolotl)
-            print(f"loaded   {fmt:15} {model} on {gpus}, seq {seq}")
+            print(f"loaded   {fmt:15} {model} on {gpus}, seq {seq}{note}")
         except Exception as e:  # report every export, then fail once
             failures += 1
             print(f"FAILED   {fmt:15} {model} on {gpus}, seq {seq}: {type(e).__name__}: {e}")

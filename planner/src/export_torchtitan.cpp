@@ -206,6 +206,9 @@ std::string export_torchtitan(const ExportContext& context) {
   out << "# MGT_TORCHTITAN_BASE=module:function to start from your own.\n";
   out << "BASE = os.environ.get(\"MGT_TORCHTITAN_BASE\", \""
       << (base_module.empty() ? "" : base_module + ":" + base_config) << "\")\n";
+  if (base_config == "llama3_405b")
+    out << "# note: torchtitan's llama3_405b trains its linears in float8 (needs SM89+) and compiles them; the\n"
+           "# plan's memory and time are for the precision mgt-plan was given (--precision, default bf16)\n";
   out << "NUM_GPUS = " << context.num_gpus << "\n\n\n";
   write_apply_plan(out, r);
   out << "\n\ndef mgt_plan():\n";
