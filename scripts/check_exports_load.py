@@ -88,6 +88,7 @@ def parse_torchtitan(config_manager, module, base):
     old = os.environ.get("MGT_TORCHTITAN_BASE")
     if base:
         os.environ["MGT_TORCHTITAN_BASE"] = base
+    sys.modules.pop(module, None)  # the module reads MGT_TORCHTITAN_BASE when imported
     try:
         return config_manager().parse_args(["--module", module, "--config", "mgt_plan"])
     finally:
