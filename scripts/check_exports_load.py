@@ -81,7 +81,32 @@ def load_torchtitan(path, gpus):
     product = (p.data_parallel_replicate_degree * p.data_parallel_shard_degree * p.context_parallel_degree
                * p.tensor_parallel_degree * p.pipeline_parallel_degree)
     assert product == gpus, f"ParallelDims product {product} != {gpus}"
+    if p.pipeline_parallel_degree > 1:
+        note += check_torchtitan_pipeline(p, model_layers(path))
     return note
+
+
+def model_layers(export_path):
+    """The layer count of the export's model, from examples/models/<model>.json."""
+    model = os.path.basename(export_path).split("_")[0]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(repo, "examples", "models", model + ".json")) as f:
+        return json.load(f)["num_hidden_layers"]
+
+
+def check_torchtitan_pipeline(parallelism, num_layers):
+    """torchtitan's own stage count and split for the model's layer count, against the estimator's."""
+    from torchtitan.distributed.pipeline_parallel import _generate_llm_fqn_per_model_part, _get_pipeline_metadata
+
+    dims = types.SimpleNamespace(pp=parallelism.pipeline_parallel_degree)
+    stages, layers, first, last = _get_pipeline_metadata(dims, parallelism, types.SimpleNamespace(layers=[0] * num_layers))
+    parts = _generate_llm_fqn_per_model_part(stages, layers, first, last)
+    per_stage = [sum(name.startswith("layers.") for name in part) for part in parts]
+    assert sum(per_stage) == num_layers, f"stages hold {sum(per_stage)} of {num_layers} layers"
+    middle = parallelism.pipeline_parallel_layers_per_stage
+    expected = [middle - first] + [middle] * (stages - 2) + [middle - last]
+    assert per_stage == expected, f"torchtitan splits {per_stage}, the plan assumes {expected}"
+    return f"; pipeline: {stages} stages of {per_stage[0]}..{middle}..{per_stage[-1]} layers (torchtitan's split)"
 
 
 def parse_torchtitan(config_manager, module, base):
