@@ -145,6 +145,20 @@ def load_megatron(path, gpus, checkout):
              "--tokenizer-type", "NullTokenizer", "--vocab-size", "128256", "--mock-data"]
     if "--num-layers" not in argv:
         model += ["--num-layers", "32"]
+    # The user's model flags of an MoE model name its experts (mgt's plan gives only ep).
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "models",
+                           os.path.basename(path).split("_")[0] + ".json")) as f:
+        hf = json.load(f)
+    experts = hf.get("num_local_experts") or hf.get("num_experts")
+    if experts:
+        model += ["--num-experts", str(experts), "--moe-router-topk", str(hf.get("num_experts_per_tok", 2))]
+    # validate_args asks the GPU for its architecture; the plans are for H100s (Hopper, 9.0), so the
+    # check stands in that answer on a machine without one.
+    import torch
+    import megatron.training.arguments as megatron_arguments
+
+    megatron_arguments.get_device_arch_version = lambda: 9
+    torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
     sys.argv = ["pretrain_gpt.py"] + model + argv
     args = parse_args()
     args.world_size, args.rank = gpus, 0
