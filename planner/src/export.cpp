@@ -158,6 +158,10 @@ std::string export_accelerate(const ExportContext& context) {
   out << comment_header(context);
   out << "# for " << export_versions(ExportFormat::accelerate) << "\n";
   out << "# usage: accelerate launch --config_file <this file> train.py\n";
+  // Accelerate's config has no batch or sequence keys: the training script sets them.
+  out << "# in train.py: per-GPU micro-batch " << p.micro_batch << " sequences"
+      << (context.seq_len > 0 ? " of " + std::to_string(context.seq_len) + " tokens" : std::string())
+      << ", Accelerator(gradient_accumulation_steps=" << r.grad_accum << "), global batch " << r.global_batch << "\n";
   if (machines > 1) out << "# multi-node: set machine_rank, main_process_ip and main_process_port per node\n";
   out << "compute_environment: LOCAL_MACHINE\n";
   out << "distributed_type: " << (pure_ddp ? "MULTI_GPU" : "FSDP") << "\n";

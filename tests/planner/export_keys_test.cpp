@@ -349,6 +349,18 @@ TEST(ExportKeys, AxolotlContextParallelSetsFlashAttention) {
   EXPECT_EQ(no_cp.find("\nattn_implementation:"), std::string::npos) << no_cp;
 }
 
+// ---- Accelerate: batch and sequence for the training script ----
+
+TEST(ExportKeys, AccelerateNamesBatchForTheScript) {
+  // dp_shard 8, micro 2, ga 4: global batch 2 * 4 * 8 = 64 sequences.
+  const std::string text =
+      export_plan(ExportFormat::accelerate, context_for(make_plan(1, 8, 1, 1, 1, 2, 4), "Llama-3.1-8B", 32, 4096));
+  EXPECT_NE(text.find("# in train.py: per-GPU micro-batch 2 sequences of 4096 tokens, "
+                      "Accelerator(gradient_accumulation_steps=4), global batch 64\n"),
+            std::string::npos)
+      << text;
+}
+
 // ---- Megatron: the script runs as written ----
 
 std::string run_command(const std::string& command) {
