@@ -153,7 +153,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
     // pipelines) is passed over with its reason, never silently changed.
     for (const auto& candidate : result.plans) {
       plan::ExportContext ctx{candidate.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
-                              l.run.settings.seq_len, l.run.settings.global_batch_seqs()};
+                              l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
       try {
         std::cout << plan::export_plan(*format, ctx);
       } catch (const ir::InputError& e) {
@@ -221,7 +221,9 @@ int run_compile(const PlanOptions& o, const std::string& plan_text, const std::s
   return run_compile(l.graph, l.cluster, plan, l.run.settings, o.gpus, out_path, text);
 }
 
-int run_estimate(const PlanOptions& o, const std::string& plan_text) {
+int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::string& emit) {
+  std::optional<plan::ExportFormat> format;
+  if (!emit.empty()) format = plan::export_format_from_string(emit);
   const ir::Plan plan = ir::parse_plan_argument(plan_text);
   Loaded l = load_for_plan(o, plan);
   l.run.graph = &l.graph;
@@ -229,6 +231,16 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text) {
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings);
   const cost::Estimate e = estimator.estimate(plan);
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
+  if (format) {
+    // The given plan, exactly: the estimate's resolved plan carries grad_accum from the global batch.
+    plan::ExportContext ctx{e.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
+                            l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
+    std::cout << plan::export_plan(*format, ctx);
+    std::cerr << format_breakdown(e, hbm);
+    if (e.memory.peak_bytes > hbm)
+      std::cerr << "does not fit: needs " << format_gib(e.memory.peak_bytes) << " GiB > " << format_gib(hbm) << " GiB\n";
+    return e.memory.peak_bytes > hbm ? 1 : 0;
+  }
   if (o.json) {
     std::cout << estimate_to_json(e, 1, hbm).dump(2) << "\n";
   } else {

@@ -24,7 +24,8 @@ struct PlanOptions {
 };
 
 int run_search(const PlanOptions& options, int64_t top, const std::string& emit);
-int run_estimate(const PlanOptions& options, const std::string& plan_text);
+/// `estimate`; with `emit` (an --emit format name) it prints the given plan as that framework's config.
+int run_estimate(const PlanOptions& options, const std::string& plan_text, const std::string& emit = "");
 /// `simulate`: lower the plan to a Schedule, simulate it, print the step and memory breakdowns.
 int run_simulate(const PlanOptions& options, const std::string& plan_text, const std::string& trace_path,
                  const std::string& svg_path);

@@ -43,7 +43,7 @@ Subcommand add_search_cli(CLI::App& app) {
   add_plan_flags(app, f->plan, /*required=*/false);  // checked in the handler: subcommands need neither
   app.add_option("--top", f->top, "plans to show (default 5)");
   app.add_option("--emit", f->emit, "print the top plan as a framework config instead of the table: "
-                                    "accelerate, axolotl, torchtitan, megatron, deepspeed");
+                                    "accelerate, axolotl, torchtitan, megatron, deepspeed, torchtitan@0.2");
   app.add_option("--params", f->params, "for .mlir models: arguments that are parameters (as for import)")
       ->delimiter(',');
   return {&app, [&app, f] { return run_search_cli(app, *f); }};

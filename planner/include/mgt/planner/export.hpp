@@ -10,10 +10,16 @@
 
 namespace mgt::plan {
 
-enum class ExportFormat { accelerate, axolotl, torchtitan, megatron, deepspeed };
-const std::vector<std::string>& export_format_names();  ///< "accelerate", "axolotl", ...
+/// `torchtitan` is the current release's Python config module; `torchtitan_0_2` is the TOML that
+/// only torchtitan 0.2.x reads (`--emit torchtitan@0.2`).
+enum class ExportFormat { accelerate, axolotl, torchtitan, megatron, deepspeed, torchtitan_0_2 };
+/// "accelerate", "axolotl", "torchtitan", "megatron", "deepspeed", "torchtitan@0.2"
+const std::vector<std::string>& export_format_names();
 /// Throws ir::InputError naming `--emit` and listing the formats when unknown.
 ExportFormat export_format_from_string(const std::string& name);
+
+/// The framework versions an export was checked against (docs/exports.md), e.g. "torchtitan 0.3.x".
+const std::string& export_versions(ExportFormat format);
 
 /// What an exporter needs besides the plan. `plan.grad_accum` must be set (resolved).
 struct ExportContext {
@@ -24,11 +30,18 @@ struct ExportContext {
   int64_t gpus_per_node = 8;
   int64_t seq_len = 0;
   int64_t global_batch_seqs = 0;   ///< sequences per optimizer step
+  /// Transformer layers; 0 = unknown. Pipeline splits (Megatron, torchtitan) need it.
+  int64_t num_layers = 0;
 };
 
-/// The config text (YAML, TOML, JSON or a shell flag list), with a comment header naming mgt and the
-/// plan. Throws ir::InputError when the framework cannot express the plan (e.g. Accelerate with
-/// dp_replicate > 1 and tp > 1), naming the plan key and the fix.
+/// The config text (YAML, a Python module, TOML, JSON or a bash launch script), with a comment header
+/// naming mgt and the plan. Throws ir::InputError when the framework cannot express the plan (e.g.
+/// Accelerate with pp > 1), naming the plan key, why, and the fix.
 std::string export_plan(ExportFormat format, const ExportContext& context);
+
+/// Whether `format` can express `context.plan`; when not, `*reason` (if given) is the one-line
+/// reason export_plan would throw. Same rules as export_plan (it runs the exporter), so a search
+/// can keep only the plans a framework runs; about the cost of writing the text.
+bool can_express(ExportFormat format, const ExportContext& context, std::string* reason = nullptr);
 
 }  // namespace mgt::plan

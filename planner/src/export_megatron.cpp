@@ -1,0 +1,128 @@
+// Megatron-LM exporter: a bash launch script for pretrain_gpt.py, the plan's flags in a bash array.
+// Flag names and rules: megatron/training/arguments.py (validate_args) and
+// megatron/core/transformer/transformer_config.py, as docs/exports.md cites.
+#include "export_common.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mgt::plan::detail {
+
+namespace {
+
+using ir::Plan;
+using ir::Recompute;
+
+/// The plan's flags, one flag and its value per entry.
+std::vector<std::string> megatron_flags(const Resolved& r) {
+  const Plan& p = r.plan;
+  const int64_t stage = ir::zero_stage(p);
+  std::vector<std::string> flags;
+  flags.push_back("--tensor-model-parallel-size " + std::to_string(p.tp));
+  flags.push_back("--pipeline-model-parallel-size " + std::to_string(p.pp));
+  if (p.vpp > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(p.vpp));
+  if (r.context.num_layers > 0) flags.push_back("--num-layers " + std::to_string(r.context.num_layers));
+  if (p.pp > 1 && pipeline_split(r).uneven) {
+    // validate_args requires num_layers % pp == 0 unless the split counts the embedding and the
+    // loss as one layer each: (layers + 2) % (pp * vpp) == 0, first and last stage one lighter.
+    flags.push_back("--account-for-embedding-in-pipeline-split");
+    flags.push_back("--account-for-loss-in-pipeline-split");
+  }
+  flags.push_back("--context-parallel-size " + std::to_string(p.cp));
+  if (p.ep > 1) flags.push_back("--expert-model-parallel-size " + std::to_string(p.ep));
+  if (p.tp > 1 && ir::sequence_parallel(p)) flags.push_back("--sequence-parallel");
+  flags.push_back("--micro-batch-size " + std::to_string(p.micro_batch));
+  flags.push_back("--global-batch-size " + std::to_string(r.global_batch));
+  flags.push_back("--seq-length " + std::to_string(r.context.seq_len));
+  flags.push_back("--bf16");
+  if (p.recompute == Recompute::selective) flags.push_back("--recompute-granularity selective");
+  if (p.recompute == Recompute::full) {
+    flags.push_back("--recompute-granularity full");
+    // uniform with 1 layer per chunk checkpoints every layer; block checkpoints the first N layers
+    // of every (virtual) stage, mgt's recompute_layers.
+    flags.push_back(p.recompute_layers ? "--recompute-method block" : "--recompute-method uniform");
+    flags.push_back("--recompute-num-layers " + std::to_string(p.recompute_layers.value_or(1)));
+  }
+  if (stage >= 1 && stage < 3) flags.push_back("--use-distributed-optimizer");
+  // Shard optimizer state within dp_shard and keep dp_replicate copies (HSDP-like).
+  if (stage >= 1 && p.dp_replicate > 1 && p.dp_shard > 1)
+    flags.push_back("--num-distributed-optimizer-instances " + std::to_string(p.dp_replicate));
+  if (stage >= 3) {
+    // Megatron-FSDP, as examples/megatron_fsdp/README.md requires; validate_args asserts
+    // ckpt_format fsdp_dtensor. It brings its own sharded optimizer (no --use-distributed-optimizer).
+    flags.push_back("--use-megatron-fsdp");
+    flags.push_back("--data-parallel-sharding-strategy optim_grads_params");
+    flags.push_back("--no-gradient-accumulation-fusion");
+    flags.push_back("--ckpt-format fsdp_dtensor");
+  }
+  return flags;
+}
+
+/// The CUDA_DEVICE_MAX_CONNECTIONS lines: validate_args asserts it is 1 with tp or cp on Hopper and
+/// older, and asserts it is not 1 under Megatron-FSDP (which only warns about tp/cp then).
+void write_environment(std::ostream& out, const Plan& p) {
+  if (ir::zero_stage(p) >= 3) {
+    out << "# Megatron-FSDP: validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1\n";
+    out << "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
+  } else if (p.tp > 1 || p.cp > 1) {
+    out << "# tp/cp: validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (Hopper and older GPUs)\n";
+    out << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  }
+}
+
+}  // namespace
+
+// Megatron derives its data-parallel size as world / (tp * pp * cp), which must equal
+// dp_replicate * dp_shard (the shared product rule checks it).
+std::string export_megatron(const ExportContext& context) {
+  Resolved r = resolve(context, "megatron");
+  const Plan& p = r.plan;
+  require_seq_len(r);
+  reject_if(p.cp > 1 && context.seq_len % (2 * p.cp) != 0, r, "cp",
+            "seq_len " + std::to_string(context.seq_len) + " is not divisible by 2*cp = " + std::to_string(2 * p.cp),
+            "context parallelism splits each sequence into 2*cp load-balanced chunks");
+  reject_if(p.vpp > 1 && p.pp == 1, r, "vpp", "vpp " + std::to_string(p.vpp) + " needs pp > 1", "set vpp 1 or pp > 1");
+  const int64_t dp = context.num_gpus / (p.tp * p.pp * p.cp);
+  const int64_t stage = ir::zero_stage(p);
+  const std::vector<std::string> flags = megatron_flags(r);
+  const int64_t per_node = std::min(context.num_gpus, context.gpus_per_node);
+  const int64_t nodes = (context.num_gpus + per_node - 1) / per_node;
+  reject_if(context.num_gpus % per_node != 0, r, "num_gpus",
+            std::to_string(context.num_gpus) + " GPUs do not fill nodes of " + std::to_string(context.gpus_per_node),
+            "torchrun starts the same number of processes on every node");
+
+  std::ostringstream out;
+  out << "#!/usr/bin/env bash\n";
+  out << "# " << header_line(context) << "\n";
+  out << "# for " << export_versions(ExportFormat::megatron) << "\n";
+  out << "# usage: MEGATRON=<Megatron-LM checkout> NODE_RANK=<0.." << nodes - 1 << "> MASTER_ADDR=<node 0> \\\n";
+  out << "#          bash <this file> <model and data flags: --hidden-size ... --data-path ... --tokenizer-type ...>\n";
+  out << "# data-parallel size (derived by Megatron) = " << context.num_gpus << " / (tp*pp*cp) = " << dp
+      << "; global batch = micro " << p.micro_batch << " * ga " << r.grad_accum << " * dp " << dp << "\n";
+  out << "# zero_stage " << stage
+      << (stage == 0  ? ": plain DDP"
+          : stage < 3 ? ": distributed optimizer (optimizer state and main grads sharded over dp)"
+                      : ": Megatron-FSDP optim_grads_params (parameters, grads, optimizer sharded)")
+      << "\n";
+  out << "set -euo pipefail\n\n";
+  write_environment(out, p);
+  out << "GPUS_PER_NODE=" << per_node << "\n";
+  out << "NNODES=" << nodes << "\n";
+  out << ": \"${MEGATRON:?set MEGATRON to your Megatron-LM checkout}\"\n";
+  out << "if (( $# == 0 )); then echo \"usage: $0 <model and data flags>\" >&2; exit 2; fi\n\n";
+  out << "DISTRIBUTED_ARGS=(\n";
+  out << "  --nproc_per_node \"$GPUS_PER_NODE\" --nnodes \"$NNODES\" --node_rank \"${NODE_RANK:-0}\"\n";
+  out << "  --master_addr \"${MASTER_ADDR:-localhost}\" --master_port \"${MASTER_PORT:-6000}\"\n";
+  out << ")\n\n";
+  out << "PLAN_ARGS=(\n";
+  for (const auto& flag : flags) out << "  " << flag << "\n";
+  out << ")\n\n";
+  out << "exec torchrun \"${DISTRIBUTED_ARGS[@]}\" \"$MEGATRON/pretrain_gpt.py\" \"${PLAN_ARGS[@]}\" \"$@\"\n";
+  return out.str();
+}
+
+}  // namespace mgt::plan::detail

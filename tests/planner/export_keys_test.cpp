@@ -1,0 +1,440 @@
+// Every export checked against the keys and flags the frameworks' own parsers accept. CI cannot
+// install the frameworks (several GB), so the accepted names are recorded here, each list with the
+// version and source it was read from; scripts/check-exports loads the same exports with the real
+// parsers. Also: the case list of docs/exports.md searched and exported, uneven pipelines, the
+// Megatron script run by bash, and can_express.
+#include "mgt/planner/export.hpp"
+
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/ir/error.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/model_loader.hpp"
+#include "mgt/planner/search.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using mgt::ir::Plan;
+using mgt::ir::Recompute;
+using mgt::plan::ExportContext;
+using mgt::plan::ExportFormat;
+using mgt::plan::export_plan;
+using Names = std::set<std::string>;
+
+// ---- accepted names, read from the framework sources ----
+
+// Accelerate 1.16.0 (PyPI wheel; huggingface/accelerate main 16cb6eb8 has the same):
+// commands/config/config_args.py ClusterConfig fields; fsdp_config / parallelism_config keys are
+// `accelerate launch` arguments (commands/launch.py).
+const Names kAccelerateKeys{
+    "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "num_processes",
+    "machine_rank", "num_machines", "gpu_ids", "main_process_ip", "main_process_port", "rdzv_backend",
+    "same_network", "main_training_function", "enable_cpu_affinity", "deepspeed_config", "fsdp_config",
+    "parallelism_config", "megatron_lm_config", "mpirun_config", "dynamo_config",
+    "fsdp_config.fsdp_version", "fsdp_config.fsdp_offload_params", "fsdp_config.fsdp_min_num_params",
+    "fsdp_config.fsdp_sharding_strategy", "fsdp_config.fsdp_reshard_after_forward",
+    "fsdp_config.fsdp_auto_wrap_policy", "fsdp_config.fsdp_transformer_layer_cls_to_wrap",
+    "fsdp_config.fsdp_backward_prefetch", "fsdp_config.fsdp_state_dict_type", "fsdp_config.fsdp_forward_prefetch",
+    "fsdp_config.fsdp_use_orig_params", "fsdp_config.fsdp_cpu_ram_efficient_loading",
+    "fsdp_config.fsdp_sync_module_states", "fsdp_config.fsdp_activation_checkpointing",
+    "fsdp_config.fsdp_activation_checkpointing_offload",
+    "parallelism_config.parallelism_config_dp_replicate_size", "parallelism_config.parallelism_config_dp_shard_size",
+    "parallelism_config.parallelism_config_tp_size", "parallelism_config.parallelism_config_cp_size",
+    "parallelism_config.parallelism_config_cp_backend", "parallelism_config.parallelism_config_sp_size"};
+
+// Axolotl 0.18.0 (axolotl-ai-cloud/axolotl 067b021c): src/axolotl/utils/schemas/config.py,
+// training.py and fsdp.py (FSDPConfig).
+const Names kAxolotlKeys{
+    "sequence_len", "micro_batch_size", "gradient_accumulation_steps", "bf16", "gradient_checkpointing",
+    "dp_shard_size", "dp_replicate_size", "tensor_parallel_size", "context_parallel_size", "attn_implementation",
+    "fsdp_version", "fsdp_config", "fsdp_config.fsdp_version", "fsdp_config.activation_checkpointing",
+    "fsdp_config.offload_params", "fsdp_config.sync_module_states", "fsdp_config.cpu_ram_efficient_loading",
+    "fsdp_config.cpu_offload_pin_memory", "fsdp_config.use_orig_params", "fsdp_config.state_dict_type",
+    "fsdp_config.final_state_dict_type", "fsdp_config.auto_wrap_policy",
+    "fsdp_config.transformer_layer_cls_to_wrap", "fsdp_config.min_num_params", "fsdp_config.reshard_after_forward",
+    "fsdp_config.mixed_precision_policy"};
+
+// torchtitan 0.3.0 (PyPI wheel): torchtitan/config/configs.py TrainingConfig and ParallelismConfig
+// fields, and Trainer.Config.activation_checkpoint (torchtitan/trainer.py).
+const Names kTorchtitanFields{
+    "training.local_batch_size", "training.global_batch_size", "training.seq_len", "training.max_norm",
+    "training.steps", "training.enable_cpu_offload", "training.disable_cuda_graphs", "training.dtype",
+    "training.mixed_precision_param", "training.mixed_precision_reduce",
+    "parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree",
+    "parallelism.fsdp_reshard_after_forward", "parallelism.enable_fsdp_symm_mem", "parallelism.tensor_parallel_degree",
+    "parallelism.enable_sequence_parallel", "parallelism.spmd_backend", "parallelism.pipeline_parallel_degree",
+    "parallelism.module_fqns_per_model_part", "parallelism.pipeline_parallel_first_stage_less_layers",
+    "parallelism.pipeline_parallel_last_stage_less_layers", "parallelism.pipeline_parallel_layers_per_stage",
+    "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv",
+    "parallelism.pipeline_parallel_microbatch_size", "parallelism.context_parallel_degree",
+    "parallelism.context_parallel_load_balancer", "parallelism.expert_parallel_degree",
+    "config.activation_checkpoint"};
+
+// torchtitan 0.2.2 (tag v0.2.2): torchtitan/config/job_config.py, sections used by the TOML export.
+const Names kTorchtitan02Keys{
+    "training.local_batch_size", "training.global_batch_size", "training.seq_len", "training.mixed_precision_param",
+    "parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree",
+    "parallelism.fsdp_reshard_after_forward", "parallelism.tensor_parallel_degree",
+    "parallelism.enable_async_tensor_parallel", "parallelism.context_parallel_degree",
+    "parallelism.pipeline_parallel_degree", "parallelism.pipeline_parallel_schedule",
+    "parallelism.pipeline_parallel_microbatch_size", "parallelism.expert_parallel_degree", "activation_checkpoint.mode"};
+
+// DeepSpeed 0.19.8 (PyPI sdist): deepspeed/runtime/config.py top-level keys and
+// deepspeed/runtime/zero/config.py DeepSpeedZeroConfig (extra="forbid").
+const Names kDeepSpeedKeys{"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                           "bf16", "zero_optimization", "activation_checkpointing"};
+const Names kDeepSpeedZeroKeys{
+    "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions",
+    "allgather_bucket_size", "overlap_comm", "offload_param", "offload_optimizer", "sub_group_size",
+    "prefetch_bucket_size", "param_persistence_threshold", "max_live_parameters", "max_reuse_distance",
+    "gather_16bit_weights_on_model_save", "zero_hpz_partition_size", "zero_quantized_weights",
+    "zero_quantized_gradients", "round_robin_gradients"};
+// runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: DeepSpeed raises on these.
+const Names kDeepSpeedRemovedZeroKeys{"mics_shard_size", "mics_hierarchical_params_gather", "zeropp_loco_param"};
+
+// Megatron-LM main d98e8a64 (after core_v0.19.0): megatron/training/arguments.py, literal
+// add_argument flags and those ArgumentGroupFactory builds from TransformerConfig / ModelParallelConfig /
+// TrainingConfig / CheckpointConfig / DistributedInitConfig fields (--field-name).
+const Names kMegatronFlags{
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank",
+    "--num-layers", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+    "--context-parallel-size", "--expert-model-parallel-size", "--sequence-parallel", "--micro-batch-size",
+    "--global-batch-size", "--seq-length", "--bf16", "--recompute-granularity", "--recompute-method",
+    "--recompute-num-layers", "--use-distributed-optimizer", "--num-distributed-optimizer-instances",
+    "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--no-gradient-accumulation-fusion",
+    "--ckpt-format"};
+
+// ---- names read back from an export ----
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+/// "key" and "parent.key" of a two-level YAML file (comments skipped).
+Names yaml_keys(const std::string& text) {
+  Names keys;
+  std::string parent;
+  for (const auto& l : lines_of(text)) {
+    if (l.empty() || l[0] == '#') continue;
+    const size_t colon = l.find(':');
+    if (colon == std::string::npos) continue;
+    const bool nested = l[0] == ' ';
+    const std::string key = l.substr(l.find_first_not_of(' '), colon - l.find_first_not_of(' '));
+    if (!nested) parent = key;
+    keys.insert(nested ? parent + "." + key : key);
+  }
+  return keys;
+}
+
+/// "training.x" / "parallelism.x" / "config.x" assigned in the torchtitan module's apply_plan.
+Names python_fields(const std::string& text) {
+  Names fields;
+  for (const auto& l : lines_of(text)) {
+    for (const char* object : {"training.", "parallelism.", "config."}) {
+      const std::string prefix = std::string("    ") + object;
+      if (l.rfind(prefix, 0) == 0 && l.find(" = ") != std::string::npos)
+        fields.insert(l.substr(4, l.find(" = ") - 4));
+    }
+  }
+  return fields;
+}
+
+Names toml_keys(const std::string& text) {
+  Names keys;
+  std::string section;
+  for (const auto& l : lines_of(text)) {
+    if (l.empty() || l[0] == '#') continue;
+    if (l[0] == '[') {
+      section = l.substr(1, l.find(']') - 1);
+      continue;
+    }
+    keys.insert(section + "." + l.substr(0, l.find(" = ")));
+  }
+  return keys;
+}
+
+/// The flags in the script's PLAN_ARGS=( ... ) array.
+Names megatron_plan_flags(const std::string& text) {
+  Names flags;
+  bool inside = false;
+  for (const auto& l : lines_of(text)) {
+    if (l == "PLAN_ARGS=(") inside = true;
+    else if (inside && l == ")") inside = false;
+    else if (inside) flags.insert(l.substr(2, l.find(' ', 2) - 2));
+  }
+  return flags;
+}
+
+void expect_subset(const Names& used, const Names& accepted, const std::string& what) {
+  for (const auto& name : used) EXPECT_TRUE(accepted.count(name)) << what << ": '" << name << "' is not accepted";
+}
+
+/// Checks one export's names against its framework's lists.
+void check_names(ExportFormat format, const std::string& text, const std::string& what) {
+  switch (format) {
+    case ExportFormat::accelerate: expect_subset(yaml_keys(text), kAccelerateKeys, what); break;
+    case ExportFormat::axolotl: expect_subset(yaml_keys(text), kAxolotlKeys, what); break;
+    case ExportFormat::torchtitan: expect_subset(python_fields(text), kTorchtitanFields, what); break;
+    case ExportFormat::torchtitan_0_2: expect_subset(toml_keys(text), kTorchtitan02Keys, what); break;
+    case ExportFormat::megatron: expect_subset(megatron_plan_flags(text), kMegatronFlags, what); break;
+    case ExportFormat::deepspeed: {
+      const auto doc = nlohmann::json::parse(text);
+      Names top, zero;
+      for (const auto& [key, value] : doc.items())
+        if (key.rfind("_comment", 0) != 0) top.insert(key);
+      for (const auto& [key, value] : doc.at("zero_optimization").items()) zero.insert(key);
+      expect_subset(top, kDeepSpeedKeys, what);
+      expect_subset(zero, kDeepSpeedZeroKeys, what);
+      for (const auto& key : kDeepSpeedRemovedZeroKeys) EXPECT_FALSE(zero.count(key)) << what << ": " << key;
+      break;
+    }
+  }
+}
+
+std::string example(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/examples/models/" + name; }
+
+Plan make_plan(int64_t dp_replicate, int64_t dp_shard, int64_t tp, int64_t cp, int64_t pp, int64_t micro_batch,
+               int64_t grad_accum, Recompute recompute = Recompute::none) {
+  Plan plan;
+  plan.dp_replicate = dp_replicate;
+  plan.dp_shard = dp_shard;
+  plan.tp = tp;
+  plan.cp = cp;
+  plan.pp = pp;
+  plan.micro_batch = micro_batch;
+  plan.grad_accum = grad_accum;
+  plan.recompute = recompute;
+  return plan;
+}
+
+ExportContext context_for(const Plan& plan, const std::string& model, int64_t num_layers, int64_t seq_len = 8192) {
+  ExportContext c;
+  c.plan = plan;
+  c.model_name = model;
+  c.num_gpus = plan.dp_replicate * plan.dp_shard * plan.tp * plan.cp * plan.pp;
+  c.seq_len = seq_len;
+  c.num_layers = num_layers;
+  return c;
+}
+
+std::vector<ExportFormat> all_formats() {
+  std::vector<ExportFormat> formats;
+  for (const auto& name : mgt::plan::export_format_names()) formats.push_back(mgt::plan::export_format_from_string(name));
+  return formats;
+}
+
+// ---- the case list: search, export the best plans in every format ----
+
+struct Case {
+  const char* model;
+  int64_t gpus;
+  int64_t seq_len;
+};
+
+TEST(ExportKeys, CaseListExportsUseAcceptedNamesOrSayWhy) {
+  const Case cases[] = {{"Llama-3.1-8B", 8, 8192},   {"Llama-3.1-8B", 64, 8192},   {"Llama-3.1-70B", 64, 8192},
+                        {"Llama-3.1-70B", 256, 8192}, {"Mixtral-8x7B", 32, 8192},   {"Qwen3-30B-A3B", 32, 8192},
+                        {"Llama-3.1-8B", 64, 32768},  {"Llama-3.1-405B", 512, 8192}, {"Llama-3.1-405B", 2048, 8192}};
+  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  for (const auto& c : cases) {
+    const auto graph = mgt::ir::load_model(example(std::string(c.model) + ".json"));
+    mgt::cost::TrainingSettings settings;
+    settings.seq_len = c.seq_len;
+    const mgt::cost::Estimator estimator(graph, cluster, c.gpus, settings);
+    mgt::plan::SearchOptions options;
+    options.rules = {c.gpus, false};
+    options.top = 5;
+    const auto result = mgt::plan::search(estimator, options);
+    ASSERT_FALSE(result.plans.empty()) << c.model << " on " << c.gpus;
+    for (const auto& estimate : result.plans) {
+      ExportContext context{estimate.plan, "", graph.info.name, c.gpus, cluster.gpus_per_node,
+                            settings.seq_len, settings.global_batch_seqs(), graph.info.num_layers};
+      for (const ExportFormat format : all_formats()) {
+        const std::string what = std::string(c.model) + " on " + std::to_string(c.gpus) + " " +
+                                 mgt::ir::to_string(estimate.plan);
+        std::string reason;
+        if (!mgt::plan::can_express(format, context, &reason)) {
+          EXPECT_NE(reason.find("hint:"), std::string::npos) << what << ": " << reason;
+          continue;
+        }
+        check_names(format, export_plan(format, context), what);
+      }
+    }
+  }
+}
+
+// ---- uneven pipelines: Llama 3.1 405B has 126 layers ----
+
+TEST(ExportKeys, MegatronUnevenPipelineCountsEmbeddingAndLoss) {
+  for (const int64_t pp : {16, 64}) {
+    // 126 + 2 = 128 = pp * (128 / pp): first and last stage one layer lighter.
+    const Plan plan = make_plan(1, 512 / pp, 1, 1, pp, 1, 4);
+    const std::string text = export_plan(ExportFormat::megatron, context_for(plan, "Llama-3.1-405B", 126));
+    const Names flags = megatron_plan_flags(text);
+    EXPECT_TRUE(flags.count("--account-for-embedding-in-pipeline-split")) << text;
+    EXPECT_TRUE(flags.count("--account-for-loss-in-pipeline-split")) << text;
+    EXPECT_TRUE(flags.count("--num-layers")) << text;
+  }
+  // 32 layers on pp 4 divide evenly: no extra flags.
+  const std::string even = export_plan(ExportFormat::megatron, context_for(make_plan(1, 2, 1, 1, 4, 1, 4), "x", 32));
+  EXPECT_FALSE(megatron_plan_flags(even).count("--account-for-embedding-in-pipeline-split")) << even;
+}
+
+TEST(ExportKeys, TorchtitanUnevenPipelineLayersPerStage) {
+  // pp 16, 126 layers: layers_per_stage = 128 / 16 = 8, first/last stage 7 (less_layers 1).
+  const std::string text =
+      export_plan(ExportFormat::torchtitan, context_for(make_plan(1, 32, 1, 1, 16, 1, 8), "Llama-3.1-405B", 126));
+  EXPECT_NE(text.find("    parallelism.pipeline_parallel_layers_per_stage = 8\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    parallelism.pipeline_parallel_first_stage_less_layers = 1\n"), std::string::npos);
+  EXPECT_NE(text.find("    parallelism.pipeline_parallel_last_stage_less_layers = 1\n"), std::string::npos);
+  // micro 1 * ga 8 sequences per rank go through the schedule in micro-batches of 1.
+  EXPECT_NE(text.find("    training.local_batch_size = 8  "), std::string::npos) << text;
+  EXPECT_NE(text.find("    training.disable_cuda_graphs = True\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("BASE = os.environ.get(\"MGT_TORCHTITAN_BASE\", "
+                      "\"torchtitan.models.llama3.config_registry:llama3_405b\")"),
+            std::string::npos)
+      << text;
+  // 32 layers, pp 2 x vpp 2: 8 per stage, no lighter ends, interleaved schedule.
+  Plan vpp = make_plan(1, 2, 1, 1, 2, 1, 4);
+  vpp.vpp = 2;
+  const std::string even = export_plan(ExportFormat::torchtitan, context_for(vpp, "Llama-3.1-8B", 32));
+  EXPECT_NE(even.find("    parallelism.pipeline_parallel_layers_per_stage = 8\n"), std::string::npos) << even;
+  EXPECT_NE(even.find("    parallelism.pipeline_parallel_first_stage_less_layers = 0\n"), std::string::npos);
+  EXPECT_NE(even.find("    parallelism.pipeline_parallel_schedule = \"Interleaved1F1B\"\n"), std::string::npos);
+}
+
+TEST(ExportKeys, PipelineWithoutLayerCountSaysWhy) {
+  std::string reason;
+  const ExportContext c = context_for(make_plan(1, 2, 1, 1, 4, 1, 4), "x", /*num_layers=*/0);
+  EXPECT_FALSE(mgt::plan::can_express(ExportFormat::megatron, c, &reason));
+  EXPECT_NE(reason.find("layer count"), std::string::npos) << reason;
+  // 29 layers on pp 4: neither 29 nor 29 + 2 is a multiple of 4.
+  EXPECT_FALSE(mgt::plan::can_express(ExportFormat::torchtitan, context_for(c.plan, "x", 29), &reason));
+  EXPECT_NE(reason.find("divides neither"), std::string::npos) << reason;
+}
+
+// ---- DeepSpeed HSDP: ZeRO++ hpZ, never the removed MiCS keys ----
+
+TEST(ExportKeys, DeepSpeedHsdpUsesHpz) {
+  const auto doc = nlohmann::json::parse(
+      export_plan(ExportFormat::deepspeed, context_for(make_plan(4, 8, 1, 1, 1, 1, 2), "Llama-3.1-8B", 32)));
+  EXPECT_EQ(doc.at("zero_optimization").at("stage"), 3);
+  EXPECT_EQ(doc.at("zero_optimization").at("zero_hpz_partition_size"), 8);
+  EXPECT_FALSE(doc.at("zero_optimization").contains("mics_shard_size"));
+  EXPECT_TRUE(doc.contains("_comment_hsdp"));
+}
+
+// ---- Axolotl CP needs flash attention ----
+
+TEST(ExportKeys, AxolotlContextParallelSetsFlashAttention) {
+  const std::string text =
+      export_plan(ExportFormat::axolotl, context_for(make_plan(1, 4, 1, 2, 1, 1, 2), "Llama-3.1-8B", 32));
+  EXPECT_NE(text.find("\nattn_implementation: flash_attention_2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ring-flash-attn"), std::string::npos) << text;
+  const std::string no_cp =
+      export_plan(ExportFormat::axolotl, context_for(make_plan(1, 8, 1, 1, 1, 1, 2), "Llama-3.1-8B", 32));
+  EXPECT_EQ(no_cp.find("\nattn_implementation:"), std::string::npos) << no_cp;
+}
+
+// ---- Accelerate: batch and sequence for the training script ----
+
+TEST(ExportKeys, AccelerateNamesBatchForTheScript) {
+  // dp_shard 8, micro 2, ga 4: global batch 2 * 4 * 8 = 64 sequences.
+  const std::string text =
+      export_plan(ExportFormat::accelerate, context_for(make_plan(1, 8, 1, 1, 1, 2, 4), "Llama-3.1-8B", 32, 4096));
+  EXPECT_NE(text.find("# in train.py: per-GPU micro-batch 2 sequences of 4096 tokens, "
+                      "Accelerator(gradient_accumulation_steps=4), global batch 64\n"),
+            std::string::npos)
+      << text;
+}
+
+// ---- Megatron: the script runs as written ----
+
+std::string run_command(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+TEST(ExportKeys, MegatronScriptRunsTorchrunWithThePlan) {
+  if (std::system("command -v bash >/dev/null 2>&1") != 0) GTEST_SKIP() << "no bash";
+  // tp 2, cp 2, pp 2 on 16 GPUs (2 nodes), distributed optimizer: TP/CP need CUDA_DEVICE_MAX_CONNECTIONS=1.
+  Plan plan = make_plan(1, 2, 2, 2, 2, 1, 8, Recompute::selective);
+  plan.zero_stage = 1;
+  const std::string script = export_plan(ExportFormat::megatron, context_for(plan, "Llama-3.1-8B", 32));
+  const std::string dir = testing::TempDir() + "mgt_megatron_script";
+  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  std::ofstream(dir + "/plan.sh") << script;
+  // A stand-in torchrun that prints the environment variable and its arguments, one per line.
+  std::ofstream(dir + "/torchrun") << "#!/usr/bin/env bash\necho \"CDMC=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}\"\n"
+                                      "for a in \"$@\"; do echo \"$a\"; done\n";
+  std::system(("chmod +x '" + dir + "/torchrun'").c_str());
+  const std::string out = run_command("cd '" + dir + "' && PATH=\"" + dir + ":$PATH\" MEGATRON=/m NODE_RANK=1 bash plan.sh "
+                                      "--hidden-size 4096 2>&1");
+  const std::vector<std::string> args = lines_of(out);
+  ASSERT_GT(args.size(), 20u) << out;
+  EXPECT_EQ(args[0], "CDMC=1");
+  const std::vector<std::string> head{"--nproc_per_node", "8", "--nnodes", "2", "--node_rank", "1"};
+  for (size_t i = 0; i < head.size(); ++i) EXPECT_EQ(args[1 + i], head[i]) << out;
+  EXPECT_NE(out.find("\n/m/pretrain_gpt.py\n--tensor-model-parallel-size\n2\n--pipeline-model-parallel-size\n2\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(args[args.size() - 2], "--hidden-size");
+  EXPECT_EQ(args.back(), "4096");
+  // Without model flags the script refuses rather than launching a half-configured job.
+  EXPECT_NE(run_command("cd '" + dir + "' && PATH=\"" + dir + ":$PATH\" MEGATRON=/m bash plan.sh 2>&1").find("usage:"),
+            std::string::npos);
+}
+
+TEST(ExportKeys, MegatronFsdpUnsetsDeviceMaxConnections) {
+  // zero_stage 3 (dp_shard > 1) with tp: Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1.
+  const std::string text =
+      export_plan(ExportFormat::megatron, context_for(make_plan(1, 4, 2, 1, 1, 1, 2), "Llama-3.1-8B", 32));
+  EXPECT_NE(text.find("\nunset CUDA_DEVICE_MAX_CONNECTIONS\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("export CUDA_DEVICE_MAX_CONNECTIONS=1"), std::string::npos) << text;
+}
+
+// ---- can_express and versions ----
+
+TEST(ExportKeys, CanExpressGivesTheExportersReason) {
+  const ExportContext pipeline = context_for(make_plan(1, 2, 1, 1, 4, 1, 4), "Llama-3.1-8B", 32);
+  std::string reason;
+  EXPECT_FALSE(mgt::plan::can_express(ExportFormat::accelerate, pipeline, &reason));
+  EXPECT_NE(reason.find("field 'pp'"), std::string::npos) << reason;
+  EXPECT_TRUE(mgt::plan::can_express(ExportFormat::megatron, pipeline, &reason)) << reason;
+  EXPECT_TRUE(reason.empty());
+  EXPECT_TRUE(mgt::plan::can_express(ExportFormat::torchtitan, pipeline));
+  // Partial recompute: only Megatron's block method has it.
+  Plan partial = make_plan(1, 8, 1, 1, 1, 1, 2, Recompute::full);
+  partial.recompute_layers = 2;
+  const ExportContext c = context_for(partial, "Llama-3.1-8B", 32);
+  EXPECT_FALSE(mgt::plan::can_express(ExportFormat::torchtitan, c, &reason));
+  EXPECT_NE(reason.find("recompute_layers"), std::string::npos) << reason;
+  const std::string text = export_plan(ExportFormat::megatron, c);
+  EXPECT_NE(text.find("\n  --recompute-method block\n  --recompute-num-layers 2\n"), std::string::npos) << text;
+}
+
+TEST(ExportKeys, EveryFormatNamesItsVersions) {
+  for (const ExportFormat format : all_formats()) EXPECT_FALSE(mgt::plan::export_versions(format).empty());
+  EXPECT_NE(mgt::plan::export_versions(ExportFormat::torchtitan).find("0.3"), std::string::npos);
+  EXPECT_NE(mgt::plan::export_versions(ExportFormat::torchtitan_0_2).find("0.2"), std::string::npos);
+}
+
+}  // namespace
