@@ -83,7 +83,7 @@ double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind k
 //   all_gather (FSDP units): zero 1.5B, pack 2B/2, unpack 2B = 4.5; (sequence rows): 4.5
 //   reduce_scatter (FSDP units): zero 1.5B, pack 2B, zero the gradients B, unpack 2B/2 = 5.5;
 //                  (sequence rows): zero B, pack 2B = 3; priced at the mean 4.5 (bounds 3-5.5)
-//   all_to_all, send/recv: no copies (the executor passes the tensors)
+//   all_to_all, broadcast, send/recv: no copies (the executor passes the tensors)
 // Counted from the code, not fitted; priced at the probe's triad bandwidth (reads + writes per s).
 namespace {
 double host_copy_bytes_per_byte(CollectiveKind kind) {
@@ -92,6 +92,7 @@ double host_copy_bytes_per_byte(CollectiveKind kind) {
     case CollectiveKind::all_gather: return 4.5;
     case CollectiveKind::reduce_scatter: return 4.5;
     case CollectiveKind::all_to_all:
+    case CollectiveKind::broadcast:
     case CollectiveKind::send_recv: return 0.0;
   }
   return 0.0;

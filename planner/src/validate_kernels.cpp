@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -392,6 +393,9 @@ bool is_kernel_validation_doc(const json& doc) {
 }
 
 bool is_kernel_validation_file(const std::string& path) {
+  // Anything but a regular file (a directory, a FIFO) goes to the row-file reader, whose error names it.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;
   std::ifstream in(path);
   if (!in) return false;
   const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
