@@ -43,7 +43,11 @@ struct Estimator::ShapeSummary {
 // Everything a plan fixes once: its Layout (ir::resolve) and the links of its named groups.
 struct Estimator::PlanContext {
   ir::Layout layout;
-  LinkEstimate tp_link, cp_link, ep_link, shard_link, expert_link, replicate_link, dp_link;
+  LinkEstimate shard_link, expert_link, replicate_link;  // every candidate needs these
+  /// The link of any named group (tp, cp and ep are priced once per memoised shape, dp only under DDP).
+  LinkEstimate link(const Topology& topology, ir::MeshGroup group) const {
+    return topology.link_for_group({layout.spans(group)});
+  }
 };
 
 // Which block copies each physical pipeline stage holds (ir::for_each_block_copy places them),
@@ -95,14 +99,17 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
   if (it != summaries_.end()) return *it->second;
 
   const ShardContext ctx = shard_context(plan, settings_);
+  const LinkEstimate tp_link = x.link(topology_, ir::MeshGroup::tp);
+  const LinkEstimate cp_link = x.link(topology_, ir::MeshGroup::cp);
+  const LinkEstimate ep_link = x.link(topology_, ir::MeshGroup::ep);
   auto price = [&](const std::vector<BlockCollective>& collectives, BlockCollective::Axis axis) {
     double total = 0;
     for (const auto& c : collectives) {
       if (c.axis != axis) continue;
       switch (axis) {
-        case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, x.tp_link); break;
-        case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, x.cp_link); break;
-        case BlockCollective::Axis::ep: total += collective_time_s(cluster_, c.kind, plan.ep, c.bytes, x.ep_link); break;
+        case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, tp_link); break;
+        case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, cp_link); break;
+        case BlockCollective::Axis::ep: total += collective_time_s(cluster_, c.kind, plan.ep, c.bytes, ep_link); break;
       }
     }
     return total;
@@ -234,15 +241,10 @@ struct Estimator::StageTime {
 };
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
-  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}, {}, {}, {}};
-  auto link = [&](ir::MeshGroup group) { return topology_.link_for_group({x.layout.spans(group)}); };
-  x.tp_link = link(ir::MeshGroup::tp);
-  x.cp_link = link(ir::MeshGroup::cp);
-  x.ep_link = link(ir::MeshGroup::ep);
-  x.shard_link = link(ir::MeshGroup::shard);
-  x.expert_link = link(ir::MeshGroup::expert_shard);
-  x.replicate_link = link(ir::MeshGroup::replicate);
-  x.dp_link = link(ir::MeshGroup::dp);
+  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}};
+  x.shard_link = x.link(topology_, ir::MeshGroup::shard);
+  x.expert_link = x.link(topology_, ir::MeshGroup::expert_shard);
+  x.replicate_link = x.link(topology_, ir::MeshGroup::replicate);
   return x;
 }
 
@@ -391,7 +393,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     // DDP over every replica and cp rank: fp32 grads all-reduced in 25 MiB buckets, each paying the
     // ring latency, overlapped with the last backward except the last bucket.
     const int64_t group = plan.dp_replicate * plan.dp_shard * plan.cp;
-    const LinkEstimate& link = x.dp_link;
+    const LinkEstimate link = x.link(topology_, ir::MeshGroup::dp);
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
     const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);

@@ -44,11 +44,16 @@ int64_t PipelineSplit::chunk_of_block_after(int64_t layers_before) const {
 // ---- mesh geometry ----
 
 namespace {
-// Stride of mesh axis i: the product of the sizes of the axes inside it (row-major, last fastest).
-int64_t stride_of(const Mesh& mesh, size_t i) {
+// Stride of axis i of n: the product of the sizes of the axes inside it (row-major, last fastest).
+// The one place a stride is derived, for an ir::Mesh and for a Layout's fixed axes alike.
+template <class SizeOf>
+int64_t stride_of(size_t i, size_t n, SizeOf size_of) {
   int64_t stride = 1;
-  for (size_t j = i + 1; j < mesh.axes.size(); ++j) stride *= std::max<int64_t>(1, mesh.axes[j].size);
+  for (size_t j = i + 1; j < n; ++j) stride *= std::max<int64_t>(1, size_of(j));
   return stride;
+}
+int64_t stride_of(const Mesh& mesh, size_t i) {
+  return stride_of(i, mesh.axes.size(), [&](size_t j) { return mesh.axes[j].size; });
 }
 }  // namespace
 
@@ -75,27 +80,34 @@ int64_t nodes_spanned(const Mesh& mesh, const std::vector<std::string>& axes, in
   return int64_t(nodes.size());
 }
 
+Mesh Layout::mesh() const {
+  Mesh out;
+  for (size_t i = 0; i < num_mesh_axes; ++i) out.axes.push_back({mesh_axes[i].name, mesh_axes[i].size});
+  return out;
+}
+
 std::vector<std::string> Layout::axes(MeshGroup group) const {
   std::vector<std::string> out;
   const uint32_t bits = members[size_t(group)];
-  for (size_t i = 0; i < mesh.axes.size(); ++i)
-    if ((bits >> i) & 1u && mesh.axes[i].size > 1) out.push_back(mesh.axes[i].name);
+  for (size_t i = 0; i < num_mesh_axes; ++i)
+    if ((bits >> i) & 1u && mesh_axes[i].size > 1) out.emplace_back(mesh_axes[i].name);
   return out;
 }
 
 std::vector<AxisSpan> Layout::spans(MeshGroup group) const {
   std::vector<AxisSpan> out;
   const uint32_t bits = members[size_t(group)];
-  for (size_t i = 0; i < mesh.axes.size(); ++i)
-    if ((bits >> i) & 1u && mesh.axes[i].size > 1) out.push_back({mesh.axes[i].size, stride_of(mesh, i)});
+  const auto size_of = [this](size_t j) { return mesh_axes[j].size; };
+  for (size_t i = 0; i < num_mesh_axes; ++i)
+    if ((bits >> i) & 1u && mesh_axes[i].size > 1) out.push_back({mesh_axes[i].size, stride_of(i, num_mesh_axes, size_of)});
   return out;
 }
 
 int64_t Layout::size(MeshGroup group) const {
   int64_t n = 1;
   const uint32_t bits = members[size_t(group)];
-  for (size_t i = 0; i < mesh.axes.size(); ++i)
-    if ((bits >> i) & 1u) n *= mesh.axes[i].size;
+  for (size_t i = 0; i < num_mesh_axes; ++i)
+    if ((bits >> i) & 1u) n *= mesh_axes[i].size;
   return n;
 }
 
@@ -171,41 +183,41 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
 }
 
 // The mesh and the axes of each named group (docs/lowering.md "Mesh"). Built per search candidate:
-// axis indices, not names, so that it allocates once.
+// a fixed array of axes and a bit mask per group, so that it allocates nothing.
 void build_mesh(Layout& x) {
   const Plan& p = x.plan;
-  auto& axes = x.mesh.axes;
-  axes.clear();
-  axes.reserve(6);
-  axes.push_back({"pp", p.pp});
-  axes.push_back({"dp_replicate", p.dp_replicate});
+  size_t n = 0;
+  auto push = [&](const char* name, int64_t size) { x.mesh_axes[n++] = {name, size}; };
+  push("pp", p.pp);
+  push("dp_replicate", p.dp_replicate);
   constexpr uint32_t kReplicate = 1u << 1;
   const uint32_t a2 = 1u << 2, a3 = 1u << 3, a4 = 1u << 4;
   uint32_t cp = 0, ep = 0, shard = 0, expert = 0;
   if (p.ep == 1) {  // [pp, dp_replicate, dp_shard, cp, tp]
-    axes.push_back({"dp_shard", p.dp_shard});
-    axes.push_back({"cp", p.cp});
+    push("dp_shard", p.dp_shard);
+    push("cp", p.cp);
     cp = a3;
     shard = expert = a2 | a3;
   } else if (p.cp % p.ep == 0) {  // ep inside cp: [pp, dp_replicate, dp_shard, cp/ep, ep, tp]
-    axes.push_back({"dp_shard", p.dp_shard});
-    axes.push_back({"cp", p.cp / p.ep});
-    axes.push_back({"ep", p.ep});
+    push("dp_shard", p.dp_shard);
+    push("cp", p.cp / p.ep);
+    push("ep", p.ep);
     cp = a3 | a4;
     ep = a4;
     shard = a2 | a3 | a4;
     expert = a2 | a3;
   } else {  // ep spans all of cp and part of dp_shard: [pp, dp_replicate, dp_shard*cp/ep, ep/cp, cp, tp]
-    axes.push_back({"dp_shard", p.dp_shard * p.cp / p.ep});
-    axes.push_back({"ep", p.ep / p.cp});
-    axes.push_back({"cp", p.cp});
+    push("dp_shard", p.dp_shard * p.cp / p.ep);
+    push("ep", p.ep / p.cp);
+    push("cp", p.cp);
     cp = a4;
     ep = a3 | a4;
     shard = a2 | a3 | a4;
     expert = a2;
   }
-  axes.push_back({"tp", p.tp});
-  x.members[size_t(MeshGroup::tp)] = 1u << (axes.size() - 1);
+  push("tp", p.tp);
+  x.num_mesh_axes = n;
+  x.members[size_t(MeshGroup::tp)] = 1u << (n - 1);
   x.members[size_t(MeshGroup::cp)] = cp;
   x.members[size_t(MeshGroup::ep)] = ep;
   x.members[size_t(MeshGroup::shard)] = shard;

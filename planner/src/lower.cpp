@@ -115,7 +115,7 @@ void adopt_layout(State& s, ir::Layout layout) {
   s.fsdp = layout.fsdp;
   s.shard_group = layout.shard_group;
   s.expert_shard_group = layout.expert_shard_group;
-  s.schedule.mesh = layout.mesh;
+  s.schedule.mesh = layout.mesh();
   // Groups name only axes of size > 1 (a collective over a size-1 group is not emitted).
   s.tp_axes = layout.axes(ir::MeshGroup::tp);
   s.cp_axes = layout.axes(ir::MeshGroup::cp);

@@ -75,7 +75,8 @@ TEST(resolve, MeshGroupsAndStridesOfADenseHybridPlan) {
   plan.dp_replicate = 2, plan.dp_shard = 4, plan.cp = 2, plan.tp = 8, plan.pp = 2;  // 256 GPUs
   const Layout x = resolve(graph, plan, settings(8192, 8192 * 64), 256);
   // Mesh [pp 2, dp_replicate 2, dp_shard 4, cp 2, tp 8]: strides 128, 64, 16, 8, 1.
-  ASSERT_EQ(x.mesh.axes.size(), 5u);
+  ASSERT_EQ(x.mesh().axes.size(), 5u);
+  EXPECT_EQ(x.mesh().axes[2].name, "dp_shard");
   EXPECT_EQ(x.spans(MeshGroup::tp), (std::vector<AxisSpan>{{8, 1}}));
   EXPECT_EQ(x.spans(MeshGroup::cp), (std::vector<AxisSpan>{{2, 8}}));
   EXPECT_EQ(x.spans(MeshGroup::shard), (std::vector<AxisSpan>{{4, 16}, {2, 8}}));

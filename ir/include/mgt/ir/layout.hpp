@@ -100,11 +100,11 @@ struct Layout {
   int64_t expert_shard_group = 1;  ///< shard_group / ep: what routed experts shard over
   bool fsdp = false;               ///< zero_stage 3 over a shard group of more than one rank
   PipelineSplit pipeline;
-  /// pp, dp_replicate, then dp_shard, cp, ep in the nesting the plan needs, then tp (innermost, so
-  /// tp groups sit inside a node). Expert parallel is carved from dp_shard x cp: inside cp when ep
-  /// divides cp ([dp_shard, cp/ep, ep]); otherwise spanning cp and part of dp_shard
+  /// The device mesh: pp, dp_replicate, then dp_shard, cp, ep in the nesting the plan needs, then tp
+  /// (innermost, so tp groups sit inside a node). Expert parallel is carved from dp_shard x cp: inside
+  /// cp when ep divides cp ([dp_shard, cp/ep, ep]); otherwise spanning cp and part of dp_shard
   /// ([dp_shard*cp/ep, ep/cp, cp]). docs/lowering.md "Mesh".
-  Mesh mesh;
+  Mesh mesh() const;
 
   /// Names of the group's mesh axes of size > 1, outermost first (a size-1 group is empty).
   std::vector<std::string> axes(MeshGroup group) const;
@@ -115,7 +115,14 @@ struct Layout {
   /// Ranks between neighbouring pipeline stages.
   int64_t pp_stride() const { return num_gpus / plan.pp; }
 
-  /// Per group, a bit per mesh axis (bit i = mesh.axes[i]); axes of size 1 included.
+  /// The mesh axes, outermost first (a fixed array: the search resolves a plan per candidate).
+  struct Axis {
+    const char* name = "";
+    int64_t size = 1;
+  };
+  std::array<Axis, 6> mesh_axes{};
+  size_t num_mesh_axes = 0;
+  /// Per group, a bit per mesh axis (bit i = mesh_axes[i]); axes of size 1 included.
   std::array<uint32_t, kNumMeshGroups> members{};
 };
 
