@@ -120,21 +120,14 @@ TEST(ExportPlan, AccelerateFsdpTp) {
   const Plan plan = make_plan(1, 4, 2, 1, 1, 1, 4, Recompute::full);
   const ExportContext context = make_context(plan);
   const std::string text = export_plan(ExportFormat::accelerate, context);
-  expect_lines(text, {"distributed_type: FSDP",
-                      "mixed_precision: bf16",
-                      "num_machines: 1",
-                      "num_processes: " + std::to_string(context.num_gpus),
-                      "fsdp_config:",
-                      "  fsdp_version: 2",
-                      "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP",
-                      "  fsdp_reshard_after_forward: true",
-                      "  fsdp_state_dict_type: SHARDED_STATE_DICT",
-                      "  fsdp_activation_checkpointing: true",
+  expect_lines(text, {"distributed_type: FSDP", "mixed_precision: bf16", "num_machines: 1",
+                      "num_processes: " + std::to_string(context.num_gpus), "fsdp_config:", "  fsdp_version: 2",
+                      "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "  fsdp_reshard_after_forward: true",
+                      "  fsdp_state_dict_type: SHARDED_STATE_DICT", "  fsdp_activation_checkpointing: true",
                       "parallelism_config:",
                       "  parallelism_config_dp_replicate_size: " + std::to_string(plan.dp_replicate),
                       "  parallelism_config_dp_shard_size: " + std::to_string(plan.dp_shard),
-                      "  parallelism_config_tp_size: 2",
-                      "  parallelism_config_cp_size: " + std::to_string(plan.cp)});
+                      "  parallelism_config_tp_size: 2", "  parallelism_config_cp_size: " + std::to_string(plan.cp)});
   // Accelerate's rule: the ParallelismConfig total size equals num_processes.
   const int64_t product = int_of(text, "parallelism_config_dp_replicate_size", ": ") *
                           int_of(text, "parallelism_config_dp_shard_size", ": ") *
@@ -148,8 +141,7 @@ TEST(ExportPlan, AccelerateHsdpMultiNode) {
   const ExportContext context = make_context(plan);
   const std::string text = export_plan(ExportFormat::accelerate, context);
   expect_lines(text, {"num_machines: " + std::to_string(context.num_gpus / context.gpus_per_node),
-                      "num_processes: 16",
-                      "  parallelism_config_dp_replicate_size: 2",
+                      "num_processes: 16", "  parallelism_config_dp_replicate_size: 2",
                       "  fsdp_activation_checkpointing: false"});
 }
 
@@ -181,14 +173,9 @@ TEST(ExportPlan, Axolotl) {
   expect_lines(text, {"dp_shard_size: " + std::to_string(plan.dp_shard),
                       "dp_replicate_size: " + std::to_string(plan.dp_replicate),
                       "tensor_parallel_size: " + std::to_string(plan.tp),
-                      "context_parallel_size: " + std::to_string(plan.cp),
-                      "micro_batch_size: 2",
-                      "gradient_accumulation_steps: 3",
-                      "sequence_len: 8192",
-                      "bf16: true",
-                      "fsdp_version: 2",
-                      "fsdp_config:",
-                      "  reshard_after_forward: true"});
+                      "context_parallel_size: " + std::to_string(plan.cp), "micro_batch_size: 2",
+                      "gradient_accumulation_steps: 3", "sequence_len: 8192", "bf16: true", "fsdp_version: 2",
+                      "fsdp_config:", "  reshard_after_forward: true"});
   // Under FSDP the checkpointing switch lives in fsdp_config, not gradient_checkpointing.
   EXPECT_TRUE(has_line(text, "  activation_checkpointing: true")) << text;
   EXPECT_TRUE(has_line(text, "gradient_checkpointing: false")) << text;
@@ -208,15 +195,9 @@ TEST(ExportPlan, TorchtitanHsdpTp) {
   const Plan plan = make_plan(2, 2, 2, 1, 1, 2, 4, Recompute::full);
   const ExportContext context = make_context(plan, 2048);
   const std::string text = export_plan(ExportFormat::torchtitan_0_2, context);
-  expect_lines(text, {"[parallelism]",
-                      "data_parallel_replicate_degree = 2",
-                      "data_parallel_shard_degree = 2",
-                      "tensor_parallel_degree = 2",
-                      "context_parallel_degree = 1",
-                      "pipeline_parallel_degree = 1",
-                      "enable_async_tensor_parallel = false",
-                      "seq_len = 2048",
-                      "mode = \"full\""});
+  expect_lines(text, {"[parallelism]", "data_parallel_replicate_degree = 2", "data_parallel_shard_degree = 2",
+                      "tensor_parallel_degree = 2", "context_parallel_degree = 1", "pipeline_parallel_degree = 1",
+                      "enable_async_tensor_parallel = false", "seq_len = 2048", "mode = \"full\""});
   // torchtitan: local_batch_size is per dp rank; ga = global / (local * dp_replicate * dp_shard).
   const int64_t local = int_of(text, "local_batch_size", " = ");
   const int64_t global = int_of(text, "global_batch_size", " = ");
@@ -247,11 +228,8 @@ TEST(ExportPlan, MegatronFlags) {
   EXPECT_EQ(flag_value(text, "--pipeline-model-parallel-size"), plan.pp);
   EXPECT_EQ(flag_value(text, "--context-parallel-size"), plan.cp);
   EXPECT_EQ(flag_value(text, "--seq-length"), 4096);
-  expect_lines(text, {"  --sequence-parallel",
-                      "  --bf16",
-                      "  --recompute-granularity full",
-                      "  --recompute-method uniform",
-                      "  --recompute-num-layers 1"});
+  expect_lines(text, {"  --sequence-parallel", "  --bf16", "  --recompute-granularity full",
+                      "  --recompute-method uniform", "  --recompute-num-layers 1"});
   // zero_stage 3 (dp_shard 2): Megatron-FSDP, which brings its own sharded optimizer.
   EXPECT_TRUE(has_line(text, "  --use-megatron-fsdp")) << text;
   EXPECT_FALSE(has_line(text, "  --use-distributed-optimizer")) << text;
