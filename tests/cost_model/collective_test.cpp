@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 namespace mgt::cost {
 namespace {
 
@@ -50,11 +53,11 @@ TEST(collective_time_s, nothing_to_do_is_free) {
 }
 
 TEST(to_string, collective_kind) {
-  EXPECT_EQ(to_string(CollectiveKind::all_reduce), "all_reduce");
-  EXPECT_EQ(to_string(CollectiveKind::all_gather), "all_gather");
-  EXPECT_EQ(to_string(CollectiveKind::reduce_scatter), "reduce_scatter");
-  EXPECT_EQ(to_string(CollectiveKind::all_to_all), "all_to_all");
-  EXPECT_EQ(to_string(CollectiveKind::send_recv), "send_recv");
+  using K = CollectiveKind;
+  const std::pair<K, std::string> names[] = {{K::all_reduce, "all_reduce"}, {K::all_gather, "all_gather"},
+                                              {K::reduce_scatter, "reduce_scatter"}, {K::all_to_all, "all_to_all"},
+                                              {K::send_recv, "send_recv"}};
+  for (const auto& [kind, name] : names) EXPECT_EQ(to_string(kind), name) << name;
 }
 
 TEST(measured_bus_bytes_per_s, nearest_configuration_log_interpolated) {

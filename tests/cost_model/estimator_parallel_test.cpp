@@ -8,6 +8,8 @@
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/cost_model/topology.hpp"
 
+#include "../common/plans.hpp"
+#include "round_hardware.hpp"
 #include "tiny_llama.hpp"
 #include "mgt/ir/error.hpp"
 
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +28,8 @@ namespace {
 // Dense layer: h=64, a=4 heads, k=2 kv heads, d=16, f=128, vocab 256. MoE layer: E experts of
 // ffn FE, top-k routing. G: a model-specific dim for an activation-activation product.
 constexpr int64_t H = 64, A = 4, K = 2, D = 16, F = 128, V = 256, FE = 32, G = 32;
-constexpr int64_t kSeq = 1024;
-constexpr double kPeak = 1e15, kPeakFp8 = 2e15, kGemmEff = 0.5, kFp8Eff = 0.4, kHbm = 1e12;
+constexpr double kPeakFp8 = 2e15, kFp8Eff = 0.4;
+using round::expect_near_rel, round::kGemmEff, round::kHbm, round::kPeak, round::kSeq, round::settings;
 
 // ---- graph builders ----
 
@@ -107,70 +110,20 @@ ir::Graph moe_graph(int64_t layers, int64_t experts, int64_t top_k) {
   return g;
 }
 
-// 8 GPUs per node in one NVLink domain; 1 PFLOP/s bf16, 2 PFLOP/s fp8, 1 TB/s HBM, 100 GB/s
-// NVLink, 10 GB/s NICs.
+// The round cluster and parameters (round_hardware.hpp) with fp8 GEMMs: kPeakFp8 FLOP/s at kFp8Eff.
 ir::ClusterSpec round_cluster() {
-  ir::ClusterSpec c;
-  c.name = "round";
-  c.gpu.name = "round-gpu";
-  c.gpu.peak_bf16_flops_per_s = kPeak;
+  ir::ClusterSpec c = round::cluster();
   c.gpu.peak_fp8_flops_per_s = kPeakFp8;
-  c.gpu.hbm_bytes = 80ll << 30;
-  c.gpu.hbm_bytes_per_s = kHbm;
-  c.gpus_per_node = 8;
-  c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 100e9;
-  c.nvlink_latency_s = 1e-6;
-  c.pcie_bytes_per_s = 50e9;
-  c.pcie_latency_s = 2e-6;
-  c.nics_per_node = 8;
-  c.nic_bytes_per_s = 10e9;
-  c.network_latency_s = 5e-6;
   return c;
 }
-
-// Every GEMM at exactly its max efficiency (half-efficiency dim 0), no kernel floors, links at
-// their raw rates, no fixed costs.
 CostParams round_params() {
-  CostParams p;
-  p.gemm_max_efficiency = kGemmEff;
+  CostParams p = round::params();
   p.fp8_gemm_max_efficiency = kFp8Eff;
-  p.gemm_half_efficiency_dim = 0;
-  p.attention_fwd_efficiency = 0.5;
-  p.attention_bwd_efficiency = 0.25;
-  p.hbm_efficiency = 1.0;
-  p.kernel_floor_s = 0;
-  p.nvlink_efficiency = 1.0;
-  p.network_efficiency = 1.0;
-  p.pcie_efficiency = 1.0;
-  p.overlap_compute_slowdown = 0;
-  p.cuda_context_bytes = 1ll << 30;
-  p.nccl_buffer_bytes = 1ll << 28;
-  p.allocator_fragmentation = 0.05;
-  p.per_microbatch_overhead_s = 0;
-  p.per_step_overhead_s = 0;
   return p;
-}
-
-TrainingSettings settings(int64_t seqs) {
-  TrainingSettings s;
-  s.seq_len = kSeq;
-  s.global_batch_tokens = seqs * kSeq;
-  return s;
 }
 
 ir::Plan plan_of(int64_t dp_replicate, int64_t dp_shard, int64_t pp, int64_t vpp, int64_t micro_batch) {
-  ir::Plan p;
-  p.dp_replicate = dp_replicate;
-  p.dp_shard = dp_shard;
-  p.pp = pp;
-  p.vpp = vpp;
-  p.micro_batch = micro_batch;
-  return p;
-}
-
-void expect_near_rel(double result, double correct, double rel = 1e-12) {
-  EXPECT_NEAR(result, correct, std::abs(correct) * rel) << "correct " << correct;
+  return test::plan_of(dp_replicate, dp_shard, /*tp=*/1, /*cp=*/1, pp, vpp, micro_batch);
 }
 
 // ---- hand model (tp = cp = 1) ----
@@ -294,6 +247,22 @@ StageHand dense_stage(int64_t embed, int64_t layers, int64_t head, double in_fli
 }
 
 // ---- 1. pipeline layout ----
+
+// The estimate of `plan` for `layers` layers and `seqs` sequences on the round cluster: expects its
+// grad_accum to be `ga`, stage `worst` of the hand-built `stages` to be the worst, the estimate's memory
+// to be that stage's and, when given, its activations to be `activations_bytes`.
+void expect_pipeline_memory(int64_t layers, int64_t seqs, const ir::Plan& plan, int64_t ga,
+                            const std::vector<StageHand>& stages, size_t worst,
+                            std::optional<int64_t> activations_bytes = std::nullopt) {
+  const Estimator est(dense_graph(layers), round_cluster(), 8, settings(seqs), round_params());
+  const Estimate e = est.estimate(plan);
+  ASSERT_EQ(e.plan.grad_accum, ga);
+  ASSERT_EQ(worst_stage(stages), worst);
+  expect_memory(e.memory, stages[worst].memory());
+  if (activations_bytes) {
+    EXPECT_EQ(e.memory.activations_bytes, *activations_bytes);
+  }
+}
 
 TEST(estimate_parallel, pipeline_layout_even_split) {
   // L = 4 on pp = 2: stage 0 = embed + layers 0-1, stage 1 = layers 2-3 + head.
@@ -443,58 +412,34 @@ TEST(estimate_parallel, pipeline_interleaved_in_flight_activations) {
   // pp = 2, vpp = 2, L = 4: chunks of one layer. Megatron's interleaved schedule keeps
   // min(ga vpp, 2 (pp - k - 1) + (vpp - 1) pp + 1) chunks (1/vpp of the stage each) in flight.
   const int64_t L = 4, mbs = 2, T = mbs * kSeq;
-  {
-    // ga = 4: the warm-up count binds: stage 0 min(8, 5) = 5 chunks = 2.5 micro-batches, stage 1
-    // min(8, 3) = 3 chunks = 1.5.
-    const Estimator est(dense_graph(L), round_cluster(), 8, settings(32), round_params());
-    const Estimate e = est.estimate(plan_of(4, 1, 2, 2, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 4);
-    const std::vector<StageHand> stages{dense_stage(1, 2, 0, 5 / 2.0, T), dense_stage(0, 2, 1, 3 / 2.0, T)};
-    // Stage 0: 2.5 x 3360 + 512 = 8912 B/token; stage 1: 1.5 x 3616 + 2560 = 7984.
-    ASSERT_EQ(worst_stage(stages), 0u);
-    expect_memory(e.memory, stages[0].memory());
-    EXPECT_EQ(e.memory.activations_bytes, std::llround(2.5 * double(T * 2 * kLayerSavedNone)));
-  }
-  {
-    // ga = 1: every micro-batch fits in the warm-up: stage 0 min(2, 5) = 2 chunks = 1 micro-batch,
-    // stage 1 min(2, 3) = 2 chunks = 1.
-    const Estimator est(dense_graph(L), round_cluster(), 8, settings(8), round_params());
-    const Estimate e = est.estimate(plan_of(4, 1, 2, 2, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 1);
-    const std::vector<StageHand> stages{dense_stage(1, 2, 0, 2 / 2.0, T), dense_stage(0, 2, 1, 2 / 2.0, T)};
-    // Stage 0: 3360 + 512 = 3872 B/token; stage 1: 3616 + 2560 = 6176: the last stage is the worst.
-    ASSERT_EQ(worst_stage(stages), 1u);
-    expect_memory(e.memory, stages[1].memory());
-    EXPECT_EQ(e.memory.activations_bytes, T * (2 * kLayerSavedNone + kHeadSaved));
-  }
-  {
-    // pp = 4, vpp = 2, L = 8 (one layer per chunk, two per stage), ga = 2: ga vpp = 4 chunks is
-    // below every stage's warm-up count 2 (pp - k - 1) + (vpp - 1) pp + 1 = 11, 9, 7, 5, so the cap
-    // binds and each stage holds 2 micro-batches. The last stage is the worst: 2 x (3360 + 256) +
-    // 2560 = 9792 B/token against the first stage's 2 x 3360 + 512 = 7232 (without the cap it would
-    // hold 5 / 2 = 2.5).
-    const Estimator est(dense_graph(8), round_cluster(), 8, settings(8), round_params());
-    const Estimate e = est.estimate(plan_of(2, 1, 4, 2, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 2);
-    const std::vector<StageHand> stages{dense_stage(1, 2, 0, 2, T), dense_stage(0, 2, 0, 2, T),
-                                        dense_stage(0, 2, 0, 2, T), dense_stage(0, 2, 1, 2, T)};
-    ASSERT_EQ(worst_stage(stages), 3u);
-    expect_memory(e.memory, stages[3].memory());
-    EXPECT_EQ(e.memory.activations_bytes, 2 * T * (2 * kLayerSavedNone + kHeadSaved));
-  }
-  {
-    // Megatron warms up every chunk when grad_accum == pp (schedules.py, all_warmup_microbatches):
-    // pp = 2, vpp = 2, ga = 2, L = 8: both stages hold all 4 chunks = 2 micro-batches (not stage 1's
-    // min(4, 3) / 2 = 1.5). Stage 1: 2 x (4 x 1680 + 256) + 2560 = 16512 B/token beats stage 0's
-    // 2 x 4 x 1680 + 512 = 13952.
-    const Estimator est(dense_graph(8), round_cluster(), 8, settings(16), round_params());
-    const Estimate e = est.estimate(plan_of(4, 1, 2, 2, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 2);
-    const std::vector<StageHand> stages{dense_stage(1, 4, 0, 2, T), dense_stage(0, 4, 1, 2, T)};
-    ASSERT_EQ(worst_stage(stages), 1u);
-    expect_memory(e.memory, stages[1].memory());
-    EXPECT_EQ(e.memory.activations_bytes, 2 * T * (4 * kLayerSavedNone + kHeadSaved));
-  }
+  // ga = 4: the warm-up count binds: stage 0 min(8, 5) = 5 chunks = 2.5 micro-batches, stage 1
+  // min(8, 3) = 3 chunks = 1.5.
+  // Stage 0: 2.5 x 3360 + 512 = 8912 B/token; stage 1: 1.5 x 3616 + 2560 = 7984.
+  expect_pipeline_memory(L, 32, plan_of(4, 1, 2, 2, mbs), 4,
+                         {dense_stage(1, 2, 0, 5 / 2.0, T), dense_stage(0, 2, 1, 3 / 2.0, T)},
+                         0, std::llround(2.5 * double(T * 2 * kLayerSavedNone)));
+  // ga = 1: every micro-batch fits in the warm-up: stage 0 min(2, 5) = 2 chunks = 1 micro-batch,
+  // stage 1 min(2, 3) = 2 chunks = 1.
+  // Stage 0: 3360 + 512 = 3872 B/token; stage 1: 3616 + 2560 = 6176: the last stage is the worst.
+  expect_pipeline_memory(L, 8, plan_of(4, 1, 2, 2, mbs), 1,
+                         {dense_stage(1, 2, 0, 2 / 2.0, T), dense_stage(0, 2, 1, 2 / 2.0, T)},
+                         1, T * (2 * kLayerSavedNone + kHeadSaved));
+  // pp = 4, vpp = 2, L = 8 (one layer per chunk, two per stage), ga = 2: ga vpp = 4 chunks is
+  // below every stage's warm-up count 2 (pp - k - 1) + (vpp - 1) pp + 1 = 11, 9, 7, 5, so the cap
+  // binds and each stage holds 2 micro-batches. The last stage is the worst: 2 x (3360 + 256) +
+  // 2560 = 9792 B/token against the first stage's 2 x 3360 + 512 = 7232 (without the cap it would
+  // hold 5 / 2 = 2.5).
+  expect_pipeline_memory(8, 8, plan_of(2, 1, 4, 2, mbs), 2,
+                         {dense_stage(1, 2, 0, 2, T), dense_stage(0, 2, 0, 2, T),
+                          dense_stage(0, 2, 0, 2, T), dense_stage(0, 2, 1, 2, T)},
+                         3, 2 * T * (2 * kLayerSavedNone + kHeadSaved));
+  // Megatron warms up every chunk when grad_accum == pp (schedules.py, all_warmup_microbatches):
+  // pp = 2, vpp = 2, ga = 2, L = 8: both stages hold all 4 chunks = 2 micro-batches (not stage 1's
+  // min(4, 3) / 2 = 1.5). Stage 1: 2 x (4 x 1680 + 256) + 2560 = 16512 B/token beats stage 0's
+  // 2 x 4 x 1680 + 512 = 13952.
+  expect_pipeline_memory(8, 16, plan_of(4, 1, 2, 2, mbs), 2,
+                         {dense_stage(1, 4, 0, 2, T), dense_stage(0, 4, 1, 2, T)},
+                         1, 2 * T * (4 * kLayerSavedNone + kHeadSaved));
 }
 
 // ---- 4. 1F1B in-flight activations ----
@@ -503,39 +448,22 @@ TEST(estimate_parallel, pipeline_1f1b_in_flight_activations) {
   // L = 4 on pp = 4 (one layer per stage; dp_replicate 2). Stage k holds min(ga, pp - k)
   // micro-batches; memory is the worst stage's.
   const int64_t L = 4, mbs = 2, T = mbs * kSeq;
-  {
-    // ga = 8: 4, 3, 2, 1 in flight; the first stage is the worst (4 x 1680 + 512 B/token).
-    const Estimator est(dense_graph(L), round_cluster(), 8, settings(32), round_params());
-    const Estimate e = est.estimate(plan_of(2, 1, 4, 1, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 8);
-    const std::vector<StageHand> stages{dense_stage(1, 1, 0, 4, T), dense_stage(0, 1, 0, 3, T),
-                                        dense_stage(0, 1, 0, 2, T), dense_stage(0, 1, 1, 1, T)};
-    ASSERT_EQ(worst_stage(stages), 0u);
-    expect_memory(e.memory, stages[0].memory());
-    EXPECT_EQ(e.memory.activations_bytes, 4 * T * kLayerSavedNone);
-  }
-  {
-    // ga = 2: min(2, 4 - k) = 2, 2, 2, 1; stage 0 (2 x 1680 + 512 = 3872 B/token) is still behind
-    // the last stage's 1680 + 256 + 2560 = 4496 B/token (loss working set).
-    const Estimator est(dense_graph(L), round_cluster(), 8, settings(8), round_params());
-    const Estimate e = est.estimate(plan_of(2, 1, 4, 1, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 2);
-    const std::vector<StageHand> stages{dense_stage(1, 1, 0, 2, T), dense_stage(0, 1, 0, 2, T),
-                                        dense_stage(0, 1, 0, 2, T), dense_stage(0, 1, 1, 1, T)};
-    ASSERT_EQ(worst_stage(stages), 3u);
-    expect_memory(e.memory, stages[3].memory());
-    EXPECT_EQ(e.memory.activations_bytes, T * (kLayerSavedNone + kHeadSaved));
-  }
-  {
-    // ga = 1: one micro-batch everywhere; the last stage is the worst.
-    const Estimator est(dense_graph(L), round_cluster(), 8, settings(4), round_params());
-    const Estimate e = est.estimate(plan_of(2, 1, 4, 1, mbs));
-    ASSERT_EQ(e.plan.grad_accum, 1);
-    const std::vector<StageHand> stages{dense_stage(1, 1, 0, 1, T), dense_stage(0, 1, 0, 1, T),
-                                        dense_stage(0, 1, 0, 1, T), dense_stage(0, 1, 1, 1, T)};
-    ASSERT_EQ(worst_stage(stages), 3u);
-    expect_memory(e.memory, stages[3].memory());
-  }
+  // ga = 8: 4, 3, 2, 1 in flight; the first stage is the worst (4 x 1680 + 512 B/token).
+  expect_pipeline_memory(L, 32, plan_of(2, 1, 4, 1, mbs), 8,
+                         {dense_stage(1, 1, 0, 4, T), dense_stage(0, 1, 0, 3, T),
+                          dense_stage(0, 1, 0, 2, T), dense_stage(0, 1, 1, 1, T)},
+                         0, 4 * T * kLayerSavedNone);
+  // ga = 2: min(2, 4 - k) = 2, 2, 2, 1; stage 0 (2 x 1680 + 512 = 3872 B/token) is still behind
+  // the last stage's 1680 + 256 + 2560 = 4496 B/token (loss working set).
+  expect_pipeline_memory(L, 8, plan_of(2, 1, 4, 1, mbs), 2,
+                         {dense_stage(1, 1, 0, 2, T), dense_stage(0, 1, 0, 2, T),
+                          dense_stage(0, 1, 0, 2, T), dense_stage(0, 1, 1, 1, T)},
+                         3, T * (kLayerSavedNone + kHeadSaved));
+  // ga = 1: one micro-batch everywhere; the last stage is the worst.
+  expect_pipeline_memory(L, 4, plan_of(2, 1, 4, 1, mbs), 1,
+                         {dense_stage(1, 1, 0, 1, T), dense_stage(0, 1, 0, 1, T),
+                          dense_stage(0, 1, 0, 1, T), dense_stage(0, 1, 1, 1, T)},
+                         3);
 }
 
 // ---- 5. expert parallel ----

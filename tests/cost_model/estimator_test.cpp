@@ -4,6 +4,8 @@
 // LinkEstimate the Topology returns for the group and the alpha-beta formula written out here.
 #include "mgt/cost_model/estimator.hpp"
 
+#include "../common/plans.hpp"
+#include "round_hardware.hpp"
 #include "tiny_llama.hpp"
 
 #include "mgt/cost_model/topology.hpp"
@@ -13,16 +15,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mgt::cost {
 namespace {
 
 using tiny::A, tiny::D, tiny::F, tiny::H, tiny::K, tiny::V, tiny::make_op, tiny::tensor;
-constexpr int64_t kSeq = 1024;
-constexpr double kPeak = 1e15, kGemmEff = 0.5, kHbm = 1e12;
+using round::expect_near_rel, round::kGemmEff, round::kHbm, round::kPeak, round::kSeq, round::settings;
 
 // ---- graph builder (the same tiny model as layer_cost_test.cpp) ----
 
@@ -36,65 +39,8 @@ ir::Graph tiny_graph(int64_t layers) {
   return g;
 }
 
-// One 8-GPU NVLink node per 8 GPUs; 1 PFLOP/s, 1 TB/s HBM, 100 GB/s NVLink, 10 GB/s NICs.
-ir::ClusterSpec round_cluster() {
-  ir::ClusterSpec c;
-  c.name = "round";
-  c.gpu.name = "round-gpu";
-  c.gpu.peak_bf16_flops_per_s = kPeak;
-  c.gpu.hbm_bytes = 80ll << 30;
-  c.gpu.hbm_bytes_per_s = kHbm;
-  c.gpus_per_node = 8;
-  c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 100e9;
-  c.nvlink_latency_s = 1e-6;
-  c.pcie_bytes_per_s = 50e9;
-  c.pcie_latency_s = 2e-6;
-  c.nics_per_node = 8;
-  c.nic_bytes_per_s = 10e9;
-  c.network_latency_s = 5e-6;
-  return c;
-}
-
-CostParams round_params() {
-  CostParams p;
-  p.gemm_max_efficiency = kGemmEff;
-  p.gemm_half_efficiency_dim = 0;  // every GEMM at exactly 0.5 of peak
-  p.attention_fwd_efficiency = 0.5;
-  p.attention_bwd_efficiency = 0.25;
-  p.hbm_efficiency = 1.0;
-  p.kernel_floor_s = 0;
-  p.nvlink_efficiency = 1.0;
-  p.network_efficiency = 1.0;
-  p.pcie_efficiency = 1.0;
-  p.overlap_compute_slowdown = 0;
-  p.cuda_context_bytes = 1ll << 30;
-  p.nccl_buffer_bytes = 1ll << 28;
-  p.allocator_fragmentation = 0.05;
-  p.per_microbatch_overhead_s = 0;
-  p.per_step_overhead_s = 0;
-  return p;
-}
-
-TrainingSettings settings(int64_t seqs = 64) {
-  TrainingSettings s;
-  s.seq_len = kSeq;
-  s.global_batch_tokens = seqs * kSeq;
-  return s;
-}
-
 ir::Plan plan_of(int64_t dp_replicate, int64_t dp_shard, int64_t tp, int64_t cp, int64_t micro_batch) {
-  ir::Plan p;
-  p.dp_replicate = dp_replicate;
-  p.dp_shard = dp_shard;
-  p.tp = tp;
-  p.cp = cp;
-  p.micro_batch = micro_batch;
-  return p;
-}
-
-void expect_near_rel(double result, double correct, double rel = 1e-12) {
-  EXPECT_NEAR(result, correct, std::abs(correct) * rel) << "correct " << correct;
+  return test::plan_of(dp_replicate, dp_shard, tp, cp, /*pp=*/1, /*vpp=*/1, micro_batch);
 }
 
 // ---- hand model, tp = cp = 1 ----
@@ -156,7 +102,7 @@ double ring_time(CollectiveKind kind, int64_t n, double bytes, const LinkEstimat
 
 TEST(estimate, memory_ddp) {
   const int64_t L = 4, mbs = 2;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
   const Estimate e = est.estimate(plan_of(8, 1, 1, 1, mbs));
   const int64_t P = total_params(L);
   EXPECT_EQ(P, 180800);
@@ -176,7 +122,7 @@ TEST(estimate, memory_ddp) {
 
 TEST(estimate, memory_fsdp) {
   const int64_t L = 4;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
   const Estimate e = est.estimate(plan_of(1, 8, 1, 1, 2));
   const int64_t shard = (total_params(L) + 7) / 8;
   EXPECT_EQ(e.memory.parameters_bytes, shard * 4);
@@ -201,7 +147,7 @@ TEST(estimate, memory_fsdp_worst_phase_under_full_recompute) {
   // activations of the copies up to it. The head's phase is the largest by 81408 B over the last
   // layer copy's: the estimate is that phase, not the sum of each term's worst.
   const int64_t L = 4;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(1, 8, 1, 1, 2);
   plan.recompute = ir::Recompute::full;
   const Estimate e = est.estimate(plan);
@@ -219,7 +165,7 @@ TEST(estimate, memory_fsdp_worst_phase_under_full_recompute) {
 TEST(estimate, memory_fsdp_shard_rounds_up) {
   // 180800 parameters over 6 shards: ceil = 30134.
   const int64_t L = 4;
-  const Estimator est(tiny_graph(L), round_cluster(), 6, settings(48), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 6, settings(48), round::params());
   const Estimate e = est.estimate(plan_of(1, 6, 1, 1, 2));
   EXPECT_EQ((total_params(L) + 5) / 6, 30134);
   EXPECT_EQ(e.memory.parameters_bytes, 30134 * 4);
@@ -231,7 +177,7 @@ TEST(estimate, memory_fsdp_shard_rounds_up) {
 TEST(estimate, memory_zero1_and_zero2) {
   const int64_t L = 4;
   const int64_t P = total_params(L), shard = (P + 7) / 8;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(1, 8, 1, 1, 2);
   plan.zero_stage = 1;
   Estimate e = est.estimate(plan);
@@ -249,7 +195,7 @@ TEST(estimate, memory_zero1_and_zero2) {
 
 TEST(estimate, memory_activations_per_recompute_mode) {
   const int64_t L = 4, mbs = 2, T = mbs * kSeq;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
   // Embed saves nothing; the head is no layer and keeps its inputs in every mode.
   plan.recompute = ir::Recompute::none;
@@ -269,10 +215,10 @@ TEST(estimate, memory_activations_per_recompute_mode) {
 
 TEST(estimate, time_ddp) {
   const int64_t L = 4, mbs = 2, gpus = 8, seqs = 64;
-  CostParams params = round_params();
+  CostParams params = round::params();
   params.per_microbatch_overhead_s = 1e-3;
   params.per_step_overhead_s = 5e-3;
-  const ir::ClusterSpec cluster = round_cluster();
+  const ir::ClusterSpec cluster = round::cluster();
   const Estimator est(tiny_graph(L), cluster, gpus, settings(seqs), params);
   const Estimate e = est.estimate(plan_of(8, 1, 1, 1, mbs));
 
@@ -321,7 +267,7 @@ TEST(estimate, time_ddp) {
 
 TEST(estimate, time_recompute) {
   const int64_t L = 4, mbs = 2;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
   const int64_t ga = 4;
   const double T = double(mbs * kSeq);
@@ -345,9 +291,9 @@ TEST(estimate, exposed_dp_ddp_branches) {
   const double bucket = std::ceil(P * 4 / buckets);
   {
     // One NVLink node: the all-reduce hides under backward except the last bucket.
-    const CostParams params = round_params();
-    const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
-    const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+    const CostParams params = round::params();
+    const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+    const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
     const double last = ring_time(CollectiveKind::all_reduce, 8, bucket, link);
     const double ar = buckets * last;
     EXPECT_GT(last, ar - bwd);
@@ -355,9 +301,9 @@ TEST(estimate, exposed_dp_ddp_branches) {
   }
   {
     // Two nodes over slow NICs (0.5 GB/s each, 8 per node): the all-reduce outlasts backward.
-    ir::ClusterSpec cluster = round_cluster();
+    ir::ClusterSpec cluster = round::cluster();
     cluster.nic_bytes_per_s = 0.5e9;
-    const CostParams params = round_params();
+    const CostParams params = round::params();
     const Estimator est(tiny_graph(L), cluster, 16, settings(), params);
     const LinkEstimate link = Topology(cluster, 16, params).link_for_group({{AxisPlacement{16, 1}}});
     // The cut between the nodes carries the 8 NICs of a node.
@@ -415,12 +361,12 @@ FsdpHand hand_fsdp_chain(int64_t L, int64_t mbs, const LinkEstimate& link, doubl
 
 TEST(estimate, time_fsdp) {
   const int64_t L = 4, mbs = 2, seqs = 64;
-  const CostParams params = round_params();
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(seqs), params);
+  const CostParams params = round::params();
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(seqs), params);
   const Estimate e = est.estimate(plan_of(1, 8, 1, 1, mbs));
   const int64_t ga = seqs / (8 * mbs);
   EXPECT_EQ(e.plan.zero_stage, 3);
-  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
   expect_near_rel(e.time.exposed_fsdp_s, hand_fsdp_chain(L, mbs, link).per_step(ga));
   EXPECT_EQ(e.time.exposed_dp_s, 0.0);  // no dp_replicate
   const int64_t shard = (total_params(L) + 7) / 8;
@@ -429,10 +375,10 @@ TEST(estimate, time_fsdp) {
 
 TEST(estimate, fsdp_overlap_contention) {
   const int64_t L = 4, mbs = 2, ga = 4;
-  CostParams params = round_params();
+  CostParams params = round::params();
   params.overlap_compute_slowdown = 0.1;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
-  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+  const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
   // Compute slows by 10 % of the communication time it hides, except where the communication is the
   // longer of the two: there the slowed kernels still end under it (the embedding's tiny kernels
   // here), which is less than exposed + 10 % of hidden.
@@ -459,9 +405,9 @@ double hand_zero_dp_time(int64_t zero, int64_t L, int64_t mbs, int64_t ga, const
 
 TEST(estimate, time_zero1_and_zero2) {
   const int64_t L = 4;
-  const CostParams params = round_params();
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
-  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  const CostParams params = round::params();
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+  const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
   for (int64_t zero : {1, 2}) {
     ir::Plan plan = plan_of(1, 8, 1, 1, 2);
     plan.zero_stage = zero;
@@ -474,12 +420,12 @@ TEST(estimate, time_zero1_and_zero2) {
 
 TEST(estimate, exposed_tp) {
   const int64_t L = 4, mbs = 2, seqs = 64;
-  const CostParams params = round_params();
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(seqs), params);
+  const CostParams params = round::params();
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(seqs), params);
   ir::Plan plan = plan_of(4, 1, 2, 1, mbs);
   plan.sequence_parallel = false;
   const int64_t ga = seqs / (4 * mbs);
-  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
+  const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
   const double T = double(mbs * kSeq);
   const double ar_act = ring_time(CollectiveKind::all_reduce, 2, T * H * 2, link);  // one [b, s, h] bf16
   const double ar_token = ring_time(CollectiveKind::all_reduce, 2, T * 4, link);    // fp32 per token
@@ -497,10 +443,10 @@ TEST(estimate, exposed_tp) {
 
 TEST(estimate, exposed_cp) {
   const int64_t L = 4, mbs = 2, seqs = 64, cp = 2;
-  const CostParams params = round_params();
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(seqs), params);
+  const CostParams params = round::params();
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(seqs), params);
   const int64_t ga = seqs / (4 * mbs);
-  const LinkEstimate link = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
+  const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
   // K and V of the local s / cp gathered over cp, in forward and again in backward; their grads
   // reduce-scattered.
   const double kv = double((mbs * (kSeq / cp) * K * D * 2) * 2 * cp);
@@ -513,7 +459,7 @@ TEST(estimate, exposed_cp) {
   EXPECT_EQ(e.time.exposed_tp_s, 0.0);
   EXPECT_EQ(e.time.exposed_fsdp_s, 0.0);  // no contention at slowdown 0
   // DDP spans dp_replicate x cp = all 8 GPUs.
-  const LinkEstimate all = Topology(round_cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+  const LinkEstimate all = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
   expect_near_rel(e.time.exposed_dp_s, ring_time(CollectiveKind::all_reduce, 8, double(total_params(L)) * 4, all));
 }
 
@@ -522,11 +468,11 @@ TEST(estimate, cp_exchange_is_exposed_so_it_causes_no_overlap_contention) {
   // kernels sharing SMs with compute) must not change a cp plan without FSDP / ZeRO, and nothing
   // may be booked as FSDP time.
   const int64_t L = 4, mbs = 2, cp = 2;
-  CostParams params = round_params();
+  CostParams params = round::params();
   params.overlap_compute_slowdown = 0.1;
-  const Estimator est(tiny_graph(L), round_cluster(), 8, settings(), params);
+  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
   const Estimate e = est.estimate(plan_of(4, 1, 1, cp, mbs));
-  const Estimate no_contention = Estimator(tiny_graph(L), round_cluster(), 8, settings(), round_params())
+  const Estimate no_contention = Estimator(tiny_graph(L), round::cluster(), 8, settings(), round::params())
                                      .estimate(plan_of(4, 1, 1, cp, mbs));
   EXPECT_EQ(e.time.exposed_cp_s, no_contention.time.exposed_cp_s);
   EXPECT_GT(e.time.exposed_cp_s, 0.0);
@@ -539,8 +485,8 @@ TEST(estimate, zero2_sharded_grads_reduce_every_micro_batch) {
   // every micro-step); ZeRO-1 keeps the full fp32 gradient buffer and reduce-scatters once per step.
   // On slow links (1 GB/s) the reduce-scatter outlasts the backward, so the difference shows.
   const int64_t L = 4, ga = 4;
-  CostParams params = round_params();
-  ir::ClusterSpec slow = round_cluster();
+  CostParams params = round::params();
+  ir::ClusterSpec slow = round::cluster();
   slow.nvlink_bytes_per_s = 1e9;
   const Estimator est(tiny_graph(L), slow, 8, settings(64), params);
   const LinkEstimate link = Topology(slow, 8, params).link_for_group({{AxisPlacement{8, 1}}});
@@ -568,12 +514,12 @@ TEST(estimate, tied_parameters_counted_once) {
   const int64_t L = 4;
   ASSERT_NO_THROW(ir::verify(tied_graph(L), "tied"));
   {
-    const Estimator est(tied_graph(L), round_cluster(), 8, settings(), round_params());
+    const Estimator est(tied_graph(L), round::cluster(), 8, settings(), round::params());
     const int64_t P = L * kLayerParams + V * H + H;  // wte once, final norm
     EXPECT_EQ(est.estimate(plan_of(8, 1, 1, 1, 2)).memory.gradients_bytes, P * 4);
   }
   {
-    const Estimator est(tied_graph(L), round_cluster(), 8, settings(), round_params());
+    const Estimator est(tied_graph(L), round::cluster(), 8, settings(), round::params());
     const int64_t layer = H + H * (A / 2) * D + 2 * H * (K / 2) * D + (A / 2) * D * H + H + 3 * H * (F / 2);
     const int64_t P = L * layer + (V / 2) * H + H;
     EXPECT_EQ(est.estimate(plan_of(4, 1, 2, 1, 2)).memory.gradients_bytes, P * 4);
@@ -583,7 +529,7 @@ TEST(estimate, tied_parameters_counted_once) {
 TEST(estimate, tied_parameters_counted_once_with_padded_vocab) {
   // tp = 3: every rank holds ceil(256 / 3) = 86 rows of the tied table, once.
   const int64_t L = 4, tp = 3;
-  const Estimator est(tied_graph(L), round_cluster(), 6, settings(), round_params());
+  const Estimator est(tied_graph(L), round::cluster(), 6, settings(), round::params());
   auto up = [](int64_t n) { return (n + tp - 1) / tp; };
   const int64_t layer = H + H * up(A) * D + 2 * H * up(K) * D + up(A) * D * H + H + 3 * H * up(F);
   const int64_t P = L * layer + up(V) * H + H;
@@ -594,22 +540,22 @@ TEST(estimate, tied_parameters_counted_once_with_padded_vocab) {
 // ---- preconditions ----
 
 TEST(estimate, rejects_world_size_mismatch) {
-  const Estimator est(tiny_graph(2), round_cluster(), 8, settings(), round_params());
+  const Estimator est(tiny_graph(2), round::cluster(), 8, settings(), round::params());
   EXPECT_THROW(est.estimate(plan_of(4, 1, 1, 1, 1)), ir::InputError);
   EXPECT_THROW(est.estimate(plan_of(8, 1, 2, 1, 1)), ir::InputError);
 }
 
 TEST(estimate, rejects_batch_that_does_not_divide) {
-  const Estimator est(tiny_graph(2), round_cluster(), 8, settings(64), round_params());
+  const Estimator est(tiny_graph(2), round::cluster(), 8, settings(64), round::params());
   // 64 sequences over 8 replicas x micro_batch 3.
   EXPECT_THROW(est.estimate(plan_of(8, 1, 1, 1, 3)), ir::InputError);
   // 60 sequences over 8 replicas.
-  const Estimator odd(tiny_graph(2), round_cluster(), 8, settings(60), round_params());
+  const Estimator odd(tiny_graph(2), round::cluster(), 8, settings(60), round::params());
   EXPECT_THROW(odd.estimate(plan_of(8, 1, 1, 1, 1)), ir::InputError);
 }
 
 TEST(estimate, rejects_grad_accum_that_disagrees) {
-  const Estimator est(tiny_graph(2), round_cluster(), 8, settings(64), round_params());
+  const Estimator est(tiny_graph(2), round::cluster(), 8, settings(64), round::params());
   ir::Plan plan = plan_of(8, 1, 1, 1, 2);
   plan.grad_accum = 3;  // the batch needs 64 / (8 * 2) = 4
   EXPECT_THROW(est.estimate(plan), ir::InputError);
@@ -618,7 +564,7 @@ TEST(estimate, rejects_grad_accum_that_disagrees) {
 }
 
 TEST(estimate, rejects_pipelines_that_do_not_split_and_ep_on_dense_models) {
-  const Estimator est(tiny_graph(3), round_cluster(), 8, settings(64), round_params());
+  const Estimator est(tiny_graph(3), round::cluster(), 8, settings(64), round::params());
   ir::Plan plan = plan_of(2, 1, 1, 1, 1);
   plan.pp = 4;  // 3 layers: neither 3 nor 3 + 2 divides into 4 chunks
   EXPECT_THROW(est.estimate(plan), ir::InputError);
@@ -629,18 +575,22 @@ TEST(estimate, rejects_pipelines_that_do_not_split_and_ep_on_dense_models) {
 
 // ---- bottleneck_of ----
 
-TEST(bottleneck_of, largest_exposed_term_at_least_ten_percent) {
+using TB = TimeBreakdown;
+
+// A breakdown with only these terms set (seconds); every other term 0.
+TimeBreakdown breakdown(std::initializer_list<std::pair<double TimeBreakdown::*, double>> terms) {
   TimeBreakdown t;
-  t.compute_s = 1.0;
-  t.exposed_tp_s = 0.15;
-  t.exposed_dp_s = 0.2;
-  t.exposed_cp_s = 0.05;
+  for (const auto& [term, seconds] : terms) t.*term = seconds;
+  return t;
+}
+
+TEST(bottleneck_of, largest_exposed_term_at_least_ten_percent) {
+  TimeBreakdown t = breakdown({{&TB::compute_s, 1.0}, {&TB::exposed_tp_s, 0.15}, {&TB::exposed_dp_s, 0.2},
+                               {&TB::exposed_cp_s, 0.05}});
   EXPECT_EQ(bottleneck_of(t, 1.4), "exposed dp communication");
   t.exposed_fsdp_s = 0.3;
   EXPECT_EQ(bottleneck_of(t, 1.7), "exposed fsdp communication");
-  TimeBreakdown c;
-  c.compute_s = 1.0;
-  c.exposed_cp_s = 0.2;
+  TimeBreakdown c = breakdown({{&TB::compute_s, 1.0}, {&TB::exposed_cp_s, 0.2}});
   EXPECT_EQ(bottleneck_of(c, 1.2), "exposed cp communication");
   c.compute_s = 0.9;
   c.exposed_cp_s = 0;
@@ -649,11 +599,8 @@ TEST(bottleneck_of, largest_exposed_term_at_least_ten_percent) {
 }
 
 TEST(bottleneck_of, compute_when_nothing_exposed_reaches_ten_percent) {
-  TimeBreakdown t;
-  t.compute_s = 1.0;
-  t.exposed_tp_s = 0.05;
-  t.exposed_dp_s = 0.09;
-  t.optimizer_s = 0.01;
+  TimeBreakdown t = breakdown({{&TB::compute_s, 1.0}, {&TB::exposed_tp_s, 0.05}, {&TB::exposed_dp_s, 0.09},
+                               {&TB::optimizer_s, 0.01}});
   EXPECT_EQ(bottleneck_of(t, 1.15), "compute");
   // Fixed costs at a quarter of the step or more are named instead.
   t.optimizer_s = 0.2;

@@ -3,6 +3,7 @@
 // formulas of docs/cost-model.md §2 and §4 by listing tensors and kernels one by one.
 #include "mgt/cost_model/layer_cost.hpp"
 
+#include "round_hardware.hpp"
 #include "tiny_llama.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -40,43 +41,10 @@ ir::Block single_contraction(int64_t f = F) {
   return b;
 }
 
-// 1 PFLOP/s bf16, 1 TB/s HBM.
-ir::ClusterSpec round_cluster() {
-  ir::ClusterSpec c;
-  c.name = "round";
-  c.gpu.name = "round-gpu";
-  c.gpu.peak_bf16_flops_per_s = 1e15;
-  c.gpu.hbm_bytes = 80ll << 30;
-  c.gpu.hbm_bytes_per_s = 1e12;
-  c.nvlink_bytes_per_s = 100e9;
-  c.nvlink_latency_s = 1e-6;
-  c.pcie_bytes_per_s = 50e9;
-  c.pcie_latency_s = 2e-6;
-  c.nic_bytes_per_s = 10e9;
-  c.network_latency_s = 5e-6;
-  return c;
-}
-
-// GEMMs at exactly 0.5 of peak, attention 0.5 fwd / 0.25 bwd, HBM at full rate, no floors.
-CostParams round_params() {
-  CostParams p;
-  p.gemm_max_efficiency = 0.5;
-  p.gemm_half_efficiency_dim = 0;
-  p.attention_fwd_efficiency = 0.5;
-  p.attention_bwd_efficiency = 0.25;
-  p.hbm_efficiency = 1.0;
-  p.kernel_floor_s = 0;
-  return p;
-}
-
-constexpr double kPeak = 1e15, kGemmEff = 0.5, kHbm = 1e12;
+using round::expect_near_rel, round::kGemmEff, round::kHbm, round::kPeak;
 
 ShardContext context(int64_t b, int64_t s, int64_t tp = 1, int64_t cp = 1, bool sp = false) {
   return ShardContext{b, s, tp, cp, sp, ir::DType::bf16};
-}
-
-void expect_near_rel(double result, double correct, double rel = 1e-12) {
-  EXPECT_NEAR(result, correct, std::abs(correct) * rel) << "correct " << correct;
 }
 
 // ---- graph sanity ----
@@ -169,65 +137,63 @@ SavedBytes hand_saved(int64_t b, int64_t s_out, int64_t s_in, int64_t a, int64_t
   return out;
 }
 
+void expect_saved(const BlockCost& cost, const SavedBytes& correct) {
+  EXPECT_EQ(cost.saved_bytes_none, correct.none);
+  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
+  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+}
+
 TEST(block_cost, saved_bytes_tp1_cp1) {
   const int64_t b = 2, s = 1024;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round::cluster(), round::params());
   const SavedBytes correct = hand_saved(b, s, s, A, K, F);
   // Per token: 2 * (4 h + 2 a d + 2 k d + 3 f) + 4 a = 2 * 832 + 16 = 1680 bytes.
   EXPECT_EQ(correct.none, b * s * 1680);
   EXPECT_EQ(correct.selective, b * s * (1680 - 2 * (64 + 64 + 128)));
-  EXPECT_EQ(cost.saved_bytes_none, correct.none);
-  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
-  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+  expect_saved(cost, correct);
   EXPECT_EQ(cost.saved_bytes_full, b * s * H * 2);
 }
 
 TEST(block_cost, saved_bytes_tp2_sequence_parallel) {
   const int64_t b = 2, s = 1024;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round::cluster(), round::params());
   // Outside tp regions s / 2, inside a, k, f / 2: every tensor halves.
   const SavedBytes correct = hand_saved(b, s / 2, s, A / 2, K / 2, F / 2);
   EXPECT_EQ(correct.none, b * s * 1680 / 2);
-  EXPECT_EQ(cost.saved_bytes_none, correct.none);
-  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
-  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+  expect_saved(cost, correct);
 }
 
 TEST(block_cost, saved_bytes_tp2_without_sequence_parallel) {
   const int64_t b = 2, s = 1024;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round::cluster(), round::params());
   // x, attn_in, h1, mlp_in replicated in full; the rest halves.
   const SavedBytes correct = hand_saved(b, s, s, A / 2, K / 2, F / 2);
   EXPECT_EQ(correct.none, b * s * (2 * (4 * 64 + 32 + 16 + 16 + 32 + 3 * 64) + 4 * 2));
-  EXPECT_EQ(cost.saved_bytes_none, correct.none);
-  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
-  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+  expect_saved(cost, correct);
 }
 
 TEST(block_cost, saved_bytes_cp2) {
   const int64_t b = 1, s = 2048;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round::cluster(), round::params());
   const SavedBytes correct = hand_saved(b, s / 2, s / 2, A, K, F);
   EXPECT_EQ(correct.none, b * s * 1680 / 2);
-  EXPECT_EQ(cost.saved_bytes_none, correct.none);
-  EXPECT_EQ(cost.saved_bytes_selective, correct.selective);
-  EXPECT_EQ(cost.saved_bytes_full, correct.full);
+  expect_saved(cost, correct);
 }
 
 TEST(block_cost, largest_tensor_and_logits_bytes) {
   const int64_t b = 2, s = 512;
-  const BlockCost layer = block_cost(tiny_layer(), context(b, s), round_cluster(), round_params());
+  const BlockCost layer = block_cost(tiny_layer(), context(b, s), round::cluster(), round::params());
   EXPECT_EQ(layer.largest_tensor_bytes, b * s * F * 2);  // gate / up / act_out
   EXPECT_EQ(layer.logits_bytes, 0);
-  const BlockCost head = block_cost(tiny_head(), context(b, s), round_cluster(), round_params());
+  const BlockCost head = block_cost(tiny_head(), context(b, s), round::cluster(), round::params());
   EXPECT_EQ(head.largest_tensor_bytes, b * s * V * 2);
   EXPECT_EQ(head.logits_bytes, b * s * V * (2 + 4 + 4));
   // Under tp = 2 the vocab splits.
-  const BlockCost head_tp = block_cost(tiny_head(), context(b, s, 2, 1, true), round_cluster(), round_params());
+  const BlockCost head_tp = block_cost(tiny_head(), context(b, s, 2, 1, true), round::cluster(), round::params());
   EXPECT_EQ(head_tp.logits_bytes, b * s * (V / 2) * 10);
   // Head keeps the norm input and the lm_head input.
   EXPECT_EQ(head.saved_bytes_none, 2 * b * s * H * 2);
-  const BlockCost embed = block_cost(tiny_embed(), context(b, s), round_cluster(), round_params());
+  const BlockCost embed = block_cost(tiny_embed(), context(b, s), round::cluster(), round::params());
   EXPECT_EQ(embed.saved_bytes_none, 0);
 }
 
@@ -235,19 +201,19 @@ TEST(block_cost, largest_tensor_and_logits_bytes) {
 
 TEST(block_cost, single_contraction_time) {
   const int64_t b = 2, s = 1024;
-  CostParams params = round_params();
-  BlockCost cost = block_cost(single_contraction(), context(b, s), round_cluster(), params);
+  CostParams params = round::params();
+  BlockCost cost = block_cost(single_contraction(), context(b, s), round::cluster(), params);
   const double fwd = 2.0 * b * s * H * F / (kPeak * kGemmEff);
   expect_near_rel(cost.fwd_compute_s, fwd);
   expect_near_rel(cost.bwd_compute_s, 2 * fwd);  // dA and dB, same FLOPs each
   // One launch floor per kernel: one forward, two backward.
   params.kernel_floor_s = 3e-6;
-  cost = block_cost(single_contraction(), context(b, s), round_cluster(), params);
+  cost = block_cost(single_contraction(), context(b, s), round::cluster(), params);
   expect_near_rel(cost.fwd_compute_s, fwd + 3e-6);
   expect_near_rel(cost.bwd_compute_s, 2 * fwd + 6e-6);
   // tp = 2 halves f: half the FLOPs.
   params.kernel_floor_s = 0;
-  cost = block_cost(single_contraction(), context(b, s, 2), round_cluster(), params);
+  cost = block_cost(single_contraction(), context(b, s, 2), round::cluster(), params);
   expect_near_rel(cost.fwd_compute_s, fwd / 2);
   // Model FLOPs: 6 * weight elements * tokens, whatever the sharding.
   EXPECT_DOUBLE_EQ(cost.model_flops, 6.0 * H * F * b * s);
@@ -256,7 +222,7 @@ TEST(block_cost, single_contraction_time) {
 TEST(block_cost, gemv_like_contraction_is_memory_bound) {
   // f = 4 < 16: roofline max(FLOPs / (peak * max eff), bytes / hbm) with bytes = A + B + C in bf16.
   const int64_t b = 1, s = 4096, f = 4;
-  const BlockCost cost = block_cost(single_contraction(f), context(b, s), round_cluster(), round_params());
+  const BlockCost cost = block_cost(single_contraction(f), context(b, s), round::cluster(), round::params());
   const double flops = 2.0 * b * s * H * f;
   const double fwd_bytes = double((b * s * H + H * f + b * s * f) * 2);
   const double fwd = std::max(flops / (kPeak * kGemmEff), fwd_bytes / kHbm);
@@ -296,7 +262,7 @@ HandTimes hand_layer_times(int64_t b, int64_t s) {
 
 TEST(block_cost, tiny_layer_fwd_bwd_time) {
   const int64_t b = 2, s = 1024;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round::cluster(), round::params());
   const HandTimes correct = hand_layer_times(b, s);
   expect_near_rel(cost.fwd_compute_s, correct.fwd);
   expect_near_rel(cost.bwd_compute_s, correct.bwd);
@@ -308,11 +274,11 @@ TEST(block_cost, tiny_layer_fwd_bwd_time) {
 TEST(block_cost, embed_and_head_time) {
   const int64_t b = 2, s = 1024;
   const double T = double(b * s);
-  const BlockCost embed = block_cost(tiny_embed(), context(b, s), round_cluster(), round_params());
+  const BlockCost embed = block_cost(tiny_embed(), context(b, s), round::cluster(), round::params());
   // Lookup: read rows + write output; backward: read grad + scatter-add (read+write).
   expect_near_rel(embed.fwd_compute_s, 2 * T * H * 2 / kHbm);
   expect_near_rel(embed.bwd_compute_s, 3 * T * H * 2 / kHbm);
-  const BlockCost head = block_cost(tiny_head(), context(b, s), round_cluster(), round_params());
+  const BlockCost head = block_cost(tiny_head(), context(b, s), round::cluster(), round::params());
   const double norm_f = 2 * T * H * 2 / kHbm, norm_b = 3 * T * H * 2 / kHbm;
   const double lm = 2 * T * H * V / (kPeak * kGemmEff);
   const double loss = T * V * 10 / kHbm;  // bf16 logits + fp32 upcast + fp32 grad
@@ -323,7 +289,7 @@ TEST(block_cost, embed_and_head_time) {
 TEST(block_cost, attention_time_under_cp) {
   // cp = 2: each rank holds s / 2 queries against all s keys, half of them masked.
   const int64_t b = 1, s = 2048;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round::cluster(), round::params());
   const double local_flops = 2.0 * b * (s / 2) * s * A * (D + D) * 0.5;
   expect_near_rel(cost.attention_fwd_s, local_flops / (kPeak * 0.5));
   expect_near_rel(cost.attention_bwd_s, 2.5 * local_flops / (kPeak * 0.25));
@@ -338,7 +304,7 @@ constexpr auto RS = CollectiveKind::reduce_scatter;
 
 TEST(block_cost, tp_collectives_without_sequence_parallel) {
   const int64_t b = 2, s = 1024;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, false), round::cluster(), round::params());
   const int64_t full = b * s * H * 2;  // one [b, s, h] bf16 activation
   // Row-parallel o_proj and down_proj all-reduce their outputs in forward.
   const std::vector<BlockCollective> fwd{{Axis::tp, AR, full, {"attn_out"}, false, ir::ReduceOp::sum},
@@ -352,7 +318,7 @@ TEST(block_cost, tp_collectives_without_sequence_parallel) {
 
 TEST(block_cost, tp_collectives_with_sequence_parallel) {
   const int64_t b = 2, s = 1024;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 2, 1, true), round::cluster(), round::params());
   const int64_t full = b * s * H * 2;  // gathered / pre-scatter size, as nccl-tests counts
   // Forward: all-gather before q/k/v, reduce-scatter after o, the same around the MLP.
   const auto sum = ir::ReduceOp::sum;
@@ -377,11 +343,11 @@ TEST(block_cost, tp_collectives_with_sequence_parallel) {
 TEST(block_cost, tp_collectives_of_embed_and_head) {
   const int64_t b = 2, s = 1024;
   const int64_t full = b * s * H * 2;
-  const BlockCost embed = block_cost(tiny_embed(), context(b, s, 2), round_cluster(), round_params());
+  const BlockCost embed = block_cost(tiny_embed(), context(b, s, 2), round::cluster(), round::params());
   // Vocab-parallel lookup: partial rows all-reduced.
   EXPECT_EQ(embed.fwd_collectives, (std::vector<BlockCollective>{{Axis::tp, AR, full, {"out"}, false, ir::ReduceOp::sum}}));
   EXPECT_TRUE(embed.bwd_collectives.empty());
-  const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round_cluster(), round_params());
+  const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round::cluster(), round::params());
   // Vocab-parallel cross-entropy: max, sum-exp and target logit, fp32 per token.
   const int64_t per_token = b * s * 4;
   EXPECT_EQ(head.fwd_collectives, (std::vector<BlockCollective>{
@@ -394,7 +360,7 @@ TEST(block_cost, tp_collectives_of_embed_and_head) {
 
 TEST(block_cost, cp_collectives_gather_k_and_v) {
   const int64_t b = 1, s = 2048, cp = 2;
-  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, cp), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, cp), round::cluster(), round::params());
   const int64_t k_local = b * (s / cp) * K * D * 2, v_local = b * (s / cp) * K * D * 2;
   const int64_t gathered = (k_local + v_local) * cp;
   const auto sum = ir::ReduceOp::sum;
@@ -407,7 +373,7 @@ TEST(block_cost, cp_collectives_gather_k_and_v) {
 }
 
 TEST(block_cost, no_collectives_without_tp_or_cp) {
-  const BlockCost cost = block_cost(tiny_layer(), context(2, 1024), round_cluster(), round_params());
+  const BlockCost cost = block_cost(tiny_layer(), context(2, 1024), round::cluster(), round::params());
   EXPECT_TRUE(cost.fwd_collectives.empty());
   EXPECT_TRUE(cost.bwd_collectives.empty());
 }
@@ -417,18 +383,18 @@ TEST(block_cost, no_collectives_without_tp_or_cp) {
 TEST(block_cost, param_elements) {
   const int64_t total = H + H * A * D + 2 * H * K * D + A * D * H + H + 3 * H * F;
   EXPECT_EQ(total, 36992);
-  const BlockCost tp1 = block_cost(tiny_layer(), context(1, 128), round_cluster(), round_params());
+  const BlockCost tp1 = block_cost(tiny_layer(), context(1, 128), round::cluster(), round::params());
   EXPECT_EQ(tp1.param_elements_total, total);
   EXPECT_EQ(tp1.param_elements_local, total);
-  const BlockCost tp2 = block_cost(tiny_layer(), context(1, 128, 2), round_cluster(), round_params());
+  const BlockCost tp2 = block_cost(tiny_layer(), context(1, 128, 2), round::cluster(), round::params());
   const int64_t local = H + H * (A / 2) * D + 2 * H * (K / 2) * D + (A / 2) * D * H + H + 3 * H * (F / 2);
   EXPECT_EQ(tp2.param_elements_local, local);
   EXPECT_EQ(tp2.param_elements_total, total);
   // tp = 4: k = 2 heads round up to 1 per rank (replicated).
-  const BlockCost tp4 = block_cost(tiny_layer(), context(1, 128, 4), round_cluster(), round_params());
+  const BlockCost tp4 = block_cost(tiny_layer(), context(1, 128, 4), round::cluster(), round::params());
   EXPECT_EQ(tp4.param_elements_local, H + H * 1 * D + 2 * H * 1 * D + 1 * D * H + H + 3 * H * (F / 4));
   // Vocab rounds up: ceil(256 / 3) = 86 rows per rank.
-  const BlockCost embed = block_cost(tiny_embed(), context(1, 128, 3), round_cluster(), round_params());
+  const BlockCost embed = block_cost(tiny_embed(), context(1, 128, 3), round::cluster(), round::params());
   EXPECT_EQ(embed.param_elements_local, 86 * H);
   EXPECT_EQ(embed.param_elements_total, V * H);
 }
@@ -440,12 +406,12 @@ TEST(block_cost, model_flops) {
   const double attention = 3.0 * 2.0 * b * s * s / 2.0 * A * (D + D);  // causal, fwd + 2x bwd
   const double correct = 6.0 * matmul_params * tokens + attention;
   for (auto [tp, cp, sp] : {std::tuple{1, 1, false}, std::tuple{2, 1, true}, std::tuple{1, 2, false}}) {
-    const BlockCost cost = block_cost(tiny_layer(), context(b, s, tp, cp, sp), round_cluster(), round_params());
+    const BlockCost cost = block_cost(tiny_layer(), context(b, s, tp, cp, sp), round::cluster(), round::params());
     expect_near_rel(cost.model_flops, correct);
   }
-  const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round_cluster(), round_params());
+  const BlockCost head = block_cost(tiny_head(), context(b, s, 2), round::cluster(), round::params());
   expect_near_rel(head.model_flops, 6.0 * H * V * tokens);
-  EXPECT_EQ(block_cost(tiny_embed(), context(b, s), round_cluster(), round_params()).model_flops, 0.0);
+  EXPECT_EQ(block_cost(tiny_embed(), context(b, s), round::cluster(), round::params()).model_flops, 0.0);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 // collective takes bytes x bus factor / bandwidth.
 #include "mgt/cost_model/simulator.hpp"
 
+#include "round_hardware.hpp"
+
 #include "mgt/cost_model/collective.hpp"
 #include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/error.hpp"
@@ -45,41 +47,17 @@ ir::Graph tiny_graph() {
   return g;
 }
 
-// 8-GPU NVLink nodes; 1 PFLOP/s, 1 TB/s HBM, 100 GB/s NVLink, 10 GB/s NICs, no latencies.
-ir::ClusterSpec round_cluster() {
-  ir::ClusterSpec c;
-  c.name = "round";
-  c.gpu.name = "round-gpu";
-  c.gpu.peak_bf16_flops_per_s = 1e15;
-  c.gpu.hbm_bytes = 80ll << 30;
-  c.gpu.hbm_bytes_per_s = 1e12;
-  c.gpus_per_node = 8;
-  c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 100e9;
-  c.nvlink_latency_s = 0;
-  c.pcie_bytes_per_s = 50e9;
-  c.pcie_latency_s = 0;
-  c.nics_per_node = 8;
-  c.nic_bytes_per_s = 10e9;
-  c.network_latency_s = 0;
-  return c;
-}
+// round_hardware.hpp's cluster without link latencies, so a collective takes bytes x bus factor / bandwidth.
+ir::ClusterSpec round_cluster() { return round::cluster(/*latencies=*/false); }
 
+// round_hardware.hpp's parameters with small memory overheads (1000 B context, 200 B NCCL buffers, 10 %
+// fragmentation) and the given overlap slowdown.
 CostParams round_params(double slowdown = 0) {
-  CostParams p;
-  p.gemm_max_efficiency = 0.5;
-  p.gemm_half_efficiency_dim = 0;
-  p.hbm_efficiency = 1.0;
-  p.kernel_floor_s = 0;
-  p.nvlink_efficiency = 1.0;
-  p.network_efficiency = 1.0;
-  p.pcie_efficiency = 1.0;
+  CostParams p = round::params();
   p.overlap_compute_slowdown = slowdown;
   p.cuda_context_bytes = 1000;
   p.nccl_buffer_bytes = 200;
   p.allocator_fragmentation = 0.1;
-  p.per_microbatch_overhead_s = 0;
-  p.per_step_overhead_s = 0;
   return p;
 }
 
@@ -179,18 +157,30 @@ TEST(simulate, linear_chain_on_one_stream) {
   EXPECT_EQ(r.timeline.size(), 5u);
 }
 
+// The rhomboid on tp = 2: fwd(0) on the compute stream and a 10 MB all-reduce on the tp stream both
+// wait for the buffer's Alloc (#0); fwd(1) waits for both; the Free comes last. `a` is fwd(0), `c` the
+// all-reduce.
+struct Rhomboid {
+  ir::Schedule schedule;
+  ir::InstrId a, c;
+};
+Rhomboid rhomboid() {
+  Rhomboid r{schedule_on({{"tp", 2}}), 0, 0};
+  ir::Program& p = ir::add_program(r.schedule, "all", {}, 2);
+  ir::emit(p, ir::Stream::compute, ir::Alloc{"g", 10'000'000, ir::BufferKind::comm_buffer});
+  r.a = ir::emit(p, ir::Stream::compute, fwd(0), {0});
+  r.c = ir::emit(p, ir::Stream::tp, all_reduce({"tp"}, 2, 10'000'000), {0});
+  ir::emit(p, ir::Stream::compute, fwd(1), {r.a, r.c});
+  ir::emit(p, ir::Stream::compute, ir::Free{"g"}, {3});
+  return r;
+}
+
 // Rhomboid: a forward kernel and a TP all-reduce run side by side; the next kernel waits for both.
 // tp=2 all-reduce of 10 MB: bus factor 2(n-1)/n = 1, 10 MB / 100 GB/s = 100 us.
 TEST(simulate, two_streams_overlap_and_join) {
   const double ar = 100e-6;
   for (double slowdown : {0.0, 0.1}) {
-    ir::Schedule s = schedule_on({{"tp", 2}});
-    ir::Program& p = ir::add_program(s, "all", {}, 2);
-    ir::emit(p, ir::Stream::compute, ir::Alloc{"g", 10'000'000, ir::BufferKind::comm_buffer});
-    const ir::InstrId a = ir::emit(p, ir::Stream::compute, fwd(0), {0});
-    const ir::InstrId c = ir::emit(p, ir::Stream::tp, all_reduce({"tp"}, 2, 10'000'000), {0});
-    ir::emit(p, ir::Stream::compute, fwd(1), {a, c});
-    ir::emit(p, ir::Stream::compute, ir::Free{"g"}, {3});
+    const auto [s, a, c] = rhomboid();
     const SimulationResult r = make_sim(slowdown).simulate(s);
     // The kernel that overlaps the all-reduce runs `slowdown` slower for its whole 6 us.
     const double a_end = kFwd * (1 + slowdown);
@@ -399,13 +389,7 @@ TEST(simulate, adds_fixed_overheads_per_micro_batch_and_step) {
 // The CPU backend runs a rank's instructions one after another: the rhomboid above becomes a chain,
 // fwd(0) 6 us, then the 100 us all-reduce, then fwd(1): 112 us, the all-reduce fully exposed.
 TEST(simulate, without_concurrent_streams_a_program_is_one_queue) {
-  ir::Schedule s = schedule_on({{"tp", 2}});
-  ir::Program& p = ir::add_program(s, "all", {}, 2);
-  ir::emit(p, ir::Stream::compute, ir::Alloc{"g", 10'000'000, ir::BufferKind::comm_buffer});
-  const ir::InstrId a = ir::emit(p, ir::Stream::compute, fwd(0), {0});
-  const ir::InstrId c = ir::emit(p, ir::Stream::tp, all_reduce({"tp"}, 2, 10'000'000), {0});
-  ir::emit(p, ir::Stream::compute, fwd(1), {a, c});
-  ir::emit(p, ir::Stream::compute, ir::Free{"g"}, {3});
+  const auto [s, a, c] = rhomboid();
   CostParams params = round_params();
   params.concurrent_streams = false;
   const SimulationResult r = Simulator(tiny_graph(), round_cluster(), settings(), params).simulate(s);

@@ -27,6 +27,13 @@ InputError expect_input_error(Fn fn) {
   return InputError("", "", "");
 }
 
+// The message names the rejected `input` and lists every preset.
+void expect_names_input_and_presets(const InputError& e, const std::string& input) {
+  const std::string what = e.what();
+  EXPECT_NE(what.find(input), std::string::npos) << what;
+  for (const auto& name : cluster_preset_names()) EXPECT_NE(what.find(name), std::string::npos) << what;
+}
+
 TEST(cluster_preset, every_preset_round_trips_through_json) {
   for (const auto& name : cluster_preset_names()) {
     SCOPED_TRACE(name);
@@ -107,10 +114,7 @@ TEST(cluster_preset, datasheet_numbers) {
 }
 
 TEST(cluster_preset, unknown_name_lists_the_presets) {
-  InputError e = expect_input_error([] { cluster_preset("h100-pcie"); });
-  std::string what = e.what();
-  EXPECT_NE(what.find("h100-pcie"), std::string::npos) << what;
-  for (const auto& name : cluster_preset_names()) EXPECT_NE(what.find(name), std::string::npos) << what;
+  expect_names_input_and_presets(expect_input_error([] { cluster_preset("h100-pcie"); }), "h100-pcie");
 }
 
 TEST(peak_flops_per_s, by_dtype) {
@@ -149,10 +153,8 @@ TEST(load_cluster, example_file_matches_preset) {
 }
 
 TEST(load_cluster, neither_preset_nor_file_lists_presets) {
-  InputError e = expect_input_error([] { load_cluster("no-such-cluster.json"); });
-  std::string what = e.what();
-  EXPECT_NE(what.find("no-such-cluster.json"), std::string::npos) << what;
-  for (const auto& name : cluster_preset_names()) EXPECT_NE(what.find(name), std::string::npos) << what;
+  expect_names_input_and_presets(expect_input_error([] { load_cluster("no-such-cluster.json"); }),
+                                 "no-such-cluster.json");
 }
 
 TEST(load_cluster, malformed_file_names_the_file) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace mgt::ir {
 namespace {
@@ -86,12 +88,10 @@ TEST(count_is_per_member, the_chunked_kinds) {
 }
 
 TEST(collective_names, round_trip_except_send_recv) {
-  EXPECT_EQ(to_string(K::all_reduce), "all_reduce");
-  EXPECT_EQ(to_string(K::all_gather), "all_gather");
-  EXPECT_EQ(to_string(K::reduce_scatter), "reduce_scatter");
-  EXPECT_EQ(to_string(K::all_to_all), "all_to_all");
-  EXPECT_EQ(to_string(K::broadcast), "broadcast");
-  EXPECT_EQ(to_string(K::send_recv), "send_recv");
+  const std::pair<K, std::string> names[] = {{K::all_reduce, "all_reduce"}, {K::all_gather, "all_gather"},
+                                              {K::reduce_scatter, "reduce_scatter"}, {K::all_to_all, "all_to_all"},
+                                              {K::broadcast, "broadcast"},           {K::send_recv, "send_recv"}};
+  for (const auto& [kind, name] : names) EXPECT_EQ(to_string(kind), name) << name;
   for (K kind : {K::all_reduce, K::all_gather, K::reduce_scatter, K::all_to_all, K::broadcast})
     EXPECT_EQ(collective_kind_from_string(to_string(kind)), kind);
   // A Schedule spells send_recv as a Send and a Recv, so its Collective never reads it.

@@ -107,26 +107,26 @@ TEST(ScheduleJson, RoundTripIsIdentical) {
   EXPECT_EQ(schedule_from_json(nlohmann::json::parse(doc.dump()), "s.json"), s);
 }
 
+// The field named by the InputError schedule_from_json throws on `doc`; "<accepted>" when none.
+std::string error_field(const nlohmann::json& doc) {
+  try {
+    (void)schedule_from_json(doc, "s.json");
+  } catch (const InputError& e) {
+    return e.field();
+  }
+  return "<accepted>";
+}
+
 TEST(ScheduleJson, ErrorsNameTheFieldPath) {
   nlohmann::json doc = to_json(pipeline());
   doc["programs"][1]["instructions"][3]["bytes"] = "many";
-  try {
-    (void)schedule_from_json(doc, "s.json");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.field(), "programs[1].instructions[3].bytes");
-  }
+  EXPECT_EQ(error_field(doc), "programs[1].instructions[3].bytes");
   nlohmann::json typo = to_json(pipeline());
   typo["programs"][0]["instructions"][0]["byte"] = 1;
   EXPECT_THROW((void)schedule_from_json(typo, "s.json"), InputError);
   nlohmann::json kind = to_json(pipeline());
   kind["programs"][0]["instructions"][4]["collective"] = "all_scatter";
-  try {
-    (void)schedule_from_json(kind, "s.json");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.field(), "programs[0].instructions[4].collective");
-  }
+  EXPECT_EQ(error_field(kind), "programs[0].instructions[4].collective");
   nlohmann::json format = to_json(pipeline());
   format["format"] = "mgt.schedule/2";
   EXPECT_THROW((void)schedule_from_json(format, "s.json"), InputError);

@@ -3,6 +3,8 @@
 // file:line diagnostic for malformed input. Without MLIR: exit 1 saying it is not built in.
 #include "mgt/mlir/mlir_interop.hpp"
 
+#include "../cli/cli_util.hpp"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -18,33 +20,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs mgt-plan from the source root; arguments are single-quoted for the shell.
-Result run_cli(const std::vector<std::string>& args) {
-  static int counter = 0;
-  const fs::path dir = fs::temp_directory_path() / ("mgt_mlir_cli_" + std::to_string(::getpid()) + "_" +
-                                                    std::to_string(counter++));
-  fs::create_directories(dir);
-  std::string cmd = std::string("cd '") + MGT_SOURCE_DIR + "' && exec '" + MGT_CLI_PATH + "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  cmd += " >'" + (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
-  const int status = std::system(cmd.c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : 128, slurp(dir / "out"), slurp(dir / "err")};
-  fs::remove_all(dir);
-  return r;
-}
+// Runs mgt-plan from the source root, as the CLI tests do.
+using mgt_cli_test::Result, mgt_cli_test::run_cli;
 
 TEST(MlirCli, WithoutMlirSaysNotBuiltIn) {
   if (mgt::mlirio::built_in()) GTEST_SKIP() << "built with MLIR";

@@ -244,6 +244,16 @@ Compared cross_check(const mgt::ir::Graph& g, const SpmdPlan& plan) {
   return c;
 }
 
+// cross_check, expecting both sides to emit exactly the collectives `want` and to agree on every op's
+// result shape; returns the comparison for further checks.
+Compared expect_agree(const mgt::ir::Graph& g, const SpmdPlan& plan, const std::vector<Key>& want) {
+  const Compared c = cross_check(g, plan);
+  EXPECT_EQ(c.mgt, want);
+  EXPECT_EQ(c.upstream, want);
+  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
+  return c;
+}
+
 const mgt::ir::Graph& mlp() {
   static const mgt::ir::Graph g = mgt::mlirio::import_mlir(src("examples/mlir/mlp.mlir"));
   return g;
@@ -282,53 +292,37 @@ TEST(CrossCheck, MlpTensorParallelIsOneAllReduce) {
   SKIP_WITHOUT_MLIR();
   // Column- then row-parallel over 8: local 4096x512 hidden, one all-reduce of the 4096x1024 output.
   // The plan splits only w1; w2's 4096 rows follow the hidden split by a free local slice to 512.
-  const auto c = cross_check(mlp(), {{8}, {{"w1", 1}}});
-  const std::vector<Key> want{{"all_reduce", {0}, {4096, 1024}, {4096, 1024}},
-                              {"all_slice", {0}, {4096, 1024}, {512, 1024}}};
-  EXPECT_EQ(c.mgt, want);
-  EXPECT_EQ(c.upstream, want);
+  const auto c = expect_agree(mlp(), {{8}, {{"w1", 1}}},
+                              {{"all_reduce", {0}, {4096, 1024}, {4096, 1024}},
+                               {"all_slice", {0}, {4096, 1024}, {512, 1024}}});
   EXPECT_EQ(c.upstream_shapes, (std::vector<Shape>{{4096, 512}, {4096, 512}, {4096, 1024}}));
-  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
 }
 
 TEST(CrossCheck, MlpDataParallelHasNoCollective) {
   SKIP_WITHOUT_MLIR();
-  const auto c = cross_check(mlp(), {{8}, {{"x", 0}}});
-  EXPECT_TRUE(c.mgt.empty());
-  EXPECT_TRUE(c.upstream.empty());
+  const auto c = expect_agree(mlp(), {{8}, {{"x", 0}}}, {});
   EXPECT_EQ(c.upstream_shapes, (std::vector<Shape>{{512, 4096}, {512, 4096}, {512, 1024}}));
-  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
 }
 
 TEST(CrossCheck, MlpContractedSplitSlicesThenReduces) {
   SKIP_WITHOUT_MLIR();
   // w1 split on its 1024 rows: x sliced to 4096x128 locally, the 4096x4096 hidden all-reduced.
-  const auto c = cross_check(mlp(), {{8}, {{"w1", 0}}});
-  const std::vector<Key> want{{"all_reduce", {0}, {4096, 4096}, {4096, 4096}},
-                              {"all_slice", {0}, {4096, 1024}, {4096, 128}}};
-  EXPECT_EQ(c.mgt, want);
-  EXPECT_EQ(c.upstream, want);
-  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
+  expect_agree(mlp(), {{8}, {{"w1", 0}}},
+               {{"all_reduce", {0}, {4096, 4096}, {4096, 4096}},
+                {"all_slice", {0}, {4096, 1024}, {4096, 128}}});
 }
 
 TEST(CrossCheck, TransformerBlockDataParallel) {
   SKIP_WITHOUT_MLIR();
-  const auto c = cross_check(block(), {{8}, {{"x", 0}}});
-  EXPECT_TRUE(c.mgt.empty());
-  EXPECT_TRUE(c.upstream.empty());
+  const auto c = expect_agree(block(), {{8}, {{"x", 0}}}, {});
   EXPECT_EQ(c.upstream_shapes.at(0), (Shape{1, 512, 8, 64}));
-  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
 }
 
 TEST(CrossCheck, TransformerBlockSequenceSplitReducesKv) {
   SKIP_WITHOUT_MLIR();
   // The sequence (512) over 8: q, k, v local [8, 64, 8, 64]; kv sums the sequence, so its
   // [8, 8, 64, 64] partial sums are all-reduced; nothing else moves.
-  const auto c = cross_check(block(), {{8}, {{"x", 1}}});
-  const std::vector<Key> want{{"all_reduce", {0}, {8, 8, 64, 64}, {8, 8, 64, 64}}};
-  EXPECT_EQ(c.mgt, want);
-  EXPECT_EQ(c.upstream, want);
-  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
+  expect_agree(block(), {{8}, {{"x", 1}}}, {{"all_reduce", {0}, {8, 8, 64, 64}, {8, 8, 64, 64}}});
 }
 
 TEST(CrossCheck, TransformerBlockHeadsSplit) {
@@ -336,13 +330,10 @@ TEST(CrossCheck, TransformerBlockHeadsSplit) {
   // wq's heads (8) over 8: q, qf split by heads; k and v stay whole, kv too, so o slices kv's heads
   // (a free all_slice of [8, 8, 64, 64] to [8, 1, 64, 64]) and wo's (to [1, 64, 512]); attn sums the
   // heads: one all-reduce of [8, 512, 512].
-  const auto c = cross_check(block(), {{8}, {{"wq", 1}}});
-  const std::vector<Key> want{{"all_reduce", {0}, {8, 512, 512}, {8, 512, 512}},
-                              {"all_slice", {0}, {8, 8, 64, 64}, {8, 1, 64, 64}},
-                              {"all_slice", {0}, {8, 64, 512}, {1, 64, 512}}};
-  EXPECT_EQ(c.mgt, want);
-  EXPECT_EQ(c.upstream, want);
-  EXPECT_EQ(c.mgt_shapes, c.upstream_shapes);
+  expect_agree(block(), {{8}, {{"wq", 1}}},
+               {{"all_reduce", {0}, {8, 512, 512}, {8, 512, 512}},
+                {"all_slice", {0}, {8, 8, 64, 64}, {8, 1, 64, 64}},
+                {"all_slice", {0}, {8, 64, 512}, {1, 64, 512}}});
 }
 
 // Every 1-D plan on both examples: each input dim that 8 divides, split over 8 devices. MLIR 19

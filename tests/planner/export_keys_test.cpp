@@ -7,9 +7,8 @@
 
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/ir/error.hpp"
-#include "mgt/ir/cluster_spec.hpp"
-#include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/search.hpp"
+#include "planner_fixtures.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -24,11 +23,9 @@
 
 namespace {
 
-using mgt::ir::Plan;
-using mgt::ir::Recompute;
-using mgt::plan::ExportContext;
-using mgt::plan::ExportFormat;
-using mgt::plan::export_plan;
+using mgt::ir::Plan, mgt::ir::Recompute;
+using mgt::plan::ExportContext, mgt::plan::ExportFormat, mgt::plan::export_plan;
+using mgt::test::h100, mgt::test::lines_of, mgt::test::make_plan;
 using Names = std::set<std::string>;
 
 // ---- accepted names, read from the framework sources ----
@@ -116,13 +113,6 @@ const Names kMegatronFlags{
 
 // ---- names read back from an export ----
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 /// "key" and "parent.key" of a two-level YAML file (comments skipped).
 Names yaml_keys(const std::string& text) {
   Names keys;
@@ -204,22 +194,6 @@ void check_names(ExportFormat format, const std::string& text, const std::string
   }
 }
 
-std::string example(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/examples/models/" + name; }
-
-Plan make_plan(int64_t dp_replicate, int64_t dp_shard, int64_t tp, int64_t cp, int64_t pp, int64_t micro_batch,
-               int64_t grad_accum, Recompute recompute = Recompute::none) {
-  Plan plan;
-  plan.dp_replicate = dp_replicate;
-  plan.dp_shard = dp_shard;
-  plan.tp = tp;
-  plan.cp = cp;
-  plan.pp = pp;
-  plan.micro_batch = micro_batch;
-  plan.grad_accum = grad_accum;
-  plan.recompute = recompute;
-  return plan;
-}
-
 ExportContext context_for(const Plan& plan, const std::string& model, int64_t num_layers, int64_t seq_len = 8192) {
   ExportContext c;
   c.plan = plan;
@@ -248,9 +222,9 @@ TEST(ExportKeys, CaseListExportsUseAcceptedNamesOrSayWhy) {
   const Case cases[] = {{"Llama-3.1-8B", 8, 8192},   {"Llama-3.1-8B", 64, 8192},   {"Llama-3.1-70B", 64, 8192},
                         {"Llama-3.1-70B", 256, 8192}, {"Mixtral-8x7B", 32, 8192},   {"Qwen3-30B-A3B", 32, 8192},
                         {"Llama-3.1-8B", 64, 32768},  {"Llama-3.1-405B", 512, 8192}, {"Llama-3.1-405B", 2048, 8192}};
-  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  const auto& cluster = h100();
   for (const auto& c : cases) {
-    const auto graph = mgt::ir::load_model(example(std::string(c.model) + ".json"));
+    const auto& graph = mgt::test::model(c.model);
     mgt::cost::TrainingSettings settings;
     settings.seq_len = c.seq_len;
     const mgt::cost::Estimator estimator(graph, cluster, c.gpus, settings);

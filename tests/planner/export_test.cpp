@@ -3,6 +3,7 @@
 #include "mgt/planner/export.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "planner_fixtures.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -13,26 +14,9 @@
 
 namespace {
 
-using mgt::ir::InputError;
-using mgt::ir::Plan;
-using mgt::ir::Recompute;
-using mgt::plan::ExportContext;
-using mgt::plan::ExportFormat;
-using mgt::plan::export_plan;
-
-Plan make_plan(int64_t dp_replicate, int64_t dp_shard, int64_t tp, int64_t cp, int64_t pp, int64_t micro_batch,
-               int64_t grad_accum, Recompute recompute = Recompute::none) {
-  Plan plan;
-  plan.dp_replicate = dp_replicate;
-  plan.dp_shard = dp_shard;
-  plan.tp = tp;
-  plan.cp = cp;
-  plan.pp = pp;
-  plan.micro_batch = micro_batch;
-  plan.grad_accum = grad_accum;
-  plan.recompute = recompute;
-  return plan;
-}
+using mgt::ir::InputError, mgt::ir::Plan, mgt::ir::Recompute;
+using mgt::plan::ExportContext, mgt::plan::ExportFormat, mgt::plan::export_plan;
+using mgt::test::lines_of, mgt::test::make_plan;
 
 /// A context whose GPU count and global batch are computed by hand from the plan fields.
 ExportContext make_context(const Plan& plan, int64_t seq_len = 4096) {
@@ -48,17 +32,15 @@ ExportContext make_context(const Plan& plan, int64_t seq_len = 4096) {
   return context;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 bool has_line(const std::string& text, const std::string& line) {
   for (const auto& l : lines_of(text))
     if (l == line) return true;
   return false;
+}
+
+/// Every one of `lines` is a whole line of `text`.
+void expect_lines(const std::string& text, const std::vector<std::string>& lines) {
+  for (const auto& line : lines) EXPECT_TRUE(has_line(text, line)) << "no line '" << line << "' in:\n" << text;
 }
 
 /// The value after `key` + `separator` on the line that starts with them (leading blanks ignored).
@@ -138,21 +120,14 @@ TEST(ExportPlan, AccelerateFsdpTp) {
   const Plan plan = make_plan(1, 4, 2, 1, 1, 1, 4, Recompute::full);
   const ExportContext context = make_context(plan);
   const std::string text = export_plan(ExportFormat::accelerate, context);
-  EXPECT_TRUE(has_line(text, "distributed_type: FSDP")) << text;
-  EXPECT_TRUE(has_line(text, "mixed_precision: bf16")) << text;
-  EXPECT_TRUE(has_line(text, "num_machines: 1")) << text;
-  EXPECT_TRUE(has_line(text, "num_processes: " + std::to_string(context.num_gpus))) << text;
-  EXPECT_TRUE(has_line(text, "fsdp_config:")) << text;
-  EXPECT_TRUE(has_line(text, "  fsdp_version: 2")) << text;
-  EXPECT_TRUE(has_line(text, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP")) << text;
-  EXPECT_TRUE(has_line(text, "  fsdp_reshard_after_forward: true")) << text;
-  EXPECT_TRUE(has_line(text, "  fsdp_state_dict_type: SHARDED_STATE_DICT")) << text;
-  EXPECT_TRUE(has_line(text, "  fsdp_activation_checkpointing: true")) << text;
-  EXPECT_TRUE(has_line(text, "parallelism_config:")) << text;
-  EXPECT_TRUE(has_line(text, "  parallelism_config_dp_replicate_size: " + std::to_string(plan.dp_replicate)));
-  EXPECT_TRUE(has_line(text, "  parallelism_config_dp_shard_size: " + std::to_string(plan.dp_shard)));
-  EXPECT_TRUE(has_line(text, "  parallelism_config_tp_size: 2")) << text;
-  EXPECT_TRUE(has_line(text, "  parallelism_config_cp_size: " + std::to_string(plan.cp)));
+  expect_lines(text, {"distributed_type: FSDP", "mixed_precision: bf16", "num_machines: 1",
+                      "num_processes: " + std::to_string(context.num_gpus), "fsdp_config:", "  fsdp_version: 2",
+                      "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "  fsdp_reshard_after_forward: true",
+                      "  fsdp_state_dict_type: SHARDED_STATE_DICT", "  fsdp_activation_checkpointing: true",
+                      "parallelism_config:",
+                      "  parallelism_config_dp_replicate_size: " + std::to_string(plan.dp_replicate),
+                      "  parallelism_config_dp_shard_size: " + std::to_string(plan.dp_shard),
+                      "  parallelism_config_tp_size: 2", "  parallelism_config_cp_size: " + std::to_string(plan.cp)});
   // Accelerate's rule: the ParallelismConfig total size equals num_processes.
   const int64_t product = int_of(text, "parallelism_config_dp_replicate_size", ": ") *
                           int_of(text, "parallelism_config_dp_shard_size", ": ") *
@@ -165,10 +140,9 @@ TEST(ExportPlan, AccelerateHsdpMultiNode) {
   const Plan plan = make_plan(2, 8, 1, 1, 1, 2, 2);
   const ExportContext context = make_context(plan);
   const std::string text = export_plan(ExportFormat::accelerate, context);
-  EXPECT_TRUE(has_line(text, "num_machines: " + std::to_string(context.num_gpus / context.gpus_per_node))) << text;
-  EXPECT_TRUE(has_line(text, "num_processes: 16")) << text;
-  EXPECT_TRUE(has_line(text, "  parallelism_config_dp_replicate_size: 2")) << text;
-  EXPECT_TRUE(has_line(text, "  fsdp_activation_checkpointing: false")) << text;
+  expect_lines(text, {"num_machines: " + std::to_string(context.num_gpus / context.gpus_per_node),
+                      "num_processes: 16", "  parallelism_config_dp_replicate_size: 2",
+                      "  fsdp_activation_checkpointing: false"});
 }
 
 TEST(ExportPlan, AcceleratePureDdpIsMultiGpu) {
@@ -196,17 +170,12 @@ TEST(ExportPlan, Axolotl) {
   const Plan plan = make_plan(2, 2, 1, 2, 1, 2, 3, Recompute::selective);
   const ExportContext context = make_context(plan, /*seq_len=*/8192);
   const std::string text = export_plan(ExportFormat::axolotl, context);
-  EXPECT_TRUE(has_line(text, "dp_shard_size: " + std::to_string(plan.dp_shard))) << text;
-  EXPECT_TRUE(has_line(text, "dp_replicate_size: " + std::to_string(plan.dp_replicate))) << text;
-  EXPECT_TRUE(has_line(text, "tensor_parallel_size: " + std::to_string(plan.tp))) << text;
-  EXPECT_TRUE(has_line(text, "context_parallel_size: " + std::to_string(plan.cp))) << text;
-  EXPECT_TRUE(has_line(text, "micro_batch_size: 2")) << text;
-  EXPECT_TRUE(has_line(text, "gradient_accumulation_steps: 3")) << text;
-  EXPECT_TRUE(has_line(text, "sequence_len: 8192")) << text;
-  EXPECT_TRUE(has_line(text, "bf16: true")) << text;
-  EXPECT_TRUE(has_line(text, "fsdp_version: 2")) << text;
-  EXPECT_TRUE(has_line(text, "fsdp_config:")) << text;
-  EXPECT_TRUE(has_line(text, "  reshard_after_forward: true")) << text;
+  expect_lines(text, {"dp_shard_size: " + std::to_string(plan.dp_shard),
+                      "dp_replicate_size: " + std::to_string(plan.dp_replicate),
+                      "tensor_parallel_size: " + std::to_string(plan.tp),
+                      "context_parallel_size: " + std::to_string(plan.cp), "micro_batch_size: 2",
+                      "gradient_accumulation_steps: 3", "sequence_len: 8192", "bf16: true", "fsdp_version: 2",
+                      "fsdp_config:", "  reshard_after_forward: true"});
   // Under FSDP the checkpointing switch lives in fsdp_config, not gradient_checkpointing.
   EXPECT_TRUE(has_line(text, "  activation_checkpointing: true")) << text;
   EXPECT_TRUE(has_line(text, "gradient_checkpointing: false")) << text;
@@ -226,15 +195,9 @@ TEST(ExportPlan, TorchtitanHsdpTp) {
   const Plan plan = make_plan(2, 2, 2, 1, 1, 2, 4, Recompute::full);
   const ExportContext context = make_context(plan, 2048);
   const std::string text = export_plan(ExportFormat::torchtitan_0_2, context);
-  EXPECT_TRUE(has_line(text, "[parallelism]")) << text;
-  EXPECT_TRUE(has_line(text, "data_parallel_replicate_degree = 2")) << text;
-  EXPECT_TRUE(has_line(text, "data_parallel_shard_degree = 2")) << text;
-  EXPECT_TRUE(has_line(text, "tensor_parallel_degree = 2")) << text;
-  EXPECT_TRUE(has_line(text, "context_parallel_degree = 1")) << text;
-  EXPECT_TRUE(has_line(text, "pipeline_parallel_degree = 1")) << text;
-  EXPECT_TRUE(has_line(text, "enable_async_tensor_parallel = false")) << text;
-  EXPECT_TRUE(has_line(text, "seq_len = 2048")) << text;
-  EXPECT_TRUE(has_line(text, "mode = \"full\"")) << text;
+  expect_lines(text, {"[parallelism]", "data_parallel_replicate_degree = 2", "data_parallel_shard_degree = 2",
+                      "tensor_parallel_degree = 2", "context_parallel_degree = 1", "pipeline_parallel_degree = 1",
+                      "enable_async_tensor_parallel = false", "seq_len = 2048", "mode = \"full\""});
   // torchtitan: local_batch_size is per dp rank; ga = global / (local * dp_replicate * dp_shard).
   const int64_t local = int_of(text, "local_batch_size", " = ");
   const int64_t global = int_of(text, "global_batch_size", " = ");
@@ -265,11 +228,8 @@ TEST(ExportPlan, MegatronFlags) {
   EXPECT_EQ(flag_value(text, "--pipeline-model-parallel-size"), plan.pp);
   EXPECT_EQ(flag_value(text, "--context-parallel-size"), plan.cp);
   EXPECT_EQ(flag_value(text, "--seq-length"), 4096);
-  EXPECT_TRUE(has_line(text, "  --sequence-parallel")) << text;
-  EXPECT_TRUE(has_line(text, "  --bf16")) << text;
-  EXPECT_TRUE(has_line(text, "  --recompute-granularity full")) << text;
-  EXPECT_TRUE(has_line(text, "  --recompute-method uniform")) << text;
-  EXPECT_TRUE(has_line(text, "  --recompute-num-layers 1")) << text;
+  expect_lines(text, {"  --sequence-parallel", "  --bf16", "  --recompute-granularity full",
+                      "  --recompute-method uniform", "  --recompute-num-layers 1"});
   // zero_stage 3 (dp_shard 2): Megatron-FSDP, which brings its own sharded optimizer.
   EXPECT_TRUE(has_line(text, "  --use-megatron-fsdp")) << text;
   EXPECT_FALSE(has_line(text, "  --use-distributed-optimizer")) << text;

@@ -3,11 +3,10 @@
 // FLOPs and memory relations to the estimator, the 405B / 16k-GPU lowering time.
 #include "mgt/planner/lower.hpp"
 
-#include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/error.hpp"
-#include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/rules.hpp"
 #include "mgt/planner/search.hpp"
+#include "planner_fixtures.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,29 +20,10 @@
 namespace {
 
 using mgt::cost::TrainingSettings;
-using mgt::ir::Plan;
-using mgt::ir::Recompute;
-using mgt::ir::Schedule;
-using mgt::plan::LowerOptions;
-using mgt::plan::lower_to_schedule;
+using mgt::ir::Plan, mgt::ir::Recompute, mgt::ir::Schedule;
+using mgt::plan::LowerOptions, mgt::plan::lower_to_schedule;
+using mgt::test::h100, mgt::test::model, mgt::test::settings;
 
-std::string example(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/examples/models/" + name; }
-const mgt::ir::Graph& model(const std::string& name) {
-  static std::map<std::string, mgt::ir::Graph> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, mgt::ir::load_model(example(name + ".json"))).first;
-  return it->second;
-}
-const mgt::ir::ClusterSpec& h100() {
-  static const mgt::ir::ClusterSpec c = mgt::ir::cluster_preset("h100-sxm");
-  return c;
-}
-TrainingSettings settings(int64_t seq_len, int64_t seqs) {
-  TrainingSettings s;
-  s.seq_len = seq_len;
-  s.global_batch_tokens = seq_len * seqs;
-  return s;
-}
 LowerOptions checked() {
   LowerOptions o;
   o.verify_each_pass = true;
@@ -171,12 +151,18 @@ TEST(LowerToSchedule, OneFOneBStageKStartsWithPpMinusKForwards) {
   }
 }
 
-TEST(LowerToSchedule, InterleavedAndUnevenSplitVerify) {
-  // A 14-layer GPT-2: 14 + 2 = 16 = pp 4 x vpp 1: first and last chunk one layer lighter.
+// examples/models/GPT-2 with its layer block repeated `layers` times.
+mgt::ir::Graph gpt2_with_layers(int64_t layers) {
   mgt::ir::Graph g = model("GPT-2");
   for (auto& b : g.blocks)
-    if (b.is_layer) b.repeat = 14;
-  g.info.num_layers = 14;
+    if (b.is_layer) b.repeat = layers;
+  g.info.num_layers = layers;
+  return g;
+}
+
+TEST(LowerToSchedule, InterleavedAndUnevenSplitVerify) {
+  // A 14-layer GPT-2: 14 + 2 = 16 = pp 4 x vpp 1: first and last chunk one layer lighter.
+  const mgt::ir::Graph g = gpt2_with_layers(14);
   Plan plan;
   plan.pp = 4;
   plan.dp_shard = 2;
@@ -198,10 +184,7 @@ TEST(LowerToSchedule, InterleavedAndUnevenSplitVerify) {
   const Schedule si = lower_to_schedule(model("GPT-2"), inter, settings(128, 32), 8, h100(), checked());
   EXPECT_TRUE(mgt::ir::verify(si).empty());
   // Interleaved 6 layers as pp 2 x vpp 4 (6 + 2 = 8): some chunks hold no layer at all.
-  mgt::ir::Graph g6 = model("GPT-2");
-  for (auto& b : g6.blocks)
-    if (b.is_layer) b.repeat = 6;
-  g6.info.num_layers = 6;
+  const mgt::ir::Graph g6 = gpt2_with_layers(6);
   Plan sparse;
   sparse.pp = 2;
   sparse.vpp = 4;

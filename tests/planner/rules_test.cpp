@@ -2,8 +2,7 @@
 // first_broken_rule with its exact message, on hand-built plans.
 #include "mgt/planner/rules.hpp"
 
-#include "mgt/ir/cluster_spec.hpp"
-#include "mgt/ir/model_loader.hpp"
+#include "planner_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,40 +16,20 @@ namespace {
 
 using mgt::cost::TrainingSettings;
 using mgt::ir::Plan;
-using mgt::plan::first_broken_rule;
-using mgt::plan::model_facts;
-using mgt::plan::ModelFacts;
-using mgt::plan::RuleOptions;
-
-std::string example(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/examples/models/" + name; }
-
-const mgt::ir::Graph& llama8b() {
-  static const mgt::ir::Graph graph = mgt::ir::load_model(example("Llama-3.1-8B.json"));
-  return graph;
-}
+using mgt::plan::first_broken_rule, mgt::plan::model_facts, mgt::plan::ModelFacts, mgt::plan::RuleOptions;
+using mgt::test::example, mgt::test::h100, mgt::test::llama8b;
 
 const ModelFacts& llama8b_facts() {
   static const ModelFacts facts = model_facts(llama8b());
   return facts;
 }
 
-mgt::ir::ClusterSpec h100() { return mgt::ir::cluster_preset("h100-sxm"); }
-
 Plan make_plan(int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp, int64_t micro_batch = 1) {
-  Plan p;
-  p.dp_replicate = dp_replicate;
-  p.dp_shard = dp_shard;
-  p.cp = cp;
-  p.tp = tp;
-  p.micro_batch = micro_batch;
-  return p;
+  return mgt::test::plan_of(dp_replicate, dp_shard, tp, cp, /*pp=*/1, /*vpp=*/1, micro_batch);
 }
 
 TrainingSettings settings(int64_t seq_len = 8192, int64_t global_batch_seqs = 512) {
-  TrainingSettings s;
-  s.seq_len = seq_len;
-  s.global_batch_tokens = seq_len * global_batch_seqs;
-  return s;
+  return mgt::test::settings(seq_len, global_batch_seqs);
 }
 
 RuleOptions options(int64_t gpus, bool cross_node_tp = false) {
@@ -305,7 +284,7 @@ TEST(FirstBrokenRule, PipelineNeedsEnoughMicroBatches) {
 }
 
 TEST(FirstBrokenRule, ExpertParallelNeedsExpertsAndNestsWithCp) {
-  const auto mixtral = model_facts(mgt::ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/Mixtral-8x7B.json"));
+  const auto mixtral = model_facts(mgt::ir::load_model(example("Mixtral-8x7B.json")));
   EXPECT_EQ(mixtral.num_experts, 8);
   EXPECT_EQ(broken(with(make_plan(1, 8, 1, 1), 1, 1, 8), mixtral, h100(), settings(), options(8)), "<none>");
   EXPECT_EQ(broken(with(make_plan(1, 4, 1, 2), 1, 1, 4), mixtral, h100(), settings(), options(8)), "<none>");

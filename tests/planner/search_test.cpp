@@ -2,8 +2,7 @@
 // ranking order, the rejection accounting, memory feasibility and determinism.
 #include "mgt/planner/search.hpp"
 
-#include "mgt/ir/cluster_spec.hpp"
-#include "mgt/ir/model_loader.hpp"
+#include "planner_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,23 +16,11 @@
 
 namespace {
 
-using mgt::cost::Estimate;
-using mgt::cost::Estimator;
-using mgt::cost::TrainingSettings;
-using mgt::ir::Plan;
-using mgt::ir::Recompute;
-using mgt::plan::enumerate_candidates;
-using mgt::plan::ranks_before;
-using mgt::plan::search;
-using mgt::plan::SearchOptions;
-using mgt::plan::SearchResult;
-
-std::string example(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/examples/models/" + name; }
-
-const mgt::ir::Graph& llama8b() {
-  static const mgt::ir::Graph graph = mgt::ir::load_model(example("Llama-3.1-8B.json"));
-  return graph;
-}
+using mgt::cost::Estimate, mgt::cost::Estimator, mgt::cost::TrainingSettings;
+using mgt::ir::Plan, mgt::ir::Recompute;
+using mgt::plan::enumerate_candidates, mgt::plan::ranks_before, mgt::plan::search;
+using mgt::plan::SearchOptions, mgt::plan::SearchResult;
+using mgt::test::example, mgt::test::llama8b;
 
 SearchOptions options_for(int64_t gpus, int64_t top = 5) {
   SearchOptions o;

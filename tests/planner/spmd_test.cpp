@@ -74,9 +74,9 @@ TEST(LowerSpmd, DataParallelNeedsNoForwardCollective) {
 TEST(LowerSpmd, SplitContractedDimSlicesTheActivationAndReduces) {
   // w1 split on j (contracted): x is sliced to 8x4, mm1 leaves partial 8x32 sums.
   const auto low = mgt::plan::lower_spmd(mlp(8, 16, 32), plan({4}, {{"w1", 0}}), "t");
-  ASSERT_EQ(low.collectives.size(), 2u);
-  EXPECT_EQ(low.collectives[0], (SpmdCollective{kAllSlice, {0}, "x", "mm1", {8, 16}, {8, 4}}));
-  EXPECT_EQ(low.collectives[1], (SpmdCollective{CollectiveKind::all_reduce, {0}, "h", "mm1", {8, 32}, {8, 32}}));
+  EXPECT_EQ(low.collectives, (std::vector<SpmdCollective>{
+                                 {kAllSlice, {0}, "x", "mm1", {8, 16}, {8, 4}},
+                                 {CollectiveKind::all_reduce, {0}, "h", "mm1", {8, 32}, {8, 32}}}));
   EXPECT_EQ(low.ops[2].result_shape, (std::vector<int64_t>{8, 16}));
 }
 
@@ -84,9 +84,9 @@ TEST(LowerSpmd, TwoDimensionalMeshDataAndTensorParallel) {
   // 2x2: axis 0 splits tokens, axis 1 the hidden width. mm2 slices w2 rows by axis 1 and reduces
   // the 4x16 output over axis 1 only.
   const auto low = mgt::plan::lower_spmd(mlp(8, 16, 32), plan({2, 2}, {{"x", 0}, {"w1", 1}}), "t");
-  ASSERT_EQ(low.collectives.size(), 2u);
-  EXPECT_EQ(low.collectives[0], (SpmdCollective{kAllSlice, {1}, "w2", "mm2", {32, 16}, {16, 16}}));
-  EXPECT_EQ(low.collectives[1], (SpmdCollective{CollectiveKind::all_reduce, {1}, "y", "mm2", {4, 16}, {4, 16}}));
+  EXPECT_EQ(low.collectives, (std::vector<SpmdCollective>{
+                                 {kAllSlice, {1}, "w2", "mm2", {32, 16}, {16, 16}},
+                                 {CollectiveKind::all_reduce, {1}, "y", "mm2", {4, 16}, {4, 16}}}));
   EXPECT_EQ(low.ops[0].result_shape, (std::vector<int64_t>{4, 16}));
 }
 
