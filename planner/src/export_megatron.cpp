@@ -81,19 +81,12 @@ void write_environment(std::ostream& out, const Plan& p) {
 std::string export_megatron(const ExportContext& context) {
   Resolved r = resolve(context, "megatron");
   const Plan& p = r.plan;
-  require_seq_len(r);
-  reject_if(p.cp > 1 && context.seq_len % (2 * p.cp) != 0, r, "cp",
-            "seq_len " + std::to_string(context.seq_len) + " is not divisible by 2*cp = " + std::to_string(2 * p.cp),
-            "context parallelism splits each sequence into 2*cp load-balanced chunks");
-  reject_if(p.vpp > 1 && p.pp == 1, r, "vpp", "vpp " + std::to_string(p.vpp) + " needs pp > 1", "set vpp 1 or pp > 1");
+  check_expressible(r, ExportFormat::megatron);
   const int64_t dp = context.num_gpus / (p.tp * p.pp * p.cp);
   const int64_t stage = ir::zero_stage(p);
   const std::vector<std::string> flags = megatron_flags(r);
   const int64_t per_node = std::min(context.num_gpus, context.gpus_per_node);
   const int64_t nodes = (context.num_gpus + per_node - 1) / per_node;
-  reject_if(context.num_gpus % per_node != 0, r, "num_gpus",
-            std::to_string(context.num_gpus) + " GPUs do not fill nodes of " + std::to_string(context.gpus_per_node),
-            "torchrun starts the same number of processes on every node");
 
   std::ostringstream out;
   out << "#!/usr/bin/env bash\n";

@@ -36,27 +36,8 @@ const char* torchtitan_ac_mode(Recompute recompute) {
 std::string export_torchtitan_0_2(const ExportContext& context) {
   Resolved r = resolve(context, "torchtitan@0.2");
   const Plan& p = r.plan;
-  require_seq_len(r);
-  reject_partial_recompute(r, "torchtitan");
-  reject_if(p.cp > 1 && context.seq_len % (2 * p.cp) != 0, r, "cp",
-            "seq_len " + std::to_string(context.seq_len) + " is not divisible by 2*cp = " + std::to_string(2 * p.cp),
-            "context parallelism splits each sequence into 2*cp load-balanced chunks");
-  reject_if(p.vpp > 1, r, "vpp",
-            "the plan has vpp " + std::to_string(p.vpp) + " but the layer count needed for "
-            "pipeline_parallel_layers_per_stage is not known here",
-            "set pipeline_parallel_schedule = \"Interleaved1F1B\" and pipeline_parallel_layers_per_stage = "
-            "num_layers / (pp * vpp) by hand, or use --emit megatron");
-  reject_if(p.ep > 1 && (p.dp_shard * p.cp) % p.ep != 0, r, "ep",
-            "torchtitan borrows expert ranks from dp_shard*cp = " + std::to_string(p.dp_shard * p.cp) +
-                ", which ep " + std::to_string(p.ep) + " does not divide",
-            "choose ep dividing dp_shard*cp");
+  check_expressible(r, ExportFormat::torchtitan_0_2);
   const int64_t stage = ir::zero_stage(p);
-  reject_if(p.dp_shard == 1 && stage > 0, r, "zero_stage",
-            "torchtitan shards only over data_parallel_shard_degree, which is 1",
-            "set dp_shard > 1 or zero_stage 0");
-  reject_if(p.dp_shard > 1 && stage < 2, r, "zero_stage",
-            "torchtitan's FSDP always shards parameters, it cannot express zero_stage " + std::to_string(stage),
-            "use zero_stage 2 or 3, or --emit megatron / deepspeed for ZeRO-1");
 
   // With pp > 1 one step's micro-batches go through the pipeline schedule, so the per-rank batch
   // is micro_batch * grad_accum split into pipeline micro-batches; without pp, torchtitan loops.
@@ -111,32 +92,6 @@ std::pair<std::string, std::string> torchtitan_base(const std::string& model_nam
 
 std::string py_bool(bool value) { return value ? "True" : "False"; }
 
-/// The checks torchtitan 0.3 needs beyond the shared ones; throws with the reason.
-void check_torchtitan(const Resolved& r) {
-  const Plan& p = r.plan;
-  require_seq_len(r);
-  reject_partial_recompute(r, "torchtitan");
-  reject_if(p.cp > 1 && r.context.seq_len % (2 * p.cp) != 0, r, "cp",
-            "seq_len " + std::to_string(r.context.seq_len) + " is not divisible by 2*cp = " + std::to_string(2 * p.cp),
-            "torchtitan's headtail load balancer splits each sequence into 2*cp chunks");
-  // ParallelDims: efsdp = dp_shard*cp*tp/ep with ep innermost, so expert ranks include the tp ranks
-  // and expert weights are not tp-split, unlike mgt's ep inside dp_shard*cp.
-  reject_if(p.ep > 1 && p.tp > 1, r, "ep",
-            "torchtitan 0.3 lays ep " + std::to_string(p.ep) + " over dp_shard*cp*tp with tp innermost, so it cannot "
-            "keep tp " + std::to_string(p.tp) + " inside the experts as the plan does",
-            "use tp 1 with ep, or --emit megatron");
-  reject_if(p.ep > 1 && (p.dp_shard * p.cp) % p.ep != 0, r, "ep",
-            "torchtitan borrows expert ranks from dp_shard*cp = " + std::to_string(p.dp_shard * p.cp) + ", which ep " +
-                std::to_string(p.ep) + " does not divide",
-            "choose ep dividing dp_shard*cp");
-  const int64_t stage = ir::zero_stage(p);
-  reject_if(p.dp_shard == 1 && stage > 0, r, "zero_stage",
-            "torchtitan shards only over data_parallel_shard_degree, which is 1", "set dp_shard > 1 or zero_stage 0");
-  reject_if(p.dp_shard > 1 && stage < 2, r, "zero_stage",
-            "torchtitan's FSDP always shards parameters, it cannot express zero_stage " + std::to_string(stage),
-            "use zero_stage 2 or 3, or --emit megatron / deepspeed for ZeRO-1");
-}
-
 /// The body of apply_plan(config): the plan's fields set on torchtitan's Trainer.Config.
 void write_apply_plan(std::ostream& out, const Resolved& r) {
   const Plan& p = r.plan;
@@ -190,7 +145,7 @@ void write_apply_plan(std::ostream& out, const Resolved& r) {
 // config for the model (model, data, optimizer) and sets the plan's batch and parallelism fields.
 std::string export_torchtitan(const ExportContext& context) {
   Resolved r = resolve(context, "torchtitan");
-  check_torchtitan(r);
+  check_expressible(r, ExportFormat::torchtitan);
   const auto [base_module, base_config] = torchtitan_base(context.model_name);
   std::ostringstream out;
   out << "# " << header_line(context) << "\n";

@@ -22,11 +22,25 @@ std::vector<int64_t> divisors(int64_t n) {
   return out;
 }
 
+std::string emit_name(ExportFormat format) {
+  return "--emit " + export_format_names()[size_t(format)];
+}
+
 std::string gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", double(bytes) / double(1ll << 30));
   return buf;
 }
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// A time or size is usable when it is finite and positive (a term may be 0, never negative).
+bool bad_total(double v) { return !std::isfinite(v) || v <= 0; }
+bool bad_term(double v) { return !std::isfinite(v) || v < 0; }
 
 int recompute_rank(ir::Recompute r) { return r == ir::Recompute::none ? 0 : (r == ir::Recompute::selective ? 1 : 2); }
 }  // namespace
@@ -81,6 +95,28 @@ bool ranks_before(const cost::Estimate& a, const cost::Estimate& b) {
          std::make_tuple(q.pp, q.tp, q.cp, q.ep, q.dp_replicate, q.vpp, -q.micro_batch, recompute_rank(q.recompute));
 }
 
+std::optional<std::string> estimate_out_of_range(const cost::Estimate& e) {
+  const std::string hint = " (hint: check the cluster's bandwidths, latencies and peak FLOP/s)";
+  std::string cause;
+  for (const auto& term : cost::kTimeTerms)
+    if (bad_term(e.time.*term.field)) {
+      cause = std::string(term.label) + " time " + number(e.time.*term.field) + " s";
+      break;
+    }
+  if (cause.empty() && bad_total(e.step_time_s)) cause = "step time " + number(e.step_time_s) + " s";
+  if (cause.empty() && bad_total(e.tokens_per_s_per_gpu))
+    cause = "throughput " + number(e.tokens_per_s_per_gpu) + " tokens/s per GPU";
+  if (cause.empty() && (!std::isfinite(e.mfu) || e.mfu < 0)) cause = "MFU " + number(e.mfu);
+  if (!cause.empty()) return "estimate out of range: " + cause + hint;
+  for (const auto& term : cost::kMemoryTerms)
+    if (e.memory.*term.field < 0)
+      return "estimate out of range: " + std::string(term.label) + " memory " + std::to_string(e.memory.*term.field) +
+             " bytes" + hint;
+  if (e.memory.peak_bytes <= 0)
+    return "estimate out of range: peak memory " + std::to_string(e.memory.peak_bytes) + " bytes" + hint;
+  return std::nullopt;
+}
+
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options) {
   SearchResult result;
   const ModelFacts facts = model_facts(estimator.graph());
@@ -90,13 +126,31 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   const int64_t hbm = estimator.cluster().gpu.hbm_bytes;
   int64_t max_rejected_peak = 0;
   std::vector<cost::Estimate> kept;
+  // The exporter's sizes; only the plan changes per candidate (export_refusal reads no names).
+  ExportContext target;
+  target.num_gpus = options.rules.num_gpus;
+  target.gpus_per_node = estimator.cluster().gpus_per_node;
+  target.seq_len = estimator.settings().seq_len;
+  target.num_layers = estimator.graph().info.num_layers;
   for (const ir::Plan& plan : enumerate_candidates(options.rules.num_gpus, enumerate)) {
     ++result.evaluated;
     if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
       ++result.rejected[*broken];
       continue;
     }
+    if (options.emit) {
+      // Before estimating: a plan the framework cannot run costs no estimate.
+      target.plan = plan;
+      if (auto refusal = export_refusal(*options.emit, target)) {
+        ++result.rejected[emit_name(*options.emit) + " cannot express it: " + refusal->problem];
+        continue;
+      }
+    }
     cost::Estimate e = estimator.estimate(plan);
+    if (auto out_of_range = estimate_out_of_range(e)) {
+      ++result.rejected[*out_of_range];
+      continue;
+    }
     if (e.memory.peak_bytes > hbm) {
       const int64_t peak = e.memory.peak_bytes;
       result.min_rejected_peak_bytes =

@@ -11,7 +11,9 @@
 #include "mgt/planner/export.hpp"
 #include "mgt/planner/search.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <climits>
 #include <cstdio>
 #include <optional>
@@ -134,6 +136,130 @@ Loaded load(const PlanOptions& o) {
 
 }  // namespace
 
+namespace {
+
+std::string fixed3(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", value);
+  return buf;
+}
+
+// The same search for another GPU count or batch: top 1, the same settings, rules and target.
+plan::SearchResult search_with(const Loaded& l, const PlanOptions& o, int64_t gpus, int64_t batch_tokens,
+                               std::optional<plan::ExportFormat> emit) {
+  cost::TrainingSettings settings = l.run.settings;
+  settings.global_batch_tokens = batch_tokens;
+  const cost::Estimator estimator(l.graph, l.cluster, gpus, settings);
+  plan::SearchOptions options;
+  options.rules = {gpus, o.allow_cross_node_tp};
+  options.top = 1;
+  options.emit = emit;
+  return plan::search(estimator, options);
+}
+
+// The nearest GPU counts below and above `gpus` that give a plan, trying node multiples and powers
+// of two only (at most kTries searches each way, so a "no plan" answer stays fast). 0 = none found.
+int64_t nearest_gpus_with_plan(const Loaded& l, const PlanOptions& o, std::optional<plan::ExportFormat> emit,
+                               bool above) {
+  constexpr int kTries = 4;
+  const int64_t g = l.run.num_gpus;
+  const int64_t node = std::max<int64_t>(1, l.cluster.gpus_per_node);
+  std::vector<int64_t> counts;
+  for (int64_t k = 1; k <= kTries; ++k) {
+    const int64_t m = above ? (g / node + k) * node : ((g - 1) / node - (k - 1)) * node;
+    if (m > 0 && m <= kMaxGpus) counts.push_back(m);
+  }
+  for (int64_t p = 1; p <= kMaxGpus; p *= 2)
+    if (above ? p > g : p < g) counts.push_back(p);
+  std::sort(counts.begin(), counts.end(), [&](int64_t a, int64_t b) { return std::llabs(a - g) < std::llabs(b - g); });
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  for (size_t i = 0; i < counts.size() && i < size_t(kTries); ++i)
+    if (!search_with(l, o, counts[i], l.run.settings.global_batch_tokens, emit).plans.empty()) return counts[i];
+  return 0;
+}
+
+// "; plans exist for 8 or 16 GPUs, or for 12 GPUs with --global-batch-tokens 4227072 (516 sequences)",
+// found by searching them; empty when none of the few tried gives a plan.
+std::string nearest_answers(const Loaded& l, const PlanOptions& o, std::optional<plan::ExportFormat> emit) {
+  const int64_t g = l.run.num_gpus;
+  std::vector<std::string> options;
+  const int64_t below = nearest_gpus_with_plan(l, o, emit, false), up = nearest_gpus_with_plan(l, o, emit, true);
+  if (below > 0 || up > 0)
+    options.push_back(below > 0 && up > 0 ? std::to_string(below) + " or " + std::to_string(up) + " GPUs"
+                                          : std::to_string(below > 0 ? below : up) + " GPUs");
+  // Batches of whole multiples of the GPU count split over any data-parallel size; nearest first.
+  const int64_t seq_len = l.run.settings.seq_len, seqs = l.run.settings.global_batch_tokens / seq_len;
+  std::vector<int64_t> batches;
+  for (int64_t s : {seqs / g * g, (seqs + g - 1) / g * g, (seqs / g + 1) * g})
+    if (s > 0 && s != seqs && std::find(batches.begin(), batches.end(), s) == batches.end()) batches.push_back(s);
+  std::stable_sort(batches.begin(), batches.end(),
+                   [&](int64_t a, int64_t b) { return std::llabs(a - seqs) < std::llabs(b - seqs); });
+  for (int64_t s : batches)
+    if (!search_with(l, o, g, s * seq_len, emit).plans.empty()) {
+      options.push_back(std::to_string(g) + " GPUs with --global-batch-tokens " + std::to_string(s * seq_len) + " (" +
+                        std::to_string(s) + " sequences)");
+      break;
+    }
+  if (options.empty()) return "";
+  return "; plans exist for " + options.front() + (options.size() > 1 ? ", or for " + options[1] : "");
+}
+
+// A plan that leaves the GPUs mostly idle: MFU under 5%, or too few tokens per GPU per step to fill
+// the matrix units (under 1024: a few rows per GEMM). Warns on stderr with a batch found by searching.
+void warn_if_absurd(const Loaded& l, const PlanOptions& o, const cost::Estimate& top,
+                    std::optional<plan::ExportFormat> emit) {
+  constexpr double kMinMfu = 0.05;
+  constexpr int64_t kMinTokensPerGpu = 1024, kGoodTokensPerGpu = 8192;
+  const int64_t g = l.run.num_gpus, batch = l.run.settings.global_batch_tokens, seq_len = l.run.settings.seq_len;
+  const int64_t per_gpu = batch / g;
+  if (top.mfu >= kMinMfu && per_gpu >= kMinTokensPerGpu) return;
+  std::cerr << "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU " << fixed3(top.mfu) << ", "
+            << per_gpu << " tokens per GPU per step (" << batch << " tokens over " << g << " GPUs)";
+  // The smallest doubling of the batch that gives each GPU kGoodTokensPerGpu; one extra search.
+  int64_t suggested = batch;
+  while (suggested / g < kGoodTokensPerGpu && suggested <= (INT64_MAX >> 2)) suggested *= 2;
+  suggested = (suggested + seq_len - 1) / seq_len * seq_len;
+  // Past 2^16 GPUs one search takes tens of seconds: name the batch without searching it.
+  constexpr int64_t kMaxGpusSearchedAgain = 1 << 16;
+  if (suggested > batch && g > kMaxGpusSearchedAgain) {
+    std::cerr << "; try --global-batch-tokens " << suggested << " (" << suggested / g << " tokens per GPU)"
+              << " (hint: raise the batch, or plan for fewer GPUs)\n";
+    return;
+  }
+  if (suggested > batch) {
+    const plan::SearchResult better = search_with(l, o, g, suggested, emit);
+    if (!better.plans.empty() && better.plans.front().mfu > top.mfu) {
+      std::cerr << "; --global-batch-tokens " << suggested << " gives MFU " << fixed3(better.plans.front().mfu)
+                << " (hint: raise the batch, or plan for fewer GPUs)\n";
+      return;
+    }
+  }
+  std::cerr << " (hint: raise --global-batch-tokens, or plan for fewer GPUs)\n";
+}
+
+// --emit with no plan: the target's refusals, or the usual answer when no plan passes the rules at all.
+int no_plan_for_emit(const Loaded& l, const PlanOptions& o, const plan::SearchResult& result, plan::ExportFormat format,
+                     const std::string& emit) {
+  std::cerr << format_rejections(result);
+  const std::string refused = "--emit " + emit + " cannot express it: ";
+  int64_t refusals = 0;
+  for (const auto& [reason, n] : result.rejected)
+    if (reason.rfind(refused, 0) == 0) refusals += n;
+  const plan::SearchResult any = search_with(l, o, o.gpus, l.run.settings.global_batch_tokens, std::nullopt);
+  if (refusals > 0 && !any.plans.empty()) {
+    std::cerr << "mgt-plan: no plan for " << o.gpus << " GPUs can be written for " << emit << ": " << refusals
+              << " candidates that pass the rules are plans " << emit << " cannot express (reasons above), e.g. the "
+              << "best plan, " << ir::to_string(any.plans.front().plan) << nearest_answers(l, o, format)
+              << " (hint: choose another --emit format, e.g. megatron or torchtitan)\n";
+  } else {
+    std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"
+              << nearest_answers(l, o, format) << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
+  }
+  return 1;
+}
+
+}  // namespace
+
 int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   if (top <= 0) throw ir::InputError("--top", "", "must be positive, got " + std::to_string(top));
   std::optional<plan::ExportFormat> format;
@@ -145,27 +271,19 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   plan::SearchOptions options;
   options.rules = {o.gpus, o.allow_cross_node_tp};
   options.top = top;
+  options.emit = format;  // rank only what the target framework can express
   const plan::SearchResult result = plan::search(estimator, options);
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
 
   if (format) {
-    // The best plan this framework can express: a plan it cannot (DeepSpeed with tp, Accelerate with
-    // pipelines) is passed over with its reason, never silently changed.
-    for (const auto& candidate : result.plans) {
-      plan::ExportContext ctx{candidate.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
-                              l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
-      try {
-        std::cout << plan::export_plan(*format, ctx);
-      } catch (const ir::InputError& e) {
-        std::cerr << "mgt-plan: passing over " << ir::to_string(candidate.plan) << ": " << e.what() << "\n";
-        continue;
-      }
-      std::cerr << format_recommendation(candidate, hbm);
-      return 0;
-    }
-    std::cerr << "mgt-plan: none of the " << result.plans.size() << " best plans can be written for " << emit
-              << " (hint: raise --top, or choose another --emit format)\n";
-    return 1;
+    if (result.plans.empty()) return no_plan_for_emit(l, o, result, *format, emit);
+    const cost::Estimate& best = result.plans.front();
+    plan::ExportContext ctx{best.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
+                            l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
+    std::cout << plan::export_plan(*format, ctx);
+    std::cerr << format_recommendation(best, hbm);
+    warn_if_absurd(l, o, best, format);
+    return 0;
   }
   if (o.json) {
     nlohmann::json doc = run_to_json(l.run);
@@ -176,6 +294,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
     doc["evaluated"] = result.evaluated;
     doc["rejected"] = result.rejected;
     std::cout << doc.dump(2) << "\n";
+    if (!result.plans.empty()) warn_if_absurd(l, o, result.plans.front(), format);
     return result.plans.empty() ? 1 : 0;
   }
   std::cout << format_header(l.run) << "\n";
@@ -188,12 +307,15 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
                 << l.cluster.gpu.name << "): 16 bytes per parameter for fp32 weights, gradients and AdamW states, "
                 << "fully sharded, before activations; --gpus is " << o.gpus << "\n";
     } else {
+      std::cout.flush();  // the table and reasons first, then the answer
       std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"
-                << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
+                << nearest_answers(l, o, format) << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
     }
     return 1;
   }
   std::cout << "\n" << format_recommendation(result.plans.front(), hbm);
+  std::cout.flush();
+  warn_if_absurd(l, o, result.plans.front(), format);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "mgt/ir/plan.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,20 @@ struct ExportContext {
 /// naming mgt and the plan. Throws ir::InputError when the framework cannot express the plan (e.g.
 /// Accelerate with pp > 1), naming the plan key, why, and the fix.
 std::string export_plan(ExportFormat format, const ExportContext& context);
+
+/// Why a framework cannot express a plan: the plan key, the problem and the fix, as export_plan
+/// throws them (ir::InputError source "--emit <format>").
+struct ExportRefusal {
+  std::string field;
+  std::string problem;
+  std::string hint;
+};
+
+/// The format's refusal rules alone (planner/src/export_refusal.cpp, which the exporters call too):
+/// nullopt when `format` can express `context.plan` on these sizes. Cheap (integer compares; text
+/// only for a refusal), so a search can ask it of every candidate. It does not check what the
+/// exporters check for every format (grad_accum set, the mesh fills num_gpus, the batch adds up).
+std::optional<ExportRefusal> export_refusal(ExportFormat format, const ExportContext& context);
 
 /// Whether `format` can express `context.plan`; when not, `*reason` (if given) is the one-line
 /// reason export_plan would throw. Same rules as export_plan (it runs the exporter), so a search

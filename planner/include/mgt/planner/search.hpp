@@ -4,10 +4,12 @@
 #pragma once
 
 #include "mgt/cost_model/estimator.hpp"
+#include "mgt/planner/export.hpp"
 #include "mgt/planner/rules.hpp"
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,9 @@ struct SearchOptions {
   int64_t num_layers = 0;     ///< pipeline stages split these; 0 = no pipeline parallel in the search
   int64_t num_experts = 0;    ///< expert parallel sizes tried: divisors of this; 0 = ep 1 only
   int64_t top = 5;  ///< plans kept in the result
+  /// Rank only plans this framework can express (export_refusal); the others are counted among the
+  /// rejections with the exporter's reason, as rule breaks are. Unset: every framework-free plan.
+  std::optional<ExportFormat> emit;
 };
 
 struct SearchResult {
@@ -36,7 +41,13 @@ struct SearchResult {
 /// and dp_shard * cp); the other rules are left to first_broken_rule so they are counted.
 std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options);
 
-/// Runs the search. Ranking: highest tokens/s per GPU first; ties broken by lower peak memory, then
+/// Why an estimate cannot be ranked: a step time, throughput, MFU or memory that is not finite or
+/// not positive (e.g. a cluster file with near-zero bandwidths or peaks), naming the term that
+/// caused it; nullopt when every number is in range.
+std::optional<std::string> estimate_out_of_range(const cost::Estimate& estimate);
+
+/// Runs the search. Estimates out of range (estimate_out_of_range) are rejected with their reason.
+///  Ranking: highest tokens/s per GPU first; ties broken by lower peak memory, then
 /// smaller pp, tp, cp, ep, dp_replicate, vpp, larger micro-batch, lighter recompute (so output is byte-identical
 /// across runs).
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options);

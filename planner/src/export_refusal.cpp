@@ -1,0 +1,236 @@
+// The refusal rules of every exporter in one place: what each framework cannot express, as a cheap
+// predicate on the plan's degrees and the context's sizes. The exporters throw these refusals
+// (check_expressible); the search calls export_refusal to rank only the plans a target can run. No
+// text is built unless a plan is refused, so the check costs a few integer compares per candidate.
+#include "export_common.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace mgt::plan {
+
+namespace {
+
+using ir::Plan;
+using ir::Recompute;
+using Refusal = std::optional<ExportRefusal>;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Refusal refuse(const char* field, std::string problem, std::string hint) {
+  return ExportRefusal{field, std::move(problem), std::move(hint)};
+}
+
+Refusal seq_len_refusal(const ExportContext& c) {
+  if (c.seq_len <= 0) return refuse("seq_len", "sequence length is " + str(c.seq_len), "pass the training sequence length");
+  return std::nullopt;
+}
+
+// Frameworks that checkpoint whole layers only.
+Refusal partial_recompute_refusal(const Plan& p, const std::string& framework) {
+  if (p.recompute == Recompute::full && p.recompute_layers.has_value())
+    return refuse("recompute_layers",
+                  framework + " checkpoints every layer; it cannot recompute only " + str(*p.recompute_layers) +
+                      " layers per stage",
+                  "drop recompute_layers (recompute all layers), or use --emit megatron (--recompute-method block)");
+  return std::nullopt;
+}
+
+Refusal cp_chunks_refusal(const ExportContext& c, const char* hint) {
+  const Plan& p = c.plan;
+  if (p.cp > 1 && c.seq_len % (2 * p.cp) != 0)
+    return refuse("cp", "seq_len " + str(c.seq_len) + " is not divisible by 2*cp = " + str(2 * p.cp), hint);
+  return std::nullopt;
+}
+
+Refusal fill_nodes_refusal(const ExportContext& c, int64_t per_node, const char* hint) {
+  if (c.num_gpus % per_node != 0)
+    return refuse("num_gpus", str(c.num_gpus) + " GPUs do not fill nodes of " + str(c.gpus_per_node), hint);
+  return std::nullopt;
+}
+
+// Accelerate and Axolotl (Accelerate's ParallelismConfig underneath) share the FSDP rules.
+Refusal replicate_with_tp_refusal(const Plan& p, std::string problem, const char* hint) {
+  if ((p.tp > 1 || p.cp > 1) && p.dp_replicate > 1 && p.dp_shard == 1)
+    return refuse("dp_replicate", std::move(problem) + std::to_string(p.dp_replicate) + ", dp_shard 1) with tp/cp", hint);
+  return std::nullopt;
+}
+
+Refusal accelerate_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  if (p.pp > 1)
+    return refuse("pp", "Accelerate's ParallelismConfig has no pipeline axis (pp " + str(p.pp) + ")",
+                  "use --emit megatron or --emit torchtitan for pipeline plans");
+  if (p.ep > 1)
+    return refuse("ep", "Accelerate's ParallelismConfig has no expert axis (ep " + str(p.ep) + ")",
+                  "use --emit megatron or --emit torchtitan for expert-parallel plans");
+  if (auto r = replicate_with_tp_refusal(p, "Accelerate cannot compose pure replication (dp_replicate ",
+                                         "move the replicas into dp_shard (FSDP) or use dp_shard > 1 (HSDP)"))
+    return r;
+  const int64_t machines = (c.num_gpus + c.gpus_per_node - 1) / c.gpus_per_node;
+  if (machines > 1)
+    if (auto r = fill_nodes_refusal(c, c.gpus_per_node, "Accelerate starts the same number of processes on every machine"))
+      return r;
+  if (auto r = partial_recompute_refusal(p, "Accelerate")) return r;
+  return detail::fsdp_stage_refusal(p);
+}
+
+Refusal axolotl_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  if (auto r = seq_len_refusal(c)) return r;
+  if (p.pp > 1)
+    return refuse("pp", "Axolotl has no pipeline parallelism (pp " + str(p.pp) + ")",
+                  "use --emit megatron or --emit torchtitan for pipeline plans");
+  // Axolotl's expert_parallel_size is its own mesh axis (ep * dp_shard = world), not folded into dp.
+  if (p.ep > 1)
+    return refuse("ep", "Axolotl's expert_parallel_size is a separate mesh axis, not folded into dp (ep " + str(p.ep) + ")",
+                  "use --emit megatron or --emit torchtitan for expert-parallel plans");
+  if (auto r = replicate_with_tp_refusal(p, "Axolotl (Accelerate ParallelismConfig) cannot compose DDP (dp_replicate ",
+                                         "use dp_shard > 1 (FSDP or HSDP) with tp/cp"))
+    return r;
+  if (auto r = partial_recompute_refusal(p, "Axolotl")) return r;
+  return detail::fsdp_stage_refusal(p);
+}
+
+// Tensor and context parallelism are not part of the ds_config path.
+Refusal deepspeed_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  if (p.tp > 1)
+    return refuse("tp", "a DeepSpeed config cannot express tensor parallelism (tp " + str(p.tp) + ")",
+                  "use --emit megatron (Megatron-DeepSpeed) or --emit torchtitan");
+  if (p.cp > 1)
+    return refuse("cp", "a DeepSpeed config cannot express context parallelism (cp " + str(p.cp) + ")",
+                  "use --emit megatron (Megatron-DeepSpeed) or --emit torchtitan");
+  if (p.pp > 1)
+    return refuse("pp", "pipeline parallelism needs a DeepSpeed PipelineModule, not this config (pp " + str(p.pp) + ")",
+                  "use --emit megatron or --emit torchtitan");
+  if (p.ep > 1)
+    return refuse("ep", "DeepSpeed MoE expert parallelism is set in model code, not this config (ep " + str(p.ep) + ")",
+                  "use --emit megatron or --emit torchtitan");
+  return partial_recompute_refusal(p, "DeepSpeed");
+}
+
+Refusal megatron_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  if (auto r = seq_len_refusal(c)) return r;
+  if (auto r = cp_chunks_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks")) return r;
+  if (p.vpp > 1 && p.pp == 1) return refuse("vpp", "vpp " + str(p.vpp) + " needs pp > 1", "set vpp 1 or pp > 1");
+  if (p.pp > 1)
+    if (auto r = detail::pipeline_refusal(c)) return r;
+  return fill_nodes_refusal(c, std::min(c.num_gpus, c.gpus_per_node),
+                            "torchrun starts the same number of processes on every node");
+}
+
+// torchtitan shards only over data_parallel_shard_degree, and its FSDP has no ZeRO-1.
+Refusal torchtitan_shard_refusal(const Plan& p) {
+  const int64_t stage = ir::zero_stage(p);
+  if (p.dp_shard == 1 && stage > 0)
+    return refuse("zero_stage", "torchtitan shards only over data_parallel_shard_degree, which is 1",
+                  "set dp_shard > 1 or zero_stage 0");
+  if (p.dp_shard > 1 && stage < 2)
+    return refuse("zero_stage", "torchtitan's FSDP always shards parameters, it cannot express zero_stage " + str(stage),
+                  "use zero_stage 2 or 3, or --emit megatron / deepspeed for ZeRO-1");
+  return std::nullopt;
+}
+
+Refusal expert_ranks_refusal(const Plan& p) {
+  if (p.ep > 1 && (p.dp_shard * p.cp) % p.ep != 0)
+    return refuse("ep",
+                  "torchtitan borrows expert ranks from dp_shard*cp = " + str(p.dp_shard * p.cp) + ", which ep " +
+                      str(p.ep) + " does not divide",
+                  "choose ep dividing dp_shard*cp");
+  return std::nullopt;
+}
+
+Refusal torchtitan_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  if (auto r = seq_len_refusal(c)) return r;
+  if (auto r = partial_recompute_refusal(p, "torchtitan")) return r;
+  if (auto r = cp_chunks_refusal(c, "torchtitan's headtail load balancer splits each sequence into 2*cp chunks")) return r;
+  // ParallelDims: efsdp = dp_shard*cp*tp/ep with ep innermost, so expert ranks include the tp ranks
+  // and expert weights are not tp-split, unlike mgt's ep inside dp_shard*cp.
+  if (p.ep > 1 && p.tp > 1)
+    return refuse("ep",
+                  "torchtitan 0.3 lays ep " + str(p.ep) + " over dp_shard*cp*tp with tp innermost, so it cannot "
+                  "keep tp " + str(p.tp) + " inside the experts as the plan does",
+                  "use tp 1 with ep, or --emit megatron");
+  if (auto r = expert_ranks_refusal(p)) return r;
+  if (auto r = torchtitan_shard_refusal(p)) return r;
+  if (p.pp > 1) return detail::pipeline_refusal(c);
+  return std::nullopt;
+}
+
+Refusal torchtitan_0_2_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  if (auto r = seq_len_refusal(c)) return r;
+  if (auto r = partial_recompute_refusal(p, "torchtitan")) return r;
+  if (auto r = cp_chunks_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks")) return r;
+  if (p.vpp > 1)
+    return refuse("vpp",
+                  "the plan has vpp " + str(p.vpp) + " but the layer count needed for "
+                  "pipeline_parallel_layers_per_stage is not known here",
+                  "set pipeline_parallel_schedule = \"Interleaved1F1B\" and pipeline_parallel_layers_per_stage = "
+                  "num_layers / (pp * vpp) by hand, or use --emit megatron");
+  if (auto r = expert_ranks_refusal(p)) return r;
+  return torchtitan_shard_refusal(p);
+}
+
+}  // namespace
+
+namespace detail {
+
+Refusal fsdp_stage_refusal(const Plan& p) {
+  // FSDP has no ZeRO-1 (parameters are always sharded), so stages 0/1 with dp_shard > 1 and any
+  // sharding without a dp_shard axis are errors rather than silent changes of memory use.
+  const int64_t stage = ir::zero_stage(p);
+  if (p.dp_shard > 1 && stage < 2)
+    return refuse("zero_stage",
+                  "FSDP always shards parameters over dp_shard " + str(p.dp_shard) + ", it cannot express zero_stage " +
+                      str(stage),
+                  "use zero_stage 2 or 3, or --emit megatron / deepspeed for ZeRO-1");
+  if (p.dp_shard == 1 && stage > 0)
+    return refuse("zero_stage", "zero_stage " + str(stage) + " needs a dp_shard axis, but dp_shard is 1",
+                  "set dp_shard > 1 or zero_stage 0");
+  return std::nullopt;
+}
+
+Refusal pipeline_refusal(const ExportContext& c) {
+  const Plan& p = c.plan;
+  const int64_t chunks = p.pp * p.vpp;
+  const int64_t layers = c.num_layers;
+  if (layers <= 0)
+    return refuse("pp", "a pipeline of pp*vpp = " + str(chunks) + " stages needs the layer count, which is unknown",
+                  "export from a model file (mgt-plan <model> ... --emit), which gives the layer count");
+  if (layers % chunks == 0) return std::nullopt;
+  if ((layers + 2) % chunks != 0)
+    return refuse("pp",
+                  "pp*vpp = " + str(chunks) + " divides neither the " + str(layers) + " layers nor layers+2",
+                  "choose pp*vpp dividing the layer count or the layer count + 2");
+  if ((layers + 2) / chunks < 2)
+    return refuse("pp", "pp*vpp = " + str(chunks) + " leaves the first and last stage no layer",
+                  "use fewer pipeline stages");
+  return std::nullopt;
+}
+
+void check_expressible(const Resolved& r, ExportFormat format) {
+  if (auto refusal = export_refusal(format, r.context))
+    throw ir::InputError(r.source, refusal->field, refusal->problem, refusal->hint);
+}
+
+}  // namespace detail
+
+std::optional<ExportRefusal> export_refusal(ExportFormat format, const ExportContext& context) {
+  switch (format) {
+    case ExportFormat::accelerate: return accelerate_refusal(context);
+    case ExportFormat::axolotl: return axolotl_refusal(context);
+    case ExportFormat::torchtitan: return torchtitan_refusal(context);
+    case ExportFormat::megatron: return megatron_refusal(context);
+    case ExportFormat::deepspeed: return deepspeed_refusal(context);
+    case ExportFormat::torchtitan_0_2: return torchtitan_0_2_refusal(context);
+  }
+  return std::nullopt;
+}
+
+}  // namespace mgt::plan

@@ -1,0 +1,144 @@
+// Answers that say what to do: --emit ranks only what the framework can express, "no plan" names the
+// nearest GPU counts and batches that give one, an idle top plan is warned about, and estimates out of
+// range (a cluster file with near-zero bandwidths) are rejected, never ranked.
+#include "cli_util.hpp"
+
+namespace mgt_cli_test {
+namespace {
+
+// The best plan of the whole ranked list (--json --top large) that `format` can express, filtered by
+// the framework's documented limits (docs/exports.md), independently of the search's own check.
+json best_plan_where(const std::vector<std::string>& args, bool (*expressible)(const json&)) {
+  std::vector<std::string> all = args;
+  for (const char* a : {"--json", "--top", "1000000"}) all.push_back(a);
+  const Result r = run_cli(all);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  const json doc = parse_json_or_fail(r);
+  if (!doc.is_object()) return json();
+  for (const auto& entry : doc.at("plans"))
+    if (expressible(entry.at("plan"))) return entry.at("plan");
+  return json();
+}
+
+int64_t degree(const json& plan, const char* key) { return plan.value(key, int64_t(1)); }
+
+bool deepspeed_can(const json& p) {
+  return degree(p, "tp") == 1 && degree(p, "cp") == 1 && degree(p, "pp") == 1 && degree(p, "ep") == 1;
+}
+bool accelerate_can(const json& p) {
+  // No pipeline or expert axis; pure replication does not compose with tp/cp; FSDP has no ZeRO-1.
+  const bool replicate_with_tp = (degree(p, "tp") > 1 || degree(p, "cp") > 1) && degree(p, "dp_replicate") > 1 &&
+                                 degree(p, "dp_shard") == 1;
+  return degree(p, "pp") == 1 && degree(p, "ep") == 1 && !replicate_with_tp;
+}
+
+void expect_emits_best_expressible(const std::vector<std::string>& args, const std::string& format,
+                                   bool (*expressible)(const json&)) {
+  SCOPED_TRACE("--emit " + format);
+  const json best = best_plan_where(args, expressible);
+  ASSERT_FALSE(best.is_null()) << "some plan of the full list is expressible";
+  std::vector<std::string> emit = args;
+  emit.push_back("--emit");
+  emit.push_back(format);
+  const Result r = run_cli(emit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_FALSE(r.out.empty()) << describe(r);
+  EXPECT_TRUE(contains(r.err, "recommended: " + plan_line(best) + " -- ")) << plan_line(best) << "\n" << describe(r);
+  EXPECT_FALSE(contains(r.err, "passing over")) << describe(r);
+}
+
+TEST(CliAnswers, EmitRanksOnlyExpressiblePlans) {
+  // Before: the top plans had tp > 1, so DeepSpeed wrote nothing unless the user guessed --top 100000.
+  expect_emits_best_expressible({"examples/models/Llama-3.1-70B.json", "--gpus", "64"}, "deepspeed", deepspeed_can);
+  expect_emits_best_expressible({kLlama8B, "--gpus", "8", "--seq-len", "32768"}, "deepspeed", deepspeed_can);
+  expect_emits_best_expressible({"examples/models/Mixtral-8x7B.json", "--gpus", "32"}, "accelerate", accelerate_can);
+}
+
+TEST(CliAnswers, EmitDeepSpeedJsonIsTheConfig) {
+  const Result r = run_cli({"examples/models/Llama-3.1-70B.json", "--gpus", "64", "--emit", "deepspeed"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json doc = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << describe(r);
+  // 64 GPUs, all data-parallel: 512 sequences = micro * grad_accum * 64.
+  EXPECT_EQ(doc.at("train_batch_size").get<int64_t>(), 512);
+  EXPECT_EQ(doc.at("train_micro_batch_size_per_gpu").get<int64_t>() * doc.at("gradient_accumulation_steps").get<int64_t>() *
+                64,
+            512);
+}
+
+TEST(CliAnswers, EmitWithNoExpressiblePlanSaysWhy) {
+  // 8B at 128K context on 8 GPUs: every plan that fits splits the sequence (cp) or the layers (tp, pp),
+  // none of which a DeepSpeed config expresses; without --emit a plan exists.
+  const Result r = run_cli({kLlama8B, "--gpus", "8", "--seq-len", "131072", "--emit", "deepspeed"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+  EXPECT_TRUE(contains(r.err, "can be written for deepspeed")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--emit deepspeed cannot express it: ")) << "the rejection summary names the reason\n"
+                                                                        << describe(r);
+}
+
+TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
+  // 12 = 4 x 3: 512 sequences split over dp in {1, 2, 4}, leaving a factor 3 for tp (32 heads), cp (8192 /
+  // 6) or pp (32 layers, 34) -- none divides. 8 and 16 GPUs are powers of two; 516 = 12 x 43 sequences is
+  // the multiple of 12 nearest 512, 516 x 8192 = 4227072 tokens.
+  const Result r = run_cli({kLlama8B, "--gpus", "12"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+  EXPECT_TRUE(contains(r.err, "no valid plan for 12 GPUs")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "plans exist for 8 or 16 GPUs, or for 12 GPUs with --global-batch-tokens 4227072 "
+                              "(516 sequences)"))
+      << describe(r);
+  // And the answers hold: each named setting gives a plan.
+  EXPECT_EQ(run_cli({kLlama8B, "--gpus", "8"}).exit_code, 0);
+  EXPECT_EQ(run_cli({kLlama8B, "--gpus", "16"}).exit_code, 0);
+  EXPECT_EQ(run_cli({kLlama8B, "--gpus", "12", "--global-batch-tokens", "4227072"}).exit_code, 0);
+}
+
+TEST(CliAnswers, IdleTopPlanIsWarnedWithALargerBatch) {
+  // 405B on 16,384 GPUs with 4M tokens: 4194304 / 16384 = 256 tokens per GPU per step.
+  const Result r = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "16384"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.err, "mgt-plan: warning: the top plan keeps the GPUs mostly idle")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "256 tokens per GPU per step (4194304 tokens over 16384 GPUs)")) << describe(r);
+  // The smallest doubling giving 8192 tokens per GPU: 4194304 x 32 = 134217728 (= 16384 x 8192).
+  EXPECT_TRUE(contains(r.err, "; --global-batch-tokens 134217728 gives MFU ")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "warning")) << "the warning goes to stderr\n" << describe(r);
+}
+
+TEST(CliAnswers, NoWarningForABusyPlan) {
+  // 8B on 16 GPUs: 262144 tokens per GPU per step, MFU well above 0.05.
+  const Result r = run_cli({kLlama8B, "--gpus", "16"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_FALSE(contains(r.err, "warning")) << describe(r);
+}
+
+std::string tiny_peak_cluster(const TempDir& dir) {
+  json cluster = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples" / "clusters" / "h100-sxm.json"));
+  cluster["gpu"]["peak_bf16_flops_per_s"] = 1e-300;
+  return dir.write("tiny-peak.json", cluster.dump(2));
+}
+
+TEST(CliAnswers, EstimatesOutOfRangeAreRejectedNotRanked) {
+  // A bf16 peak of 1e-300 FLOP/s: every compute time overflows to inf, so no plan ranks.
+  TempDir dir;
+  const std::string cluster = tiny_peak_cluster(dir);
+  const Result r = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.out, "estimate out of range: compute time inf s")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "check the cluster's bandwidths")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "recommended:")) << describe(r);
+
+  const Result j = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster, "--json"});
+  EXPECT_EQ(j.exit_code, 1) << describe(j);
+  EXPECT_FALSE(contains(j.out, "null")) << describe(j);
+  const json doc = parse_json_or_fail(j);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_TRUE(doc.at("plans").empty()) << describe(j);
+
+  const Result e = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster, "--emit", "megatron"});
+  EXPECT_EQ(e.exit_code, 1) << describe(e);
+  EXPECT_TRUE(e.out.empty()) << "no config for an estimate out of range\n" << describe(e);
+}
+
+}  // namespace
+}  // namespace mgt_cli_test
