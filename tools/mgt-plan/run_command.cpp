@@ -417,7 +417,6 @@ int run_training(const RunOptions& given) {
   const RunOptions o = record ? apply_run_record(given, *record, record_path, launcher_lead) : given;
   check_seq_len(o.seq_len, graph);
   const std::map<std::string, double> architecture = rt::model_architecture(graph, numerics);
-  if (record) rt::check_same_architecture(*record, architecture, o.resume_dir, o.model_path);
   // The lead holds the save folder's lock from here to the end, so a second run saving there is
   // refused now, not after training (before MPI starts: the other ranks end with it).
   std::optional<rt::CheckpointLock> save_lock;
@@ -444,6 +443,8 @@ int run_training(const RunOptions& given) {
   // The model state lives where the kernels read it: host memory, or CUDA managed memory.
   rt::ModelState state(graph, 1, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
   load_state(state, o, record, lead);
+  // After the parameter count (resume_checkpoint), which names another model better than its fields.
+  if (record) rt::check_same_architecture(*record, architecture, o.resume_dir, o.model_path);
   const rt::TokenSource data = open_data(o, graph);
   std::optional<Priced> priced;  // the simulator's prediction, reported by the lead rank
   if (lead) priced = price(graph, cluster, settings, schedule);
