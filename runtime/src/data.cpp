@@ -3,6 +3,7 @@
 
 #include "mgt/ir/error.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -92,6 +93,57 @@ void TokenSource::read(int64_t begin, int64_t count, int32_t* out) const {
                                                 std::to_string(begin + i) + " does not fit int32");
     }
     out[i] = static_cast<int32_t>(v);
+  }
+}
+
+FileFingerprint fingerprint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ir::InputError(path, "--data", "cannot open the token file to checksum it", "check the path");
+  FileFingerprint f;
+  uint64_t h = 0;
+  std::vector<char> chunk(size_t{1} << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<size_t>(in.gcount());
+    if (got == 0) break;
+    f.size_bytes += static_cast<int64_t>(got);
+    std::fill(chunk.begin() + static_cast<std::ptrdiff_t>(got), chunk.begin() + static_cast<std::ptrdiff_t>((got + 7) / 8 * 8), 0);
+    for (size_t i = 0; i < got; i += 8) {
+      uint64_t word = 0;
+      for (int b = 7; b >= 0; --b) word = (word << 8) | static_cast<unsigned char>(chunk[i + static_cast<size_t>(b)]);
+      h = splitmix64(h ^ word);
+    }
+  }
+  if (in.bad()) throw ir::InputError(path, "--data", "read failed while checksumming the token file", "check the disk");
+  // The size is mixed in last, so files that differ only by trailing zero bytes differ.
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(splitmix64(h ^ static_cast<uint64_t>(f.size_bytes))));
+  f.checksum = std::string("mix64:") + hex;
+  return f;
+}
+
+void check_token_range(const TokenSource& source, int64_t begin, int64_t count, int64_t vocab) {
+  if (source.is_synthetic()) return;
+  if (begin < 0 || count < 0 || begin > source.num_tokens() - count) {
+    throw ir::InputError(source.describe(), "--data",
+                         "the run reads " + std::to_string(count) + " tokens from token " + std::to_string(begin) +
+                             " but the file holds " + std::to_string(source.num_tokens()),
+                         "use a longer token file or fewer --steps");
+  }
+  constexpr int64_t kChunk = int64_t{1} << 19;  // tokens per read
+  std::vector<int32_t> tokens(static_cast<size_t>(std::min(count, kChunk)));
+  for (int64_t at = begin; at < begin + count; at += kChunk) {
+    const int64_t n = std::min(kChunk, begin + count - at);
+    source.read(at, n, tokens.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (tokens[static_cast<size_t>(i)] < vocab) continue;
+      const int64_t index = at + i;
+      throw ir::InputError(source.describe(), "--data",
+                           "token " + std::to_string(tokens[static_cast<size_t>(i)]) + " at index " +
+                               std::to_string(index) + " (byte offset " + std::to_string(index * source.token_width_bytes()) +
+                               ") is not below the model's vocab_size " + std::to_string(vocab),
+                           "the file was made with another tokenizer, or --data-dtype is wrong");
+    }
   }
 }
 

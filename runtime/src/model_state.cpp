@@ -406,6 +406,18 @@ auto all_or_nothing(ModelState& state, Load load) {
   }
 }
 
+/// NaN or infinite weights (a checkpoint saved from a diverged run, a corrupt file) would train on
+/// as NaN without a word: refused, naming the file, the tensor and the first bad element.
+void check_finite(std::span<const float> values, const std::string& file, const std::string& tensor) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isfinite(values[i])) continue;
+    throw InputError(file, tensor,
+                     "element " + std::to_string(i) + " is " + (std::isnan(values[i]) ? "nan" : values[i] > 0 ? "inf" : "-inf") +
+                         ": the weights are not finite",
+                     "the file comes from a diverged run or is corrupt; load an earlier checkpoint");
+  }
+}
+
 LoadReport load_hf_weights_into(ModelState& state, const std::string& path) {
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(path);
   std::set<std::string> used;
@@ -423,6 +435,7 @@ LoadReport load_hf_weights_into(ModelState& state, const std::string& path) {
       std::vector<float> all(static_cast<size_t>(f->num_elements()));
       ckpt.read_f32(fused, all);
       const auto begin = all.begin() + first_row * e.shape[1];
+      check_finite({&*begin, static_cast<size_t>(e.num_elements)}, ckpt.file_of(fused)->path(), fused);
       std::copy(begin, begin + e.num_elements, state.param(e.name).data);
       used.insert(fused);
       continue;
@@ -435,6 +448,7 @@ LoadReport load_hf_weights_into(ModelState& state, const std::string& path) {
                        "shape " + shape_string(t->shape) + " differs from the model's " + shape_string(e.shape),
                        "the checkpoint does not match config.json");
     ckpt.read_f32(e.name, state.param(e.name).span());
+    check_finite(state.param(e.name).span(), ckpt.file_of(e.name)->path(), e.name);
     used.insert(e.name);
   }
   LoadReport report;
@@ -526,6 +540,7 @@ void load_checkpoint_into(ModelState& state, const std::string& dir) {
       if (t->shape != e.shape)
         throw InputError(f.path(), name, "shape " + shape_string(t->shape) + " differs from the model's " + shape_string(e.shape));
       f.read_f32(name, view.span());
+      check_finite(view.span(), f.path(), name);
     }
   }
   const auto it = f.metadata().find("step");

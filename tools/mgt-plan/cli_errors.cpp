@@ -7,9 +7,14 @@
 #include "mgt/mlir/mlir_interop.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+
+#include <unistd.h>
 
 namespace mgt::cli {
 
@@ -137,6 +142,23 @@ int report_exception(const CLI::App& app, const std::vector<std::string>& args) 
     std::cerr << "mgt-plan: internal error: " << e.what() << "\n";
     return 3;
   }
+}
+
+int finish_standard_output(int status) {
+  // std::cout writes through C's stdout (synchronised with stdio, the default), so one fflush
+  // reaches everything both wrote; the error flags also remember a failed write from earlier (the
+  // trainer flushes each step line), whose errno is gone by now.
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  int err = flushed ? 0 : errno;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return status;
+  // A write failed earlier and its errno is gone: one more byte says why (the output is already cut
+  // short, so a stray newline costs nothing).
+  if (err == 0 && ::write(STDOUT_FILENO, "\n", 1) < 0) err = errno;
+  std::cerr << "mgt-plan: cannot write to standard output: "
+            << (err != 0 ? std::strerror(err) : "a write failed (full disk, closed pipe or descriptor?)") << "\n";
+  return status != 0 ? status : 2;
 }
 
 }  // namespace mgt::cli

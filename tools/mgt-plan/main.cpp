@@ -1,6 +1,6 @@
 // mgt-plan: the command line. Thin: each subcommand registers its flags and handler (*_cli.cpp);
 // main builds the App, registers them, parses and dispatches; errors become exit statuses in
-// cli_errors.cpp.
+// cli_errors.cpp, and so does a standard output that could not be written.
 #include "subcommand.hpp"
 
 #include "mgt/runtime/cuda/device.hpp"
@@ -40,11 +40,13 @@ int main(int argc, char** argv) {
       add_probe_cli(app),   add_run_cli(app),      add_validate_cli(app),  add_import_cli(app),
       add_export_mlir_cli(app)};
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  int status = 0;
   try {
     check_subcommand_spelling(app, args);
     app.parse(argc, argv);
-    return dispatch(subcommands, search);
+    status = dispatch(subcommands, search);
   } catch (...) {
-    return report_exception(app, args);
+    status = report_exception(app, args);
   }
+  return finish_standard_output(status);
 }

@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <memory_resource>
 #include <optional>
@@ -115,6 +116,17 @@ void check_flags(const RunOptions& given) {
   positive(given.steps, "--steps");
   if (given.given.count("--seq-len")) positive(given.seq_len, "--seq-len");
   if (given.given.count("--global-batch")) positive(given.global_batch, "--global-batch");
+  rt::check_optimizer_settings({given.lr, given.beta1, given.beta2, given.eps, given.weight_decay}, given.grad_clip,
+                               "command line", /*command_line=*/true);
+}
+
+/// The sequence length against the model's max_position_embeddings, worded as estimate and the
+/// search word it (commands.cpp): positions past it have no trained rotary / position meaning.
+void check_seq_len(int64_t seq_len, const ir::Graph& graph) {
+  if (graph.info.max_seq_len > 0 && seq_len > graph.info.max_seq_len)
+    throw ir::InputError("--seq-len", "", std::to_string(seq_len) + " exceeds the model's max_position_embeddings " +
+                                              std::to_string(graph.info.max_seq_len),
+                         "use --seq-len " + std::to_string(graph.info.max_seq_len) + " or less");
 }
 
 /// The plan's rank count, checked against mgt's limit and the launcher: a one-rank plan under a
@@ -168,11 +180,18 @@ rt::TokenSource open_data(const RunOptions& o, const ir::Graph& graph) {
 }
 
 /// What the checkpoint's run record says about this run (step and parameter count: the trainer's).
-rt::RunRecord run_record(const RunOptions& o, const ir::Graph& graph, const ir::Plan& plan) {
+rt::RunRecord run_record(const RunOptions& o, const ir::Graph& graph, const ir::Plan& plan,
+                         const std::map<std::string, double>& architecture,
+                         const std::optional<rt::FileFingerprint>& data_fingerprint) {
   rt::RunRecord r;
   r.model = graph.info.name;
   r.model_path = o.model_path;
+  r.architecture = architecture;
   r.data = o.data;
+  if (data_fingerprint) {
+    r.data_size_bytes = data_fingerprint->size_bytes;
+    r.data_checksum = data_fingerprint->checksum;
+  }
   r.data_dtype = o.data_dtype;
   r.seed = o.seed;
   r.adamw = {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
@@ -284,7 +303,7 @@ bool start_ranks(const RunOptions& o, const ir::Schedule& schedule, CudaRun& cud
 /// rank; on several, the failing rank prints it and ends the job (the others may wait in a collective).
 int train(const RunOptions& o, const ir::Graph& graph, const ir::Schedule& schedule, rt::ModelState& state,
           const rt::TokenSource& data, rt::Communicator* comm, const rt::ExecutorOptions& options,
-          const std::optional<Priced>& priced) {
+          const std::optional<Priced>& priced, const rt::RunRecord& record) {
   const bool lead = !comm || comm->rank() == 0;
   rt::KernelBackend* kernels = options.kernels;
   try {
@@ -299,7 +318,7 @@ int train(const RunOptions& o, const ir::Graph& graph, const ir::Schedule& sched
     }
     rt::Trainer trainer(executor, state, data,
                         {.steps = o.steps, .seq_len = o.seq_len, .global_batch = o.global_batch, .log_path = o.log_path,
-                         .save_dir = o.save_dir, .record = run_record(o, graph, schedule.plan),
+                         .save_dir = o.save_dir, .record = record,
                          .prediction = priced ? std::optional(priced->prediction) : std::nullopt},
                         comm);
     const rt::TrainReport report = trainer.train();
@@ -308,8 +327,13 @@ int train(const RunOptions& o, const ir::Graph& graph, const ir::Schedule& sched
       std::printf("trace: %s (step %lld; open in https://ui.perfetto.dev)\n", o.trace_path.c_str(),
                   static_cast<long long>(report.last_step));
     }
-  } catch (const ir::InputError&) {
-    throw;
+  } catch (const ir::InputError& e) {
+    if (!comm) throw;
+    // Several ranks: the others may wait in a collective for this one (a log that cannot be written,
+    // data that does not fit the model), so the error ends the job as an executor error does.
+    std::cerr << "mgt-plan (rank " << comm->rank() << "): " << e.what() << "\n";
+    std::cerr.flush();
+    rt::abort_job(2);
   } catch (const std::runtime_error& e) {
     if (!comm) {
       std::cerr << "error: " << e.what() << "\n";
@@ -335,7 +359,16 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--seq-len", o.seq_len, "sequence length S (required unless --resume)");
   run->add_option("--global-batch", o.global_batch, "sequences per optimizer step G (required unless --resume)");
   run->add_option("--steps", o.steps, "optimizer steps (with --resume: more steps)")->required();
-  run->add_option("--seed", o.seed, "seed for parameter init and synthetic data (default 0)");
+  run->add_option("--seed", o.seed, "seed for parameter init and synthetic data (default 0)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            // CLI11 reads "-1" into a uint64_t as 2^64 - 1; a seed is a whole number as typed.
+            if (!text.empty() && text.size() <= 20 && text.find_first_not_of("0123456789") == std::string::npos &&
+                (text.size() < 20 || text <= "18446744073709551615"))
+              return {};
+            return "must be a whole number in [0, 18446744073709551615], got " + text;
+          },
+          ""));
   run->add_option("--lr", o.lr, "AdamW learning rate (default 1e-3)");
   run->add_option("--beta1", o.beta1, "AdamW beta1 (default 0.9)");
   run->add_option("--beta2", o.beta2, "AdamW beta2 (default 0.999)");
@@ -380,8 +413,25 @@ int run_training(const RunOptions& given) {
   std::optional<rt::RunRecord> record;
   if (!given.resume_dir.empty()) record = rt::read_run_record(given.resume_dir);
   const std::string record_path = (fs::path(given.resume_dir) / rt::kRunFile).string();
-  const RunOptions o = record ? apply_run_record(given, *record, record_path, rt::launcher_environment().rank == 0) : given;
-  if (!o.save_dir.empty()) rt::checked_save_folder(o.save_dir);
+  const bool launcher_lead = rt::launcher_environment().rank == 0;
+  const RunOptions o = record ? apply_run_record(given, *record, record_path, launcher_lead) : given;
+  check_seq_len(o.seq_len, graph);
+  const std::map<std::string, double> architecture = rt::model_architecture(graph, numerics);
+  // The lead holds the save folder's lock from here to the end, so a second run saving there is
+  // refused now, not after training (before MPI starts: the other ranks end with it).
+  std::optional<rt::CheckpointLock> save_lock;
+  if (!o.save_dir.empty()) {
+    rt::checked_save_folder(o.save_dir);
+    if (launcher_lead) save_lock.emplace(o.save_dir);
+  }
+  // The token file's fingerprint: compared with the checkpoint's when resuming on the same path,
+  // recorded beside the new checkpoint. One read of the file, by the lead only.
+  std::optional<rt::FileFingerprint> data_fingerprint;
+  const bool compare = record && !o.data.empty() && o.data == record->data && !record->data_checksum.empty();
+  if (launcher_lead && !o.data.empty() && (compare || !o.save_dir.empty())) {
+    data_fingerprint = rt::fingerprint_file(o.data);
+    if (compare) rt::check_same_data(*record, *data_fingerprint, o.data, o.resume_dir);
+  }
 
   const cost::TrainingSettings settings = training_settings(o);
   const ir::ClusterSpec cluster = ir::load_cluster(o.cluster);
@@ -393,6 +443,8 @@ int run_training(const RunOptions& given) {
   // The model state lives where the kernels read it: host memory, or CUDA managed memory.
   rt::ModelState state(graph, 1, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
   load_state(state, o, record, lead);
+  // After the parameter count (resume_checkpoint), which names another model better than its fields.
+  if (record) rt::check_same_architecture(*record, architecture, o.resume_dir, o.model_path);
   const rt::TokenSource data = open_data(o, graph);
   std::optional<Priced> priced;  // the simulator's prediction, reported by the lead rank
   if (lead) priced = price(graph, cluster, settings, schedule);
@@ -402,7 +454,8 @@ int run_training(const RunOptions& given) {
   options.grad_clip = o.grad_clip;
   options.record_timeline = !o.trace_path.empty();
   options.kernels = cuda_run.kernels.get();
-  return train(o, graph, schedule, state, data, comm.get(), options, priced);
+  return train(o, graph, schedule, state, data, comm.get(), options, priced,
+               run_record(o, graph, schedule.plan, architecture, data_fingerprint));
 }
 
 }  // namespace mgt::cli

@@ -63,6 +63,12 @@ int dispatch(const std::vector<Subcommand>& subcommands, const Subcommand& fallb
 /// 3 internal error. `args` are argv[1..].
 int report_exception(const CLI::App& app, const std::vector<std::string>& args);
 
+/// Flushes standard output (C stdio and std::cout) and checks that every write to it succeeded: a
+/// full disk, a closed descriptor or /dev/full must not look like a finished command with an empty
+/// file. Returns `status`, or, after printing "mgt-plan: cannot write to standard output: <reason>"
+/// on stderr, `status` when non-zero and 2 otherwise. Called once, at the end of main.
+int finish_standard_output(int status);
+
 /// Throws CLI::ParseError "unknown subcommand X: did you mean Y?" when the first argument is no
 /// subcommand, no existing file and within two edits of a subcommand's name (`inspec`).
 void check_subcommand_spelling(const CLI::App& app, const std::vector<std::string>& args);

@@ -31,6 +31,8 @@ class TokenSource {
   /// Tokens available; -1 for synthetic (unbounded).
   int64_t num_tokens() const { return num_tokens_; }
   bool is_synthetic() const { return path_.empty(); }
+  /// Bytes per token in the file: 2 (uint16) or 4 (uint32).
+  int64_t token_width_bytes() const { return dtype_ == TokenDType::u16 ? 2 : 4; }
   /// Describes the source for messages: the path, or "synthetic(seed=1, vocab=512)".
   std::string describe() const;
   /// Reads tokens [begin, begin + count) into `out`. Throws ir::InputError naming the file when the
@@ -53,6 +55,23 @@ struct StepBatch {
   std::vector<int32_t> inputs;   ///< G*S: row j = tokens[g*S, g*S+S) with g = step*G + j
   std::vector<int32_t> targets;  ///< G*S: row j = tokens[g*S+1, g*S+S+1)
 };
+
+/// Size and content checksum of a file, recorded in a checkpoint's run record so that a token file
+/// replaced under the same path is noticed on --resume (docs/runtime_run.md, "Save and resume").
+struct FileFingerprint {
+  int64_t size_bytes = 0;
+  std::string checksum;  ///< "mix64:" + 16 hex digits: splitmix64 chained over the 8-byte little-endian words
+  bool operator==(const FileFingerprint&) const = default;
+};
+
+/// Reads the whole file once (about 1 GB/s). Throws ir::InputError naming the file when it cannot be read.
+FileFingerprint fingerprint_file(const std::string& path);
+
+/// Checks that tokens [begin, begin + count) exist and are all below `vocab` (an embedding row). Reads
+/// them in 1 MiB chunks; synthetic sources pass (they draw below their vocab). Throws ir::InputError
+/// naming the file, the first bad token's index and byte offset, its value and the vocab size, or the
+/// shortfall when the file ends before begin + count.
+void check_token_range(const TokenSource& source, int64_t begin, int64_t count, int64_t vocab);
 
 /// Step `step` (0-based) of the fixed order: sequence g = step*G + j for j < G. Needs
 /// (step+1)*G*S + 1 tokens; a file that is too short is an ir::InputError naming the step and the count.
