@@ -7,6 +7,8 @@
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/runtime/safetensors.hpp"
 
+#include "temp_dir_fixture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,17 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ModelStateTest : public ::testing::Test {
+class ModelStateTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mgt_model_state_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  ModelStateTest() : TempDirTest("mgt_model_state_test_") {}
 
   /// The tiny Llama of issue 5, written as a config.json and loaded through the HF frontend.
   ir::Graph tiny_llama(bool tied, const std::string& extra = "") const {
@@ -42,7 +36,6 @@ class ModelStateTest : public ::testing::Test {
     return ir::load_model(file);
   }
 
-  fs::path dir_;
 };
 
 template <typename T>
