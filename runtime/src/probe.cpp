@@ -545,8 +545,7 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
   // 3. Collectives over the world.
   if (world > 1) {
     const int64_t bytes_budget = options.quick ? (int64_t{4} << 20) : (int64_t{256} << 20);
-    for (ir::CollectiveKind kind : {ir::CollectiveKind::all_reduce, ir::CollectiveKind::all_gather,
-                                    ir::CollectiveKind::reduce_scatter, ir::CollectiveKind::all_to_all}) {
+    for (ir::CollectiveKind kind : probe_detail::kProbedCollectives) {
       for (int64_t bytes : collective_sizes(options.quick)) {
         // Multiple of 4 x world for the chunked collectives (nccl-tests rounds the same way).
         const int64_t unit = 4 * world;

@@ -30,6 +30,11 @@ inline std::string utc_date() {
   return buffer;
 }
 
+/// The collectives both probes sweep, in the order of the table they print.
+inline constexpr ir::CollectiveKind kProbedCollectives[] = {ir::CollectiveKind::all_reduce, ir::CollectiveKind::all_gather,
+                                                            ir::CollectiveKind::reduce_scatter,
+                                                            ir::CollectiveKind::all_to_all};
+
 struct GemmShape {
   int64_t m, n, k;
 };

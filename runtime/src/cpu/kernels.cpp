@@ -200,18 +200,10 @@ namespace {
 // sum_i (w_i dy_i) x_i in double (w_i = 1 + w[i] with UnitOffset), eight partial sums (vectorised).
 template <bool UnitOffset>
 double weighted_dot_double(const float* w, const float* dy, const float* x, int64_t C) {
-  double acc[8] = {};
-  auto term = [&](int64_t i) {
+  return sum8_double(C, [&](int64_t i) {
     const float weight = UnitOffset ? 1.0f + w[i] : w[i];
     return static_cast<double>(weight * dy[i]) * x[i];
-  };
-  int64_t i = 0;
-  for (; i + 8 <= C; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += term(i + j);
-  double sum = 0.0;
-  for (; i < C; ++i) sum += term(i);
-  for (double a : acc) sum += a;
-  return sum;
+  });
 }
 
 }  // namespace

@@ -331,8 +331,7 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
   if (world > 1) {
     const Axes all = comm.all_axes();
     const int64_t max_bytes = options.quick ? (int64_t{16} << 20) : (int64_t{256} << 20);
-    for (ir::CollectiveKind kind : {ir::CollectiveKind::all_reduce, ir::CollectiveKind::all_gather,
-                                    ir::CollectiveKind::reduce_scatter, ir::CollectiveKind::all_to_all}) {
+    for (ir::CollectiveKind kind : probe_detail::kProbedCollectives) {
       for (int64_t size = int64_t{1} << 20; size <= max_bytes; size *= 4) {
         const int64_t total = size / 4 / world * world;  // floats of the nccl-tests buffer, a multiple of world
         const int64_t chunk = total / world;
