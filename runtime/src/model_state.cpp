@@ -300,23 +300,28 @@ std::vector<int64_t> tp_local_shape(const ParamEntry& entry, int64_t tp) {
   return shape;
 }
 
-void gather_tp_slice(const ParamEntry& entry, int64_t tp, int64_t tp_rank, std::span<const float> full,
-                     std::span<float> local) {
+namespace {
+
+/// Throws unless the full and local buffers of a tp slice copy hold the entry's full and tp-local sizes.
+void check_tp_buffers(const ParamEntry& entry, int64_t tp, int64_t tp_rank, size_t full_size, size_t local_size) {
   check_tp(entry, tp, tp_rank);
   const int64_t local_n = product(tp_local_shape(entry, tp));
-  if (static_cast<int64_t>(full.size()) != entry.num_elements || static_cast<int64_t>(local.size()) != local_n)
-    throw InputError(entry.name, "tp", "buffer sizes " + std::to_string(full.size()) + " / " + std::to_string(local.size()) +
+  if (static_cast<int64_t>(full_size) != entry.num_elements || static_cast<int64_t>(local_size) != local_n)
+    throw InputError(entry.name, "tp", "buffer sizes " + std::to_string(full_size) + " / " + std::to_string(local_size) +
                                            " differ from " + std::to_string(entry.num_elements) + " / " + std::to_string(local_n));
+}
+
+}  // namespace
+
+void gather_tp_slice(const ParamEntry& entry, int64_t tp, int64_t tp_rank, std::span<const float> full,
+                     std::span<float> local) {
+  check_tp_buffers(entry, tp, tp_rank, full.size(), local.size());
   copy_tp_slice(entry, tp, tp_rank, full.data(), local.data(), /*to_local=*/true);
 }
 
 void scatter_tp_slice(const ParamEntry& entry, int64_t tp, int64_t tp_rank, std::span<const float> local,
                       std::span<float> full) {
-  check_tp(entry, tp, tp_rank);
-  const int64_t local_n = product(tp_local_shape(entry, tp));
-  if (static_cast<int64_t>(full.size()) != entry.num_elements || static_cast<int64_t>(local.size()) != local_n)
-    throw InputError(entry.name, "tp", "buffer sizes " + std::to_string(full.size()) + " / " + std::to_string(local.size()) +
-                                           " differ from " + std::to_string(entry.num_elements) + " / " + std::to_string(local_n));
+  check_tp_buffers(entry, tp, tp_rank, full.size(), local.size());
   copy_tp_slice(entry, tp, tp_rank, local.data(), full.data(), /*to_local=*/false);
 }
 

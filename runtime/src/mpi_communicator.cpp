@@ -319,6 +319,21 @@ struct MpiCommunicator::Impl {
                                   std::to_string(tag_ub) + " (hint: renumber the schedule's tags)");
     return static_cast<int>(tag);
   }
+  /// all_reduce (op MPI_SUM) and all_reduce_max (MPI_MAX): in place when send == recv, else the buffers
+  /// must not overlap; non-blocking and waited for under the timeout when one is set.
+  void all_reduce(const Communicator& self, const float* send, float* recv, int64_t count, const Axes& axes,
+                  MPI_Op op, const char* what, const char* call_prefix) {
+    MPI_Comm comm = group(axes);
+    int n = to_int(count, (std::string(what) + " count").c_str());
+    if (send != recv) require_disjoint(self, what, ir::CollectiveKind::all_reduce, send, recv, count, axes);
+    const std::string call = call_prefix + axes_text(axes);
+    if (timed()) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, op, comm, &r), call);
+      return wait(r, call, group_members(axes));
+    }
+    check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, op, comm), call);
+  }
   static void check_received(const MPI_Status& status, int count, std::string_view axis, int64_t offset) {
     int got = 0;
     check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count");
@@ -373,30 +388,11 @@ const ir::Mesh& MpiCommunicator::mesh() const { return impl_->mesh; }
 bool MpiCommunicator::thread_multiple() const { return impl_->thread_level == MPI_THREAD_MULTIPLE; }
 
 void MpiCommunicator::all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) {
-  MPI_Comm comm = impl_->group(axes);
-  int n = to_int(count, "all_reduce count");
-  if (send != recv) require_disjoint(*this, "all_reduce", ir::CollectiveKind::all_reduce, send, recv, count, axes);
-  const std::string call = "MPI_Allreduce over " + axes_text(axes);
-  if (impl_->timed()) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, comm, &r), call);
-    return impl_->wait(r, call, impl_->group_members(axes));
-  }
-  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, comm), call);
+  impl_->all_reduce(*this, send, recv, count, axes, MPI_SUM, "all_reduce", "MPI_Allreduce over ");
 }
 
 void MpiCommunicator::all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) {
-  MPI_Comm comm = impl_->group(axes);
-  int n = to_int(count, "all_reduce_max count");
-  if (send != recv)
-    require_disjoint(*this, "all_reduce_max", ir::CollectiveKind::all_reduce, send, recv, count, axes);
-  const std::string call = "MPI_Allreduce (max) over " + axes_text(axes);
-  if (impl_->timed()) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_MAX, comm, &r), call);
-    return impl_->wait(r, call, impl_->group_members(axes));
-  }
-  check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_MAX, comm), call);
+  impl_->all_reduce(*this, send, recv, count, axes, MPI_MAX, "all_reduce_max", "MPI_Allreduce (max) over ");
 }
 
 void MpiCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {

@@ -6,6 +6,7 @@
 #include "mgt/ir/error.hpp"
 #include "mgt/runtime/cpu/kernels.hpp"
 #include "mgt/runtime/mpi_communicator.hpp"
+#include "probe_util.hpp"
 
 #include <unistd.h>
 
@@ -25,6 +26,10 @@ namespace mgt::rt {
 
 namespace {
 
+using probe_detail::format;
+using probe_detail::gemm_shape_sweep;
+using probe_detail::GemmShape;
+using probe_detail::utc_date;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -48,12 +53,6 @@ void sum_over_world(Communicator& comm, std::vector<float>& values) {
     comm.all_reduce(values.data(), values.data(), static_cast<int64_t>(values.size()), comm.all_axes());
 }
 
-std::string format(const char* fmt, auto... args) {
-  char buffer[256];
-  std::snprintf(buffer, sizeof buffer, fmt, args...);
-  return buffer;
-}
-
 std::string host_name() {
   char buffer[256] = {};
   if (gethostname(buffer, sizeof buffer - 1) != 0 || buffer[0] == '\0') return "localhost";
@@ -73,15 +72,6 @@ std::string cpu_model_name() {
     if (!name.empty()) return name;
   }
   return "CPU";
-}
-
-std::string utc_date() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d", &tm);
-  return buffer;
 }
 
 int64_t physical_memory_bytes() {
@@ -113,26 +103,15 @@ std::pair<int64_t, int64_t> ranks_on_this_host(Communicator& comm, const std::st
 
 // ---- the sweeps ----
 
-struct GemmShape {
-  int64_t m, n, k;
-};
-
 /// The square GEMM for the peak first, then m (tokens per rank) x n (output features) x k (input
 /// features) over the sizes the planner's linears take, scaled down, with m n k <= 2^32 (~1/8 s on
 /// one core) so the default run stays short.
 std::vector<GemmShape> gemm_shapes(bool quick) {
   const int64_t square = quick ? 256 : 1024;
-  std::vector<GemmShape> shapes = {{square, square, square}};
   const std::vector<int64_t> ms = quick ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{64, 256, 1024};
   const std::vector<int64_t> nks =
       quick ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{64, 256, 1024, 4096};
-  for (int64_t m : ms)
-    for (int64_t n : nks)
-      for (int64_t k : nks) {
-        if (m * n * k > (int64_t{1} << 32) || (m == square && n == square && k == square)) continue;
-        shapes.push_back({m, n, k});
-      }
-  return shapes;
+  return gemm_shape_sweep(square, ms, nks, std::numeric_limits<int64_t>::max(), int64_t{1} << 32);
 }
 
 /// Per-rank buffer sizes of the collective sweep: 4 KiB x 4^i up to 16 MiB (quick: 1 MiB).
@@ -566,8 +545,7 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
   // 3. Collectives over the world.
   if (world > 1) {
     const int64_t bytes_budget = options.quick ? (int64_t{4} << 20) : (int64_t{256} << 20);
-    for (ir::CollectiveKind kind : {ir::CollectiveKind::all_reduce, ir::CollectiveKind::all_gather,
-                                    ir::CollectiveKind::reduce_scatter, ir::CollectiveKind::all_to_all}) {
+    for (ir::CollectiveKind kind : probe_detail::kProbedCollectives) {
       for (int64_t bytes : collective_sizes(options.quick)) {
         // Multiple of 4 x world for the chunked collectives (nccl-tests rounds the same way).
         const int64_t unit = 4 * world;
@@ -588,15 +566,10 @@ ProbeReport probe_cpu(Communicator& comm, const ProbeOptions& options, std::ostr
         report.collectives.push_back(s);
       }
     }
-    if (log) {
-      *log << "# collectives over the world (" << world << " ranks, MPI), out of place, every element checked\n";
-      print_collective_table(*log, report.collectives);
-    }
-    for (const auto& s : report.collectives)
-      if (s.wrong != 0 || !(s.busbw_gbps > 0))
-        throw std::runtime_error(format("probe: %s of %lld bytes gave %lld wrong elements",
-                                        ir::to_string(s.kind).c_str(), static_cast<long long>(s.bytes),
-                                        static_cast<long long>(s.wrong)));
+    probe_detail::log_and_check_collectives(
+        report.collectives,
+        "# collectives over the world (" + std::to_string(world) + " ranks, MPI), out of place, every element checked\n",
+        log);
   } else if (log) {
     *log << "# one rank: no collectives measured (run under mpirun -np N to measure them)\n";
   }

@@ -63,6 +63,7 @@ struct TempDir {
     std::error_code ec;
     fs::remove_all(path, ec);
   }
+  std::string file(const std::string& name) const { return (path / name).string(); }
   std::string write(const std::string& name, const std::string& text) const {
     const fs::path p = path / name;
     std::ofstream(p, std::ios::binary) << text;
@@ -70,10 +71,13 @@ struct TempDir {
   }
 };
 
-inline Result run_cli(const std::vector<std::string>& args) {
+/// Runs `launcher... mgt-plan args...` (launcher: e.g. mpirun and its flags; none by default).
+inline Result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& launcher = {}) {
   TempDir dir;
   const fs::path out = dir.path / "stdout", err = dir.path / "stderr";
-  std::string cmd = "cd " + shell_quote(MGT_SOURCE_DIR) + " && exec " + shell_quote(MGT_CLI_PATH);
+  std::string cmd = "cd " + shell_quote(MGT_SOURCE_DIR) + " && exec";
+  for (const auto& a : launcher) cmd += " " + shell_quote(a);
+  cmd += " " + shell_quote(MGT_CLI_PATH);
   for (const auto& a : args) {
     cmd += ' ';
     cmd += shell_quote(a);

@@ -3,6 +3,8 @@
 // {"dp_shard":2} under mpirun when it is installed), clear exit-2 errors for unusable checkpoints,
 // the --trace structure, and the final {"summary": ...} line of --log. No assertion depends on timing.
 // The binary runs with cwd = the repository root; stdout and stderr go to temp files.
+#include "cli_util.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -21,88 +23,21 @@
 #include <string>
 #include <vector>
 
+namespace mgt_cli_test {
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
 
 constexpr const char* kTinyLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,
   "intermediate_size":128,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_hidden_layers":2,
   "vocab_size":512,"max_position_embeddings":128,"rms_norm_eps":1e-5,"rope_theta":10000.0,
   "tie_word_embeddings":false,"hidden_act":"silu"})";
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') q += "'\\''";
-    else q += c;
-  }
-  return q + "'";
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("mgt_run_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-    return file(name);
-  }
-};
-
-/// Runs `launcher... mgt-plan args...` from the repository root.
-Result run(const std::vector<std::string>& args, const std::vector<std::string>& launcher = {}) {
-  TempDir dir;
-  const fs::path out = dir.path / "stdout", err = dir.path / "stderr";
-  std::string cmd = "cd " + shell_quote(MGT_SOURCE_DIR) + " && exec";
-  for (const auto& a : launcher) cmd += " " + shell_quote(a);
-  cmd += " " + shell_quote(MGT_CLI_PATH);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-std::string describe(const Result& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n--- stdout:\n" + r.out.substr(0, 3000) + "\n--- stderr:\n" + r.err;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
+/// The lines of `text` that are not empty.
+std::vector<std::string> nonempty_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) lines.push_back(line);
   return lines;
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 struct Log {
@@ -112,7 +47,7 @@ struct Log {
 
 Log read_log(const std::string& path) {
   Log log;
-  for (const std::string& line : lines_of(slurp(path))) {
+  for (const std::string& line : nonempty_lines(slurp(path))) {
     json j = json::parse(line);
     if (j.contains("summary")) log.summary = j.at("summary");
     else log.steps.push_back(std::move(j));
@@ -157,17 +92,17 @@ void expect_save_resume_bit_identical(const std::vector<std::string>& launcher, 
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   const auto flags = concat(training_flags(model, global_batch), {"--plan", plan});
-  const Result full = run(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}), launcher);
+  const Result full = run_cli(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}), launcher);
   ASSERT_EQ(full.exit_code, 0) << describe(full);
-  const Result first = run(concat(flags, {"--steps", "2", "--save", d.file("ckpt"), "--log", d.file("a.jsonl")}), launcher);
+  const Result first = run_cli(concat(flags, {"--steps", "2", "--save", d.file("ckpt"), "--log", d.file("a.jsonl")}), launcher);
   ASSERT_EQ(first.exit_code, 0) << describe(first);
   // Resumed with only the model, the checkpoint and the step count: the rest comes from run.json.
-  const Result second = run({"run", model, "--plan", plan, "--resume", d.file("ckpt"), "--steps", "2", "--log",
+  const Result second = run_cli({"run", model, "--plan", plan, "--resume", d.file("ckpt"), "--steps", "2", "--log",
                              d.file("b.jsonl")},
                             launcher);
   ASSERT_EQ(second.exit_code, 0) << describe(second);
   // And with every flag repeated.
-  const Result again = run(concat(flags, {"--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("c.jsonl")}), launcher);
+  const Result again = run_cli(concat(flags, {"--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("c.jsonl")}), launcher);
   ASSERT_EQ(again.exit_code, 0) << describe(again);
 
   const auto want = losses(read_log(d.file("full.jsonl")));
@@ -217,11 +152,11 @@ TEST(CliRun, SaveThenResumeDpShard2UnderMpirun) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   const auto flags = concat(training_flags(model, 4), {"--plan", R"({"dp_shard":2})"});
-  const Result full = run(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}), launcher);
+  const Result full = run_cli(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}), launcher);
   ASSERT_EQ(full.exit_code, 0) << describe(full);
-  const Result first = run(concat(flags, {"--steps", "2", "--save", d.file("ckpt")}), launcher);
+  const Result first = run_cli(concat(flags, {"--steps", "2", "--save", d.file("ckpt")}), launcher);
   ASSERT_EQ(first.exit_code, 0) << describe(first);
-  const Result one = run({"run", model, "--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("one.jsonl")});
+  const Result one = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("one.jsonl")});
   ASSERT_EQ(one.exit_code, 0) << describe(one);
   const auto want = losses(read_log(d.file("full.jsonl")));
   const auto got = losses(read_log(d.file("one.jsonl")));
@@ -240,44 +175,44 @@ TEST(CliRun, UnusableCheckpointsAreOneLineErrors) {
   bigger["num_hidden_layers"] = 3;
   const std::string other = d.write("other.json", bigger.dump());
   const auto flags = training_flags(model, 2);
-  const Result saved = run(concat(flags, {"--steps", "1", "--save", d.file("ckpt")}));
+  const Result saved = run_cli(concat(flags, {"--steps", "1", "--save", d.file("ckpt")}));
   ASSERT_EQ(saved.exit_code, 0) << describe(saved);
 
   const auto expect_error = [](const Result& r, const std::vector<std::string>& words) {
     EXPECT_EQ(r.exit_code, 2) << describe(r);
-    EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << describe(r);
     for (const auto& w : words) EXPECT_TRUE(contains(r.err, w)) << "missing '" << w << "' in: " << r.err;
   };
   // No such folder: names it and says what to pass.
-  expect_error(run({"run", model, "--resume", d.file("nowhere"), "--steps", "1"}), {d.file("nowhere"), "--save"});
+  expect_error(run_cli({"run", model, "--resume", d.file("nowhere"), "--steps", "1"}), {d.file("nowhere"), "--save"});
   // A folder --save did not write.
   fs::create_directories(d.path / "empty");
-  expect_error(run({"run", model, "--resume", d.file("empty"), "--steps", "1"}), {"run.json", "--weights"});
+  expect_error(run_cli({"run", model, "--resume", d.file("empty"), "--steps", "1"}), {"run.json", "--weights"});
   // Another model: the parameter counts differ; the fix names the model it was saved from.
-  expect_error(run({"run", other, "--resume", d.file("ckpt"), "--steps", "1"}),
+  expect_error(run_cli({"run", other, "--resume", d.file("ckpt"), "--steps", "1"}),
                {d.file("ckpt/run.json"), "parameters", model});
   // A different sequence length would move the data position.
-  expect_error(run({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--seq-len", "8"}),
+  expect_error(run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--seq-len", "8"}),
                {"run.json", "seq_len", "--seq-len 16"});
-  expect_error(run({"run", model, "--resume", d.file("ckpt"), "--weights", d.file("ckpt"), "--steps", "1"}),
+  expect_error(run_cli({"run", model, "--resume", d.file("ckpt"), "--weights", d.file("ckpt"), "--steps", "1"}),
                {"--weights", "--resume"});
   // Without --resume the batch shape is required.
-  expect_error(run({"run", model, "--steps", "1", "--global-batch", "2"}), {"--seq-len"});
+  expect_error(run_cli({"run", model, "--steps", "1", "--global-batch", "2"}), {"--seq-len"});
   // --save does not replace a folder that is not a checkpoint.
   d.write("notes.txt", "keep me");
   fs::create_directories(d.path / "mine");
   d.write("mine/notes.txt", "keep me");
-  expect_error(run(concat(flags, {"--steps", "1", "--save", d.file("mine")})), {d.file("mine"), "--save"});
+  expect_error(run_cli(concat(flags, {"--steps", "1", "--save", d.file("mine")})), {d.file("mine"), "--save"});
   EXPECT_EQ(slurp(d.file("mine/notes.txt")), "keep me");
   // The checkpoint itself survived all of it and still resumes.
-  const Result ok = run({"run", model, "--resume", d.file("ckpt"), "--steps", "1"});
+  const Result ok = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "1"});
   EXPECT_EQ(ok.exit_code, 0) << describe(ok);
 }
 
 TEST(CliRun, TraceIsChromeTraceOfTheLastStepBesideTheSimulation) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
-  const Result r = run(concat(training_flags(model, 2), {"--plan", R"({"micro_batch":1})", "--steps", "2", "--trace",
+  const Result r = run_cli(concat(training_flags(model, 2), {"--plan", R"({"micro_batch":1})", "--steps", "2", "--trace",
                                                          d.file("trace.json")}));
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json trace = json::parse(slurp(d.file("trace.json")));
@@ -335,11 +270,11 @@ TEST(CliRun, SummaryLineComparesPredictedWithMeasured) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   // The cluster of this machine, as `probe` measures it (quick: structure only, not precision).
-  const Result probe = run({"probe", "--backend", "cpu", "--quick", "--out", d.file("cpu.json")});
+  const Result probe = run_cli({"probe", "--backend", "cpu", "--quick", "--out", d.file("cpu.json")});
   ASSERT_EQ(probe.exit_code, 0) << describe(probe);
   for (const int64_t steps : {3, 1}) {
     const std::string log_path = d.file("log" + std::to_string(steps) + ".jsonl");
-    const Result r = run(concat(training_flags(model, 2), {"--steps", std::to_string(steps), "--cluster",
+    const Result r = run_cli(concat(training_flags(model, 2), {"--steps", std::to_string(steps), "--cluster",
                                                            d.file("cpu.json"), "--log", log_path}));
     ASSERT_EQ(r.exit_code, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "predicted vs measured")) << r.out;
@@ -384,21 +319,21 @@ TEST(CliRunFaults, KillDuringSaveLeavesThePreviousCheckpointToResumeFrom) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   const auto flags = training_flags(model, 2);
-  const Result full = run(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}));
+  const Result full = run_cli(concat(flags, {"--steps", "4", "--log", d.file("full.jsonl")}));
   ASSERT_EQ(full.exit_code, 0) << describe(full);
-  const Result first = run(concat(flags, {"--steps", "2", "--save", d.file("ckpt")}));
+  const Result first = run_cli(concat(flags, {"--steps", "2", "--save", d.file("ckpt")}));
   ASSERT_EQ(first.exit_code, 0) << describe(first);
   const auto want = losses(read_log(d.file("full.jsonl")));
   ASSERT_EQ(want.size(), 4u);
   // Points: inside a file being written, between the files, and just before the folder swap.
   for (const std::string point : {"write:2", "checkpoint-file:1", "checkpoint-file:2", "replace-folder:1"}) {
-    const Result killed = run({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--save", d.file("ckpt")},
+    const Result killed = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--save", d.file("ckpt")},
                               {"env", "MGT_FAULT_KILL_AT=" + point});
     ASSERT_EQ(killed.exit_code, 128 + 9) << point << ": " << describe(killed);
     EXPECT_TRUE(contains(killed.err, "MGT_FAULT_KILL_AT=" + point)) << describe(killed);
     const json rec = json::parse(slurp(d.file("ckpt/run.json")));
     EXPECT_EQ(rec.at("step").get<int64_t>(), 2) << point;
-    const Result resumed = run({"run", model, "--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("r.jsonl")});
+    const Result resumed = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "2", "--log", d.file("r.jsonl")});
     ASSERT_EQ(resumed.exit_code, 0) << point << ": " << describe(resumed);
     const auto got = losses(read_log(d.file("r.jsonl")));
     ASSERT_EQ(got.size(), 2u);
@@ -406,7 +341,7 @@ TEST(CliRunFaults, KillDuringSaveLeavesThePreviousCheckpointToResumeFrom) {
     EXPECT_EQ(got[1], want[3]) << point;
   }
   // A save that completes replaces it whole.
-  const Result saved = run({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--save", d.file("ckpt")});
+  const Result saved = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--save", d.file("ckpt")});
   ASSERT_EQ(saved.exit_code, 0) << describe(saved);
   EXPECT_EQ(json::parse(slurp(d.file("ckpt/run.json"))).at("step").get<int64_t>(), 3);
 }
@@ -422,7 +357,7 @@ TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
   auto args = concat(training_flags(model, 2), {"--plan", R"({"dp_shard":2})", "--steps", "3", "--comm-timeout", "2"});
   // MPMD: rank 0 runs normally, rank 1 is killed at its 5th collective (inside the first step).
   const std::vector<std::string> victim = {":", "-np", "1", "env", "MGT_FAULT_KILL_AT=collective:5", MGT_CLI_PATH};
-  const Result r = run(concat(args, concat(victim, args)),
+  const Result r = run_cli(concat(args, concat(victim, args)),
                        {mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
                         "--enable-recovery", "-np", "1"});
   // mpirun --enable-recovery itself exits 0 (Open MPI's notice "MPI_ABORT was invoked on rank 0 ...
@@ -437,7 +372,7 @@ TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
 TEST(CliRunFaults, CommTimeoutMustBeANonNegativeNumber) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
-  const Result r = run(concat(training_flags(model, 2), {"--steps", "1", "--comm-timeout", "-1"}));
+  const Result r = run_cli(concat(training_flags(model, 2), {"--steps", "1", "--comm-timeout", "-1"}));
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_TRUE(contains(r.err, "--comm-timeout")) << describe(r);
 }
@@ -446,14 +381,14 @@ TEST(CliRunFaults, OutOfMemoryNamesTheBufferItsSizeAndThePredictedPeak) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   const auto flags = concat(training_flags(model, 2), {"--steps", "1"});
-  const Result ok = run(concat(flags, {"--log", d.file("ok.jsonl")}));
+  const Result ok = run_cli(concat(flags, {"--log", d.file("ok.jsonl")}));
   ASSERT_EQ(ok.exit_code, 0) << describe(ok);
   // The simulator's predicted peak (the schedule's Alloc/Free peak) of the same plan.
   const int64_t predicted = read_log(d.file("ok.jsonl")).summary.at("peak_bytes").at("predicted").get<int64_t>();
   // MGT_FAULT_OOM_AT=k makes the executor's k-th allocation fail as std::bad_alloc.
-  const Result r = run(flags, {"env", "MGT_FAULT_OOM_AT=12"});
+  const Result r = run_cli(flags, {"env", "MGT_FAULT_OOM_AT=12"});
   EXPECT_EQ(r.exit_code, 2) << describe(r);
-  EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << describe(r);
   EXPECT_TRUE(contains(r.err, "out of memory allocating ")) << describe(r);
   EXPECT_TRUE(contains(r.err, " bytes for buffer ")) << describe(r);
   EXPECT_TRUE(contains(r.err, "the plan predicted a peak of " + std::to_string(predicted) + " bytes")) << describe(r);
@@ -463,19 +398,20 @@ TEST(CliRunHostile, BillionRankPlanIsAnErrorNotAHang) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   // The lowering used to spin on 10^9 ranks (ctest's timeout would catch a hang).
-  const Result r = run({"run", model, "--plan", R"({"dp_replicate":1000000000})", "--seq-len", "16", "--global-batch",
+  const Result r = run_cli({"run", model, "--plan", R"({"dp_replicate":1000000000})", "--seq-len", "16", "--global-batch",
                         "1000000000", "--steps", "1"});
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_TRUE(contains(r.err, "--plan")) << describe(r);
   EXPECT_TRUE(contains(r.err, "1000000000 ranks is more than mgt runs")) << describe(r);
   // A mesh whose product overflows int64 is named as such.
-  const Result o = run({"run", model, "--plan", R"({"dp_replicate":4611686018427387906,"tp":4})", "--seq-len", "16",
+  const Result o = run_cli({"run", model, "--plan", R"({"dp_replicate":4611686018427387906,"tp":4})", "--seq-len", "16",
                         "--global-batch", "8", "--steps", "1"});
   EXPECT_EQ(o.exit_code, 2) << describe(o);
   EXPECT_TRUE(contains(o.err, "overflows")) << describe(o);
   // Batch x sequence length beyond int64.
-  const Result b = run({"run", model, "--seq-len", "4294967296", "--global-batch", "4294967296", "--steps", "1"});
+  const Result b = run_cli({"run", model, "--seq-len", "4294967296", "--global-batch", "4294967296", "--steps", "1"});
   EXPECT_EQ(b.exit_code, 2) << describe(b);
 }
 
 }  // namespace
+}  // namespace mgt_cli_test

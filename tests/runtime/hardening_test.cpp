@@ -7,6 +7,8 @@
 #include "mgt/runtime/model_state.hpp"
 #include "mgt/runtime/safetensors.hpp"
 
+#include "temp_dir_fixture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -32,16 +34,9 @@ void expect_input_error(F f, std::initializer_list<std::string> parts) {
   }
 }
 
-class HardeningTest : public ::testing::Test {
+class HardeningTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mgt_hardening_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  HardeningTest() : TempDirTest("mgt_hardening_test_") {}
 
   ir::Graph tiny_llama(int64_t vocab = 512) const {
     const std::string file = path("config" + std::to_string(vocab) + ".json");
@@ -67,7 +62,6 @@ class HardeningTest : public ::testing::Test {
     return eq(a.params(), b.params()) && eq(a.adam_m(), b.adam_m()) && eq(a.adam_v(), b.adam_v()) && a.step == b.step;
   }
 
-  fs::path dir_;
 };
 
 // ---- token counters (part 3) ----

@@ -6,6 +6,8 @@
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/kernel_backend.hpp"
 
+#include "train_util.hpp"
+
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/error.hpp"
@@ -209,23 +211,9 @@ struct Trained {
 };
 
 Trained train(const std::string& config, const std::string& plan_json, KernelBackend* kernels) {
-  const ir::Graph graph = ir::load_model(config);
-  cost::TrainingSettings settings;
-  settings.seq_len = 16;
-  settings.global_batch_tokens = 4 * 16;
-  const ir::Schedule schedule = plan::lower_to_schedule(graph, ir::plan_from_json(ir::parse_json_text(plan_json, "p"), "p"),
-                                                        settings, 1, ir::cluster_preset("h100-sxm"));
-  ModelState state(graph, 1, kernels ? kernels->memory() : std::pmr::get_default_resource());
-  init_parameters(state, {.seed = 3});
-  ExecutorOptions options;
-  options.numerics = read_model_numerics(config);
-  options.grad_clip = 1.0;
-  options.kernels = kernels;
-  Executor executor(schedule, graph, state, options);
-  const TokenSource data = TokenSource::synthetic(5, 512);
   Trained t;
-  for (int64_t k = 0; k < 3; ++k) {
-    const StepStats s = executor.step(global_batch(data, k, 4, 16));
+  for (const StepStats& s : test::train_tiny(config, plan_json, kernels, {.seq_len = 16, .batch_seqs = 4, .steps = 3,
+                                                                          .init_seed = 3, .data_seed = 5})) {
     t.losses.push_back(s.loss);
     t.grad_norms.push_back(s.grad_norm);
   }

@@ -7,6 +7,8 @@
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/runtime/safetensors.hpp"
 
+#include "temp_dir_fixture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,17 +22,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ModelStateTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mgt_model_state_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+/// load_hf_weights(state, file) throws an ir::InputError whose message contains every part.
+void expect_load_error(ModelState& state, const std::string& file, std::initializer_list<std::string> parts) {
+  try {
+    load_hf_weights(state, file);
+    FAIL() << "no error loading " << file;
+  } catch (const ir::InputError& e) {
+    const std::string what = e.what();
+    for (const std::string& part : parts) EXPECT_NE(what.find(part), std::string::npos) << what;
   }
-  void TearDown() override { fs::remove_all(dir_); }
+}
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+class ModelStateTest : public test::TempDirTest {
+ protected:
+  ModelStateTest() : TempDirTest("mgt_model_state_test_") {}
 
   /// The tiny Llama of issue 5, written as a config.json and loaded through the HF frontend.
   ir::Graph tiny_llama(bool tied, const std::string& extra = "") const {
@@ -42,7 +47,6 @@ class ModelStateTest : public ::testing::Test {
     return ir::load_model(file);
   }
 
-  fs::path dir_;
 };
 
 template <typename T>
@@ -335,27 +339,14 @@ TEST_F(ModelStateTest, LoadHfWeightsRejectsMissingAndMisshapenTensors) {
   for (const ParamEntry& e : state.table().entries)
     if (e.name != "model.layers.1.mlp.up_proj.weight") tensors.push_back({e.name, e.shape, state.param(e.name).span()});
   write_safetensors(path("missing.safetensors"), tensors);
-  try {
-    load_hf_weights(state, path("missing.safetensors"));
-    FAIL();
-  } catch (const ir::InputError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("missing.safetensors"), std::string::npos) << what;
-    EXPECT_NE(what.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << what;
-    EXPECT_NE(what.find("missing tensor"), std::string::npos) << what;
-  }
+  expect_load_error(state, path("missing.safetensors"),
+                    {"missing.safetensors", "model.layers.1.mlp.up_proj.weight", "missing tensor"});
   const std::vector<float> transposed(state.param("model.layers.1.mlp.up_proj.weight").span().begin(),
                                       state.param("model.layers.1.mlp.up_proj.weight").span().end());
   tensors.push_back({"model.layers.1.mlp.up_proj.weight", {64, 128}, transposed});
   write_safetensors(path("shape.safetensors"), tensors);
-  try {
-    load_hf_weights(state, path("shape.safetensors"));
-    FAIL();
-  } catch (const ir::InputError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("'model.layers.1.mlp.up_proj.weight': shape [64, 128] differs from the model's [128, 64]"),
-              std::string::npos) << what;
-  }
+  expect_load_error(state, path("shape.safetensors"),
+                    {"'model.layers.1.mlp.up_proj.weight': shape [64, 128] differs from the model's [128, 64]"});
 }
 
 }  // namespace

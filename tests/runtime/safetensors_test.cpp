@@ -4,6 +4,8 @@
 
 #include "mgt/ir/error.hpp"
 
+#include "temp_dir_fixture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,17 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mgt_safetensors_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  SafetensorsTest() : TempDirTest("mgt_safetensors_test_") {}
 
   /// Writes a raw file: 8-byte little-endian `header_len` (defaults to the header's size), the header
   /// text, then `data`.
@@ -56,7 +50,6 @@ class SafetensorsTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
 };
 
 std::string u16_bytes(std::initializer_list<uint16_t> values) {

@@ -5,6 +5,8 @@
 #include "mgt/runtime/cuda/device.hpp"
 #include "mgt/runtime/cuda/kernels.hpp"
 
+#include "kernel_check.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,28 +18,9 @@ namespace mgt::rt {
 namespace {
 
 using cuda::DeviceArray;
-using Vec = std::vector<float>;
-
-Vec random_vec(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  Vec v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-// |result - correct| <= atol + rtol * |correct| for every element; reports the first failures.
-void expect_close(const Vec& result, const Vec& correct, float rtol, float atol, const char* what) {
-  ASSERT_EQ(result.size(), correct.size()) << what;
-  int failures = 0;
-  for (size_t i = 0; i < correct.size() && failures < 5; ++i) {
-    const float tol = atol + rtol * std::fabs(correct[i]);
-    if (!(std::fabs(result[i] - correct[i]) <= tol)) {
-      ADD_FAILURE() << what << "[" << i << "]: cuda " << result[i] << ", cpu " << correct[i] << " (tol " << tol << ")";
-      ++failures;
-    }
-  }
-}
+using test::random_vec;
+using test::Vec;
+constexpr test::CloseCheck expect_close{"cuda"};
 
 class CudaKernels : public ::testing::Test {
  protected:

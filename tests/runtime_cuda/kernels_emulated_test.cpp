@@ -4,6 +4,7 @@
 // own kernel. What it does not: cuBLAS (the linear GEMMs), CUDA's float rounding and fused multiply-add,
 // memory and launch behaviour on a real device (kernels_cuda_test.cpp on a GPU).
 #include "cuda_emulation.hpp"
+#include "kernel_check.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"  // the header's kernels this test does not launch
@@ -21,6 +22,8 @@
 #include "mgt/runtime/executor.hpp"
 #include "mgt/runtime/kernel_backend.hpp"
 
+#include "../runtime/train_util.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -36,28 +39,9 @@ namespace mgt::rt::cuda::kernels {
 namespace {
 
 using cuda_emulation::launch;
-using Vec = std::vector<float>;
-
-Vec random_vec(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  Vec v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-void expect_close(const Vec& result, const Vec& correct, float rtol, float atol, const char* what) {
-  ASSERT_EQ(result.size(), correct.size()) << what;
-  int failures = 0;
-  for (size_t i = 0; i < correct.size() && failures < 5; ++i) {
-    const float tol = atol + rtol * std::fabs(correct[i]);
-    if (!(std::fabs(result[i] - correct[i]) <= tol)) {
-      ADD_FAILURE() << what << "[" << i << "]: emulated " << result[i] << ", cpu " << correct[i] << " (tol " << tol
-                    << ")";
-      ++failures;
-    }
-  }
-}
+using test::random_vec;
+using test::Vec;
+constexpr test::CloseCheck expect_close{"emulated"};
 
 class EmulatedCudaKernels : public ::testing::Test {
  protected:
@@ -420,23 +404,10 @@ class EmulatedBackend final : public KernelBackend {
 
 /// Loss and global gradient norm of each step (the norm sees every gradient, the loss only through updates).
 std::vector<double> train(const std::string& config, const std::string& plan_json, KernelBackend* kernels) {
-  const ir::Graph graph = ir::load_model(config);
-  cost::TrainingSettings settings;
-  settings.seq_len = 8;
-  settings.global_batch_tokens = 2 * 8;
-  const ir::Schedule schedule = plan::lower_to_schedule(
-      graph, ir::plan_from_json(ir::parse_json_text(plan_json, "p"), "p"), settings, 1, ir::cluster_preset("h100-sxm"));
-  ModelState state(graph);
-  init_parameters(state, {.seed = 17});
-  ExecutorOptions options;
-  options.numerics = read_model_numerics(config);
-  options.grad_clip = 1.0;
-  options.kernels = kernels;
-  Executor executor(schedule, graph, state, options);
-  const TokenSource data = TokenSource::synthetic(19, 256);
   std::vector<double> losses;
-  for (int64_t k = 0; k < 2; ++k) {
-    const StepStats stats = executor.step(global_batch(data, k, 2, 8));
+  for (const StepStats& stats :
+       test::train_tiny(config, plan_json, kernels, {.seq_len = 8, .batch_seqs = 2, .steps = 2, .init_seed = 17,
+                                                     .data_seed = 19, .data_vocab = 256, .backend_memory = false})) {
     losses.push_back(stats.loss);
     losses.push_back(stats.grad_norm);
   }

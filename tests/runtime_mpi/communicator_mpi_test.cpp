@@ -109,33 +109,28 @@ void check_collectives(MpiCommunicator& comm, Checker& check, const Axes& axes, 
   for (int in_place = 0; in_place < 2; ++in_place) {
     std::string ctx = context + (in_place ? " in-place" : " out-of-place");
 
-    // all_reduce: recv[i] = sum over members of input(m, i).
-    int64_t c = call++;
-    std::vector<float> send = fill(count, c), recv(static_cast<size_t>(count), -1), want(static_cast<size_t>(count), 0);
-    for (int64_t m : group)
-      for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] += input(m, i, c);
-    if (in_place) {
-      comm.all_reduce(send.data(), send.data(), count, axes);
-      recv = send;
-    } else {
-      comm.all_reduce(send.data(), recv.data(), count, axes);
-    }
-    check.expect("all_reduce", ctx, recv, want);
-
-    // all_reduce_max: recv[i] = max over members of input(m, i).
-    c = call++;
-    send = fill(count, c);
-    recv.assign(static_cast<size_t>(count), -1);
-    want.assign(static_cast<size_t>(count), -1e30f);
-    for (int64_t m : group)
-      for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] = std::max(want[static_cast<size_t>(i)], input(m, i, c));
-    if (in_place) {
-      comm.all_reduce_max(send.data(), send.data(), count, axes);
-      recv = send;
-    } else {
-      comm.all_reduce_max(send.data(), recv.data(), count, axes);
-    }
-    check.expect("all_reduce_max", ctx, recv, want);
+    // all_reduce / all_reduce_max: recv[i] = sum / max over members of input(m, i), from `start`.
+    std::vector<float> send, recv, want;
+    auto check_reduce = [&](const char* name, float start, auto combine, auto reduce) {
+      const int64_t c = call++;
+      send = fill(count, c);
+      recv.assign(static_cast<size_t>(count), -1);
+      want.assign(static_cast<size_t>(count), start);
+      for (int64_t m : group)
+        for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] = combine(want[static_cast<size_t>(i)], input(m, i, c));
+      if (in_place) {
+        reduce(send.data(), send.data());
+        recv = send;
+      } else {
+        reduce(send.data(), recv.data());
+      }
+      check.expect(name, ctx, recv, want);
+    };
+    check_reduce("all_reduce", 0.0f, [](float a, float b) { return a + b; },
+                 [&](const float* s, float* r) { comm.all_reduce(s, r, count, axes); });
+    check_reduce("all_reduce_max", -1e30f, [](float a, float b) { return std::max(a, b); },
+                 [&](const float* s, float* r) { comm.all_reduce_max(s, r, count, axes); });
+    int64_t c = 0;
 
     // all_gather: recv[k*count + i] = input(member k, i).
     c = call++;

@@ -1,6 +1,8 @@
 // `mgt-plan compile`: plan -> ir::Schedule, verified, written as JSON or text (compile_command.hpp).
 #include "compile_command.hpp"
 
+#include "report.hpp"
+
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/schedule.hpp"
 #include "mgt/planner/lower.hpp"
@@ -9,7 +11,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 namespace mgt::cli {
@@ -26,17 +27,9 @@ int run_compile(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir
     return 2;
   }
   const std::string body = text ? ir::to_text(schedule) : ir::to_json(schedule).dump(1) + "\n";
-  if (out_path.empty() || out_path == "-") {
-    std::cout << body;
-    std::cout.flush();
-  } else {
-    std::ofstream out(out_path, std::ios::binary);
-    out << body;
-    out.close();
-    if (!out) {
-      std::cerr << "error: " << out_path << ": cannot write the schedule (hint: check the directory exists and is writable)\n";
-      return 2;
-    }
+  if (!write_output(out_path, body)) {
+    std::cerr << "error: " << out_path << ": cannot write the schedule (hint: check the directory exists and is writable)\n";
+    return 2;
   }
   size_t instructions = 0;
   for (const auto& p : schedule.programs) instructions += p.instructions.size();

@@ -209,16 +209,8 @@ int run_export_mlir(const std::string& path, const std::vector<std::string>& par
   for (const std::string& gap : gaps)
     std::cerr << "export-mlir: note: MLIR 19's mesh-spmdization cannot lower this plan: " << gap
               << " (docs/mlir.md, \"Differences\")\n";
-  if (out_path.empty() || out_path == "-") {
-    std::cout << text;
-    std::cout.flush();
-  } else {
-    std::ofstream out(out_path, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out)
-      throw ir::InputError(out_path, "", "cannot write the module", "check the directory exists and is writable");
-  }
+  if (!write_output(out_path, text))
+    throw ir::InputError(out_path, "", "cannot write the module", "check the directory exists and is writable");
   return check ? check_against_upstream(low, text, gaps) : 0;
 }
 

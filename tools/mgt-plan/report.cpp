@@ -6,15 +6,31 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
 
 namespace mgt::cli {
 
-namespace {
-std::string fmt(const char* format, double value) {
-  char buf[64];
+std::string format_number(const char* format, double value) {
+  char buf[128];
   std::snprintf(buf, sizeof buf, format, value);
   return buf;
 }
+
+bool write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    return true;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  return static_cast<bool>(out);
+}
+
+namespace {
+const auto fmt = format_number;
 
 // 4194304 -> "4,194,304"
 std::string with_commas(int64_t n) {

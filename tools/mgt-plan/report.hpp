@@ -34,5 +34,11 @@ nlohmann::json estimate_to_json(const cost::Estimate& e, int64_t rank, int64_t h
 nlohmann::json run_to_json(const RunContext& run);  ///< {"model", "cluster", "settings"}
 
 std::string format_gib(int64_t bytes);  ///< "62.1"
+/// snprintf of one number with a printf format ("%.1f"), for tables and summary lines.
+std::string format_number(const char* format, double value);
+
+/// Writes `text` to stdout when `path` is "-" or empty, else to the file `path` (binary); false when
+/// the file cannot be written (the caller names what it was writing).
+bool write_output(const std::string& path, const std::string& text);
 
 }  // namespace mgt::cli

@@ -1,6 +1,8 @@
 // `mgt-plan validate`: printing of planner/validate's results (text table or mgt.validation/1).
 #include "validate_command.hpp"
 
+#include "report.hpp"
+
 #include "mgt/ir/error.hpp"
 #include "mgt/planner/validate.hpp"
 #include "mgt/planner/validate_kernels.hpp"
@@ -16,11 +18,7 @@ namespace mgt::cli {
 
 namespace {
 
-std::string fmt(const char* format, double value) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
+const auto fmt = format_number;
 
 /// 3 significant digits, plain for everyday magnitudes.
 std::string num(double v) {

@@ -66,39 +66,30 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 #endif
 }
 
-// Sums in double of n floats (squares, products), eight partial sums so that the loop vectorises
-// (a single running double sum is a serial chain GCC must keep in order).
-double sum_squares_double(const float* x, int64_t n) {
+// Sums in double of n terms (squares, products, floats), eight partial sums so that the loop vectorises
+// (a single running double sum is a serial chain GCC must keep in order). term(i): the i-th term.
+template <class Term>
+double sum8_double(int64_t n, Term term) {
   double acc[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+    for (int j = 0; j < 8; ++j) acc[j] += term(i + j);
   double sum = 0.0;
-  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (; i < n; ++i) sum += term(i);
   for (double a : acc) sum += a;
   return sum;
+}
+
+double sum_squares_double(const float* x, int64_t n) {
+  return sum8_double(n, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
 }
 
 double dot_double(const float* x, const float* y, int64_t n) {
-  double acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[i + j]) * y[i + j];
-  double sum = 0.0;
-  for (; i < n; ++i) sum += static_cast<double>(x[i]) * y[i];
-  for (double a : acc) sum += a;
-  return sum;
+  return sum8_double(n, [x, y](int64_t i) { return static_cast<double>(x[i]) * y[i]; });
 }
 
 double sum_double(const float* x, int64_t n) {
-  double acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
-  double sum = 0.0;
-  for (; i < n; ++i) sum += x[i];
-  for (double a : acc) sum += a;
-  return sum;
+  return sum8_double(n, [x](int64_t i) { return static_cast<double>(x[i]); });
 }
 
 // Vectorised exp (Eigen's pexp, within 2 ulp of exp) in chunks of 256 through an aligned stack
@@ -209,18 +200,10 @@ namespace {
 // sum_i (w_i dy_i) x_i in double (w_i = 1 + w[i] with UnitOffset), eight partial sums (vectorised).
 template <bool UnitOffset>
 double weighted_dot_double(const float* w, const float* dy, const float* x, int64_t C) {
-  double acc[8] = {};
-  auto term = [&](int64_t i) {
+  return sum8_double(C, [&](int64_t i) {
     const float weight = UnitOffset ? 1.0f + w[i] : w[i];
     return static_cast<double>(weight * dy[i]) * x[i];
-  };
-  int64_t i = 0;
-  for (; i + 8 <= C; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += term(i + j);
-  double sum = 0.0;
-  for (; i < C; ++i) sum += term(i);
-  for (double a : acc) sum += a;
-  return sum;
+  });
 }
 
 }  // namespace
@@ -368,9 +351,12 @@ void rope_tables(float* cos, float* sin, int64_t T, int64_t D, int64_t position_
   }
 }
 
-// Pairs (x1, x2) = (x[i], x[i + D/2]): out1 = x1 cos - x2 sin, out2 = x2 cos + x1 sin.
-void rope_forward(float* out, const float* x, const float* cos, const float* sin, int64_t B,
-                  int64_t T, int64_t H, int64_t D) {
+namespace {
+
+// Visits every rotated pair of a (B, T, H, D) tensor: rotate(base + i, base + i + D/2, cos, sin) for
+// i < D/2, with the cos and sin of the pair's position t.
+template <class Rotate>
+void rope_pairs(const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t D, Rotate rotate) {
   const int64_t half = D / 2;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
@@ -378,36 +364,34 @@ void rope_forward(float* out, const float* x, const float* cos, const float* sin
       const float* s = sin + t * half;
       for (int64_t h = 0; h < H; ++h) {
         const int64_t base = ((b * T + t) * H + h) * D;
-        for (int64_t i = 0; i < half; ++i) {
-          const float x1 = x[base + i];
-          const float x2 = x[base + i + half];
-          out[base + i] = x1 * c[i] - x2 * s[i];
-          out[base + i + half] = x2 * c[i] + x1 * s[i];
-        }
+        for (int64_t i = 0; i < half; ++i) rotate(base + i, base + i + half, c[i], s[i]);
       }
     }
   }
 }
 
+}  // namespace
+
+// Pairs (x1, x2) = (x[i], x[i + D/2]): out1 = x1 cos - x2 sin, out2 = x2 cos + x1 sin.
+void rope_forward(float* out, const float* x, const float* cos, const float* sin, int64_t B,
+                  int64_t T, int64_t H, int64_t D) {
+  rope_pairs(cos, sin, B, T, H, D, [&](int64_t i1, int64_t i2, float c, float s) {
+    const float x1 = x[i1];
+    const float x2 = x[i2];
+    out[i1] = x1 * c - x2 * s;
+    out[i2] = x2 * c + x1 * s;
+  });
+}
+
 // Transpose of the rotation: dx1 = g1 cos + g2 sin, dx2 = g2 cos - g1 sin.
 void rope_backward(float* dx, const float* dout, const float* cos, const float* sin, int64_t B,
                    int64_t T, int64_t H, int64_t D) {
-  const int64_t half = D / 2;
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float* c = cos + t * half;
-      const float* s = sin + t * half;
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t base = ((b * T + t) * H + h) * D;
-        for (int64_t i = 0; i < half; ++i) {
-          const float g1 = dout[base + i];
-          const float g2 = dout[base + i + half];
-          dx[base + i] += g1 * c[i] + g2 * s[i];
-          dx[base + i + half] += g2 * c[i] - g1 * s[i];
-        }
-      }
-    }
-  }
+  rope_pairs(cos, sin, B, T, H, D, [&](int64_t i1, int64_t i2, float c, float s) {
+    const float g1 = dout[i1];
+    const float g2 = dout[i2];
+    dx[i1] += g1 * c + g2 * s;
+    dx[i2] += g2 * c - g1 * s;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

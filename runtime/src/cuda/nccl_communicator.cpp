@@ -136,6 +136,18 @@ struct NcclCommunicator::Impl {
     check(call(comm), what, op);
     wait(what, {comm});
   }
+
+  /// all_reduce (op ncclSum) and all_reduce_max (ncclMax): in place when send == recv, else the buffers
+  /// must not overlap.
+  void all_reduce(const Communicator& self, const float* send, float* recv, int64_t count, const Axes& axes,
+                  ncclRedOp_t op, const char* what) {
+    require_count(count, what);
+    if (send != recv && buffers_overlap(self, ir::CollectiveKind::all_reduce, send, recv, count, axes))
+      throw std::invalid_argument(std::string(what) + ": send and recv overlap but are not the in-place form");
+    run_collective(what, axes, count, send, recv, count, [&](ncclComm_t c) {
+      return ncclAllReduce(send, recv, static_cast<size_t>(count), ncclFloat, op, c, stream);
+    });
+  }
 };
 
 NcclCommunicator::NcclCommunicator(const ir::Mesh& mesh, NcclOptions options) : impl_(std::make_unique<Impl>()) {
@@ -233,23 +245,11 @@ void* NcclCommunicator::stream() const { return impl_->stream; }
 int NcclCommunicator::device() const { return impl_->device; }
 
 void NcclCommunicator::all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) {
-  require_count(count, "all_reduce");
-  if (send != recv && buffers_overlap(*this, ir::CollectiveKind::all_reduce, send, recv, count, axes))
-    throw std::invalid_argument("all_reduce: send and recv overlap but are not the in-place form");
-  Impl& s = *impl_;
-  s.run_collective("all_reduce", axes, count, send, recv, count, [&](ncclComm_t c) {
-    return ncclAllReduce(send, recv, static_cast<size_t>(count), ncclFloat, ncclSum, c, s.stream);
-  });
+  impl_->all_reduce(*this, send, recv, count, axes, ncclSum, "all_reduce");
 }
 
 void NcclCommunicator::all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) {
-  require_count(count, "all_reduce_max");
-  if (send != recv && buffers_overlap(*this, ir::CollectiveKind::all_reduce, send, recv, count, axes))
-    throw std::invalid_argument("all_reduce_max: send and recv overlap but are not the in-place form");
-  Impl& s = *impl_;
-  s.run_collective("all_reduce_max", axes, count, send, recv, count, [&](ncclComm_t c) {
-    return ncclAllReduce(send, recv, static_cast<size_t>(count), ncclFloat, ncclMax, c, s.stream);
-  });
+  impl_->all_reduce(*this, send, recv, count, axes, ncclMax, "all_reduce_max");
 }
 
 void NcclCommunicator::all_gather(const float* send, float* recv, int64_t count, const Axes& axes) {

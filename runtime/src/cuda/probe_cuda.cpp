@@ -3,6 +3,7 @@
 // Every measurement is checked. Design notes: docs/runtime_cuda.md ("Probe").
 #include "mgt/runtime/cuda/probe.hpp"
 
+#include "../probe_util.hpp"
 #include "check.hpp"
 #include "mgt/ir/collective.hpp"
 #include "mgt/ir/error.hpp"
@@ -28,13 +29,10 @@ namespace mgt::rt::cuda {
 
 namespace {
 
+using probe_detail::format;
+using probe_detail::utc_date;
+using Shape = probe_detail::GemmShape;
 using Clock = std::chrono::steady_clock;
-
-std::string format(const char* fmt, auto... args) {
-  char buffer[320];
-  std::snprintf(buffer, sizeof buffer, fmt, args...);
-  return buffer;
-}
 
 /// Mean of a double over the world (MPI, started by the communicator).
 double mean_over_world(double value, int64_t world) {
@@ -67,26 +65,14 @@ double time_on_stream(cudaStream_t stream, int reps, Body body) {
   return static_cast<double>(ms) * 1e-3 / reps;
 }
 
-struct Shape {
-  int64_t m, n, k;
-};
-
 /// The square peak first, then tokens-per-rank x output features x input features over the planner's
 /// linear sizes; weights at most 2^28 elements, m n k at most 2^40.
 std::vector<Shape> gemm_shapes(bool quick) {
   const int64_t square = quick ? 2048 : 8192;
-  std::vector<Shape> shapes = {{square, square, square}};
   const std::vector<int64_t> ms = quick ? std::vector<int64_t>{512, 2048} : std::vector<int64_t>{1024, 4096, 16384};
   const std::vector<int64_t> nks =
       quick ? std::vector<int64_t>{1024, 4096} : std::vector<int64_t>{1024, 4096, 8192, 16384};
-  for (int64_t m : ms)
-    for (int64_t n : nks)
-      for (int64_t k : nks) {
-        if (n * k > (int64_t{1} << 28) || m * n * k > (int64_t{1} << 40)) continue;
-        if (m == square && n == square && k == square) continue;
-        shapes.push_back({m, n, k});
-      }
-  return shapes;
+  return probe_detail::gemm_shape_sweep(square, ms, nks, int64_t{1} << 28, int64_t{1} << 40);
 }
 
 /// Times cuda::linear_forward at (m, n, k) and checks `samples` outputs against a double dot product of
@@ -127,13 +113,6 @@ std::string topo_text() {
   char buffer[4096];
   while (size_t got = fread(buffer, 1, sizeof buffer, pipe.get())) text.append(buffer, got);
   return text;
-}
-
-std::string utc_date() {
-  const std::time_t now = std::time(nullptr);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d", std::gmtime(&now));
-  return buffer;
 }
 
 ir::GpuArch arch_of(int major, int minor) {
@@ -352,8 +331,7 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
   if (world > 1) {
     const Axes all = comm.all_axes();
     const int64_t max_bytes = options.quick ? (int64_t{16} << 20) : (int64_t{256} << 20);
-    for (ir::CollectiveKind kind : {ir::CollectiveKind::all_reduce, ir::CollectiveKind::all_gather,
-                                    ir::CollectiveKind::reduce_scatter, ir::CollectiveKind::all_to_all}) {
+    for (ir::CollectiveKind kind : probe_detail::kProbedCollectives) {
       for (int64_t size = int64_t{1} << 20; size <= max_bytes; size *= 4) {
         const int64_t total = size / 4 / world * world;  // floats of the nccl-tests buffer, a multiple of world
         const int64_t chunk = total / world;
@@ -395,15 +373,10 @@ ProbeReport probe_cuda(NcclCommunicator& comm, const ProbeOptions& options, std:
         report.collectives.push_back(s);
       }
     }
-    if (log) {
-      *log << "# NCCL collectives over the world (" << world << " GPUs), out of place, every element checked\n";
-      print_collective_table(*log, report.collectives);
-    }
-    for (const auto& s : report.collectives)
-      if (s.wrong != 0 || !(s.busbw_gbps > 0))
-        throw std::runtime_error(format("probe: %s of %lld bytes gave %lld wrong elements",
-                                        ir::to_string(s.kind).c_str(), static_cast<long long>(s.bytes),
-                                        static_cast<long long>(s.wrong)));
+    probe_detail::log_and_check_collectives(
+        report.collectives,
+        "# NCCL collectives over the world (" + std::to_string(world) + " GPUs), out of place, every element checked\n",
+        log);
   } else if (log) {
     *log << "# one rank: no collectives measured (run under mpirun -np <GPUs> to measure them)\n";
   }

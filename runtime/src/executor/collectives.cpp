@@ -48,6 +48,21 @@ void Executor::Impl::run_collective(const ir::Instruction& instr, const ir::Coll
   const int64_t count = c.bytes / esize;
   float* g = state.grads().data();
   float* w = state.params().data();
+  // FSDP: the unit of the buffer, which must hold `count` elements, its chunk and this rank's shard;
+  // comm_scratch zeroed for every shard's chunk plus this rank's own.
+  struct FsdpUnit {
+    const Layout& u;
+    int64_t chunk;
+    ShardRange r;
+  };
+  auto fsdp_unit = [&](const char* elements, const char* call) {
+    const Layout& u = unit_of(instr, c.buffer);
+    if (count != u.size)
+      fail(instr, "the unit holds " + std::to_string(u.size) + " " + elements + " here, the " + call + " " + std::to_string(count));
+    const int64_t chunk = chunk_of(u);
+    comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
+    return FsdpUnit{u, chunk, owned(u)};
+  };
   switch (c.kind) {
     case ir::CollectiveKind::all_reduce: {
       if (c.buffer != "grads") fail(instr, "all-reduce of buffer '" + c.buffer + "' is not implemented");
@@ -77,11 +92,7 @@ void Executor::Impl::run_collective(const ir::Instruction& instr, const ir::Coll
     }
     case ir::CollectiveKind::all_gather: {
       // FSDP: the unit's (tp-local) parameters from every shard into the full-layout buffer.
-      const Layout& u = unit_of(instr, c.buffer);
-      if (count != u.size) fail(instr, "the unit holds " + std::to_string(u.size) + " parameters here, the gather " + std::to_string(count));
-      const int64_t chunk = chunk_of(u);
-      const ShardRange r = owned(u);
-      comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
+      const auto [u, chunk, r] = fsdp_unit("parameters", "gather");
       float* send = comm_scratch.data() + chunk * shards;
       pack(u, r, w, send);
       comm->all_gather(send, comm_scratch.data(), chunk, c.axes);
@@ -91,11 +102,7 @@ void Executor::Impl::run_collective(const ir::Instruction& instr, const ir::Coll
     case ir::CollectiveKind::reduce_scatter: {
       // FSDP: the unit's local gradients summed over the shard group into this rank's shard; the
       // rest zeroed, so later micro-batches accumulate on top of the reduced shard exactly.
-      const Layout& u = unit_of(instr, c.buffer);
-      if (count != u.size) fail(instr, "the unit holds " + std::to_string(u.size) + " gradients here, the reduce-scatter " + std::to_string(count));
-      const int64_t chunk = chunk_of(u);
-      const ShardRange r = owned(u);
-      comm_scratch.assign(static_cast<size_t>(chunk * (shards + 1)), 0.0f);
+      const auto [u, chunk, r] = fsdp_unit("gradients", "reduce-scatter");
       pack(u, {0, u.size}, g, comm_scratch.data());
       float* recv = comm_scratch.data() + chunk * shards;
       comm->reduce_scatter(comm_scratch.data(), recv, chunk, c.axes);
