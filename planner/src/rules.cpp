@@ -4,6 +4,7 @@
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/ir/layout.hpp"
 
+#include <limits>
 #include <set>
 
 namespace mgt::plan {
@@ -53,8 +54,12 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   // Pipeline: the layers split into pp * vpp chunks (ir::PipelineSplit: equal chunks, or the first
   // and last one layer lighter), and the schedule needs micro-batches to fill the pipe.
   if (plan.pp > 1 || plan.vpp > 1) {
-    const std::string pv = "pp*vpp=" + std::to_string(plan.pp * plan.vpp);
     if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
+    // The product is checked before it is formed: a wrapped one (vpp near 2^63) could "divide" the layers.
+    if (plan.pp < 1 || plan.vpp < 1 || plan.vpp > std::numeric_limits<int64_t>::max() / plan.pp)
+      return "pp*vpp (pp=" + std::to_string(plan.pp) + ", vpp=" + std::to_string(plan.vpp) + ") overflows; it must divide " +
+             facts.layers_field + "=" + std::to_string(facts.num_layers) + " or " + facts.layers_field + "+2";
+    const std::string pv = "pp*vpp=" + std::to_string(plan.pp * plan.vpp);
     if (!ir::PipelineSplit::splits(facts.num_layers, plan.pp * plan.vpp))
       return pv + " must divide " + facts.layers_field + "=" + std::to_string(facts.num_layers) + " or " +
              facts.layers_field + "+2";

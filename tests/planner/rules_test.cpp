@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -102,6 +103,18 @@ TEST(FirstBrokenRule, ValidPlansPass) {
 }
 
 // ---- product ---------------------------------------------------------------------------------------
+
+TEST(FirstBrokenRule, PipelineProductThatOverflowsIsRefusedBeforeItIsFormed) {
+  // pp 2 x vpp 2^63 - 1 wraps to -2, which "divides" 32 layers; 2 x (2^62 + 2) wraps to 8, which does.
+  for (const int64_t vpp : {std::numeric_limits<int64_t>::max(), int64_t{4611686018427387906}}) {
+    Plan plan = make_plan(1, 1, 1, 1);
+    plan.pp = 2;
+    plan.vpp = vpp;
+    EXPECT_EQ(broken(plan, llama8b_facts(), h100(), settings(), options(2)),
+              "pp*vpp (pp=2, vpp=" + std::to_string(vpp) +
+                  ") overflows; it must divide num_hidden_layers=32 or num_hidden_layers+2");
+  }
+}
 
 TEST(FirstBrokenRule, ProductMustEqualGpus) {
   const auto c = h100();
