@@ -1,3 +1,5 @@
+// Bad input to the CLI: every test asserts through expect_bad_input (cli_util.hpp: exit 2, one
+// "mgt-plan: " line naming the given words, nothing on stdout, no internal error).
 // End-to-end tests of mgt-plan on bad input (README.md "Use"): every class of bad model, plan, cluster,
 // size or flag exits 2 with one stderr line naming the file or flag, the field and the fix.
 #include "cli_util.hpp"
