@@ -1,5 +1,6 @@
 // Error helpers shared by every reader in mgt_ir.
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/json_fields.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -180,6 +181,38 @@ bool optional_bool(const nlohmann::json& obj, const std::string& field, bool fal
   const auto& v = obj.at(field);
   if (!v.is_boolean()) throw InputError(source, field, "expected true or false, got " + v.dump());
   return v.get<bool>();
+}
+
+int64_t require_nonnegative_int(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const int64_t v = as_int(require_field(obj, field, source), field, source);
+  if (v < 0) throw InputError(source, field, "must not be negative, got " + std::to_string(v));
+  return v;
+}
+
+double require_finite_number(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const auto& v = require_field(obj, field, source);
+  if (!v.is_number()) throw InputError(source, field, "expected a number, got " + type_name(v));
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) throw InputError(source, field, "must be finite, got " + v.dump());
+  return d;
+}
+
+bool require_bool(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const auto& v = require_field(obj, field, source);
+  if (!v.is_boolean()) throw InputError(source, field, "expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+const nlohmann::json& require_object(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const auto& v = require_field(obj, field, source);
+  if (!v.is_object()) throw InputError(source, field, "expected an object, got " + type_name(v));
+  return v;
+}
+
+const nlohmann::json& require_array(const nlohmann::json& obj, const std::string& field, const std::string& source) {
+  const auto& v = require_field(obj, field, source);
+  if (!v.is_array()) throw InputError(source, field, "expected an array, got " + type_name(v));
+  return v;
 }
 
 void require_format(const nlohmann::json& doc, const std::string& expected, const std::string& source) {

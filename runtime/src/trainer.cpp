@@ -125,7 +125,10 @@ RunRecord read_run_record(const std::string& dir) {
     throw ir::InputError(path, "", "missing: the folder was not written by mgt-plan run --save",
                          "resume from a folder --save wrote; to start from its weights alone pass it to --weights");
   }
-  const json doc = ir::read_json_file(path);
+  return run_record_from_json(ir::read_json_file(path), path);
+}
+
+RunRecord run_record_from_json(const json& doc, const std::string& path) {
   ir::require_format(doc, kRunFormat, path);
   RunRecord r;
   r.seq_len = ir::require_positive_int(doc, "seq_len", path);
@@ -155,6 +158,14 @@ RunRecord read_run_record(const std::string& dir) {
   r.model = doc.value("model", std::string("?"));
   r.model_path = doc.value("model_path", std::string("?"));
   if (doc.contains("step")) r.step = ir::optional_nonnegative_int(doc, "step", 0, path);
+  if (doc.contains("tokens_seen")) {  // derived; a record whose numbers disagree was edited by hand
+    const int64_t tokens = ir::optional_nonnegative_int(doc, "tokens_seen", 0, path);
+    const int64_t want = r.step.value_or(0) * r.global_batch * r.seq_len;
+    if (tokens != want)
+      throw ir::InputError(path, "tokens_seen", std::to_string(tokens) + " is not step x global_batch x seq_len = " +
+                                                    std::to_string(want), "--save writes it");
+  }
+  if (doc.contains("plan")) r.plan = ir::plan_from_json(doc.at("plan"), path + ": plan");
   return r;
 }
 

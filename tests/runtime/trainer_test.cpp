@@ -149,6 +149,9 @@ TEST(Trainer, SaveThenResumeContinuesBitForBit) {
   const json doc = json::parse(std::ifstream(f.file("ckpt/run.json")));
   EXPECT_EQ(doc.at("format"), "mgt.run/1");
   EXPECT_EQ(doc.at("tokens_seen").get<int64_t>(), 2 * kGlobalBatch * kSeqLen);
+  // mgt.run/1 as the save wrote it: read and written again, byte for byte (run_record_test.cpp has the rest).
+  EXPECT_EQ(rt::to_json(rt::run_record_from_json(doc, "run.json")).dump(2) + "\n",
+            std::string(std::istreambuf_iterator<char>(std::ifstream(f.file("ckpt/run.json")).rdbuf()), {}));
 
   rt::ModelState state(f.graph);
   EXPECT_EQ(saved.parameters, state.table().total_elements);

@@ -5,10 +5,11 @@
 #include "report.hpp"
 #include "simulate_command.hpp"
 
-#include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/export.hpp"
+#include "mgt/planner/inspect.hpp"
+#include "mgt/planner/plans_report.hpp"
 #include "mgt/planner/search.hpp"
 
 #include <algorithm>
@@ -286,14 +287,9 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
     return 0;
   }
   if (o.json) {
-    nlohmann::json doc = run_to_json(l.run);
-    doc["format"] = "mgt.plans/1";
-    doc["plans"] = nlohmann::json::array();
-    for (size_t i = 0; i < result.plans.size(); ++i)
-      doc["plans"].push_back(estimate_to_json(result.plans[i], int64_t(i) + 1, hbm));
-    doc["evaluated"] = result.evaluated;
-    doc["rejected"] = result.rejected;
-    std::cout << doc.dump(2) << "\n";
+    const plan::PlansReport report =
+        plan::make_plans_report(l.graph, o.model_path, l.cluster, o.gpus, l.run.settings, result);
+    std::cout << plan::to_json(report).dump(2) << "\n";
     if (!result.plans.empty()) warn_if_absurd(l, o, result.plans.front(), format);
     return result.plans.empty() ? 1 : 0;
   }
@@ -364,7 +360,7 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
     return e.memory.peak_bytes > hbm ? 1 : 0;
   }
   if (o.json) {
-    std::cout << estimate_to_json(e, 1, hbm).dump(2) << "\n";
+    std::cout << plan::to_json(plan::RankedEstimate{1, hbm, e}).dump(2) << "\n";
   } else {
     std::cout << format_header(l.run) << "\n" << format_breakdown(e, hbm);
     if (e.memory.peak_bytes > hbm) std::cout << "does not fit: needs " << format_gib(e.memory.peak_bytes) << " GiB > "
@@ -377,53 +373,20 @@ int run_inspect(const std::string& model_path, const std::optional<std::string>&
   const ir::Graph graph = ir::load_model(model_path);
   const int64_t seq_len = seq_len_text ? parse_size(*seq_len_text, "--seq-len") : default_seq_len(graph);
   check_seq_len(seq_len, graph);
-  const auto counts = ir::count_parameters(graph);
-  // Training FLOPs per token (fwd + bwd) from the same per-block model the estimator uses.
-  const cost::ShardContext ctx{1, seq_len, 1, 1, false, ir::DType::bf16};
-  const ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");  // only the FLOP counts are used
-  nlohmann::json blocks = nlohmann::json::array();
-  double flops_per_token = 0;
-  for (const auto& block : graph.blocks) {
-    const cost::BlockCost c = cost::block_cost(block, ctx, cluster, {});
-    int64_t params = 0;
-    for (const auto& t : block.tensors)
-      if (t.is_parameter) params += ir::num_elements(t);
-    const double per_token = c.model_flops / double(seq_len);
-    flops_per_token += per_token * double(block.repeat);
-    blocks.push_back({{"name", block.name}, {"repeat", block.repeat}, {"params_per_copy", params},
-                      {"training_flops_per_token_per_copy", per_token}, {"ops", block.ops.size()}});
-  }
-  const auto& info = graph.info;
-  nlohmann::json doc = {{"format", "mgt.inspect/1"},
-                        {"model", info.name},
-                        {"architecture", info.architecture},
-                        {"params_total", counts.total},
-                        {"num_layers", info.num_layers},
-                        {"hidden_size", info.hidden_size},
-                        {"num_attention_heads", info.num_attention_heads},
-                        {"num_kv_heads", info.num_kv_heads},
-                        {"vocab_size", info.vocab_size},
-                        {"seq_len", seq_len},
-                        {"training_flops_per_token", flops_per_token},
-                        {"blocks", blocks}};
-  if (info.num_experts > 0) {
-    doc["params_active"] = counts.active;
-    doc["num_experts"] = info.num_experts;
-    doc["experts_per_token"] = info.experts_per_token;
-  }
+  const plan::ModelInspection m = plan::inspect_model(graph, seq_len);
   if (json) {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << plan::to_json(m).dump(2) << "\n";
     return 0;
   }
-  std::printf("%s (%s)\n", info.name.c_str(), info.architecture.c_str());
-  std::printf("parameters: %lld", (long long)counts.total);
-  if (info.num_experts > 0) std::printf(" total, %lld active per token", (long long)counts.active);
+  std::printf("%s (%s)\n", m.model.c_str(), m.architecture.c_str());
+  std::printf("parameters: %lld", (long long)m.params_total);
+  if (m.num_experts > 0) std::printf(" total, %lld active per token", (long long)m.params_active);
   std::printf("\ntraining FLOPs per token at seq_len %lld: %.4g (fwd + bwd, incl. causal attention)\n",
-              (long long)seq_len, flops_per_token);
+              (long long)seq_len, m.training_flops_per_token);
   std::printf("%-14s %7s %16s %20s\n", "block", "repeat", "params/copy", "train FLOPs/token/copy");
-  for (const auto& b : blocks)
-    std::printf("%-14s %7lld %16lld %20.4g\n", b["name"].get<std::string>().c_str(), (long long)b["repeat"].get<int64_t>(),
-                (long long)b["params_per_copy"].get<int64_t>(), b["training_flops_per_token_per_copy"].get<double>());
+  for (const plan::InspectedBlock& b : m.blocks)
+    std::printf("%-14s %7lld %16lld %20.4g\n", b.name.c_str(), (long long)b.repeat, (long long)b.params_per_copy,
+                b.training_flops_per_token_per_copy);
   return 0;
 }
 

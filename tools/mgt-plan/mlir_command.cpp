@@ -106,13 +106,7 @@ int run_roleless_search(const std::string& path, const std::vector<std::string>&
   const ir::ClusterSpec cluster = ir::load_cluster(cluster_arg);
   const plan::SpmdSearchResult r = plan::search_spmd(g, cluster, gpus, ir::DType::bf16, top);
   if (json) {
-    nlohmann::json doc = {{"format", "mgt.spmd_plans/1"}, {"model", path}, {"gpus", gpus}, {"cluster", cluster.gpu.name},
-                          {"evaluated", r.evaluated}, {"feasible", r.feasible}, {"rejected", r.rejected}};
-    doc["plans"] = nlohmann::json::array();
-    for (const auto& e : r.plans)
-      doc["plans"].push_back({{"plan", plan::to_json(e.plan)}, {"step_s", e.step_s}, {"compute_s", e.compute_s},
-                              {"comm_s", e.comm_s}, {"peak_bytes", e.peak_bytes}, {"collectives", e.collectives}});
-    std::cout << doc.dump(2) << "\n";
+    std::cout << plan::to_json(plan::SpmdPlansReport{path, gpus, cluster.gpu.name, r}).dump(2) << "\n";
     return r.plans.empty() ? 1 : 0;
   }
   std::printf("%s: role-less sharding search on %lld x %s (bf16; each mesh axis splits one input dim)\n",

@@ -145,36 +145,4 @@ std::string format_breakdown(const cost::Estimate& e, int64_t hbm_bytes) {
   return out;
 }
 
-nlohmann::json estimate_to_json(const cost::Estimate& e, int64_t rank, int64_t hbm_bytes) {
-  nlohmann::json j = cost::to_json(e);  // every key of the Estimate, one spelling per term (breakdown_json.hpp)
-  j["rank"] = rank;
-  j["memory"]["hbm_bytes"] = hbm_bytes;
-  j["memory"]["headroom_bytes"] = hbm_bytes - e.memory.peak_bytes;
-  return j;
-}
-
-nlohmann::json run_to_json(const RunContext& run) {
-  const auto counts = ir::count_parameters(*run.graph);
-  nlohmann::json model = {{"name", run.graph->info.name},
-                          {"path", run.model_path},
-                          {"architecture", run.graph->info.architecture},
-                          {"params_total", counts.total}};
-  if (run.graph->info.num_experts > 0) model["params_active"] = counts.active;
-  nlohmann::json cluster = {{"name", run.cluster->name},
-                            {"gpu", run.cluster->gpu.name},
-                            {"num_gpus", run.num_gpus},
-                            {"gpus_per_node", run.cluster->gpus_per_node},
-                            {"hbm_bytes", run.cluster->gpu.hbm_bytes}};
-  nlohmann::json settings = {{"seq_len", run.settings.seq_len},
-                             {"global_batch_tokens", run.settings.global_batch_tokens},
-                             {"global_batch_seqs", run.settings.global_batch_seqs()},
-                             {"compute_dtype", ir::to_string(run.settings.compute_dtype)},
-                             {"fp8_linears", run.settings.fp8_linears},
-                             {"master_weights_dtype", "fp32"},
-                             {"gradients_dtype", "fp32"},
-                             {"optimizer", "AdamW, fp32 states"},
-                             {"mesh_order", {"pp", "dp_replicate", "dp_shard", "cp", "tp"}}};
-  return {{"model", model}, {"cluster", cluster}, {"settings", settings}};
-}
-
 }  // namespace mgt::cli

@@ -1,5 +1,5 @@
-// Printing: the plan table, the settings header, the rejection summary, and the JSON documents
-// mgt.plans/1 and mgt.inspect/1 (docs/formats.md).
+// Printing: the plan table, the settings header and the rejection summary. The JSON documents are
+// written by their libraries (plan::PlansReport, plan::ModelInspection; docs/formats.md).
 #pragma once
 
 #include "mgt/cost_model/estimator.hpp"
@@ -30,8 +30,6 @@ std::string format_recommendation(const cost::Estimate& best, int64_t hbm_bytes)
 /// A multi-line breakdown of one estimate (for `estimate` without --json).
 std::string format_breakdown(const cost::Estimate& e, int64_t hbm_bytes);
 
-nlohmann::json estimate_to_json(const cost::Estimate& e, int64_t rank, int64_t hbm_bytes);
-nlohmann::json run_to_json(const RunContext& run);  ///< {"model", "cluster", "settings"}
 
 std::string format_gib(int64_t bytes);  ///< "62.1"
 /// snprintf of one number with a printf format ("%.1f"), for tables and summary lines.

@@ -1,8 +1,7 @@
 // `mgt-plan simulate`: lower, verify, simulate, print (docs/simulator.md §6).
 #include "simulate_command.hpp"
 
-#include "mgt/cost_model/breakdown_json.hpp"
-
+#include "mgt/cost_model/simulation_report.hpp"
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/planner/lower.hpp"
@@ -18,11 +17,6 @@
 namespace mgt::cli {
 
 namespace {
-
-constexpr const char* kKindNames[] = {"parameters", "gradients", "optimizer", "activations",
-                                      "fsdp_buffer", "comm_buffer", "workspace", "logits"};
-// Buffers listed as live at the peak: enough to see what dominates it.
-constexpr size_t kLargestLive = 8;
 
 std::string gib(int64_t bytes) {
   char buf[32];
@@ -40,52 +34,6 @@ void write_file(const std::string& path, const std::string& flag, const std::str
   if (out) out << text;
   if (!out)
     throw ir::InputError(flag, "", "cannot write '" + path + "'", "check that the folder exists and is writable");
-}
-
-/// mgt.simulation/1 (simulate_command.hpp).
-nlohmann::json simulation_json(const ir::Graph& graph, const ir::Schedule& schedule, const cost::SimulationResult& r,
-                               const cost::Estimate& analytic, int64_t num_gpus, int64_t instructions) {
-  const cost::ProgramMemory& mem = r.programs.at(r.peak_program).memory;
-  nlohmann::json by_kind = nlohmann::json::object();
-  for (size_t k = 0; k < std::size(kKindNames); ++k) by_kind[kKindNames[k]] = mem.peak_by_kind[k];
-  nlohmann::json largest_live = nlohmann::json::array();
-  for (size_t i = 0; i < mem.peak_live.size() && i < kLargestLive; ++i)
-    largest_live.push_back({{"name", mem.peak_live[i].name},
-                            {"bytes", mem.peak_live[i].bytes},
-                            {"kind", kKindNames[size_t(mem.peak_live[i].kind)]}});
-  nlohmann::json programs = nlohmann::json::array();
-  for (size_t p = 0; p < r.programs.size(); ++p) {
-    const auto& pr = r.programs[p];
-    nlohmann::json busy = nlohmann::json::object();
-    for (int s = 0; s < ir::kNumStreams; ++s) busy[ir::to_string(ir::Stream(s))] = pr.busy_s[size_t(s)];
-    programs.push_back({{"name", schedule.programs[p].name},
-                        {"num_ranks", schedule.programs[p].num_ranks},
-                        {"end_s", pr.end_s},
-                        {"busy_s", busy},
-                        {"breakdown", cost::to_json(pr.breakdown)},
-                        {"peak_bytes", pr.memory.peak_reserved_bytes},
-                        {"peak_allocated_bytes", pr.memory.peak_bytes},
-                        {"peak_time_s", pr.memory.peak_time_s}});
-  }
-  return nlohmann::json{
-      {"format", "mgt.simulation/1"},
-      {"model", graph.info.name},
-      {"num_gpus", num_gpus},
-      {"plan", ir::to_json(schedule.plan)},
-      {"step_time_s", r.step_time_s},
-      {"peak_bytes", r.peak_bytes},
-      {"breakdown", cost::to_json(r.breakdown)},
-      {"memory",
-       {{"program", schedule.programs[r.peak_program].name},
-        {"peak_bytes", mem.peak_reserved_bytes},
-        {"peak_allocated_bytes", mem.peak_bytes},
-        {"peak_time_s", mem.peak_time_s},
-        {"by_kind", by_kind},
-        {"largest_live", largest_live},
-        {"overhead_bytes", mem.peak_reserved_bytes - mem.peak_bytes}}},
-      {"programs", programs},
-      {"instructions", instructions},
-      {"analytic", {{"step_time_s", analytic.step_time_s}, {"peak_bytes", analytic.memory.peak_bytes}}}};
 }
 
 }  // namespace
@@ -113,7 +61,7 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   for (const auto& p : schedule.programs) instructions += int64_t(p.instructions.size());
 
   if (json) {
-    std::cout << simulation_json(graph, schedule, r, analytic, num_gpus, instructions).dump(2) << "\n";
+    std::cout << cost::to_json(cost::make_simulation_report(graph, schedule, r, analytic, num_gpus)).dump(2) << "\n";
   } else {
     std::ostringstream o;
     o << graph.info.name << " on " << num_gpus << " GPUs (" << cluster.name << "), plan " << ir::to_string(schedule.plan)
@@ -132,10 +80,11 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
     o << "\npeak memory " << gib(r.peak_bytes) << " GiB per GPU on " << schedule.programs[r.peak_program].name
       << " at " << ms(mem.peak_time_s) << " ms (analytic estimate " << gib(analytic.memory.peak_bytes) << " GiB; GPU holds "
       << gib(hbm) << " GiB), GiB:\n";
-    for (size_t k = 0; k < std::size(kKindNames); ++k) {
+    for (size_t k = 0; k < mem.peak_by_kind.size(); ++k) {
       if (mem.peak_by_kind[k] == 0) continue;
       char line[96];
-      std::snprintf(line, sizeof line, "  %-28s %10s\n", kKindNames[k], gib(mem.peak_by_kind[k]).c_str());
+      std::snprintf(line, sizeof line, "  %-28s %10s\n", ir::to_string(ir::BufferKind(k)).c_str(),
+                    gib(mem.peak_by_kind[k]).c_str());
       o << line;
     }
     char line[96];
@@ -144,7 +93,7 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
     o << line;
     if (!mem.peak_live.empty()) {
       o << "largest buffers live then, GiB:";
-      for (size_t i = 0; i < mem.peak_live.size() && i < kLargestLive; ++i)
+      for (size_t i = 0; i < mem.peak_live.size() && i < cost::kLargestLiveBuffers; ++i)
         o << (i ? ", " : " ") << mem.peak_live[i].name << " " << gib(mem.peak_live[i].bytes);
       o << "\n";
     }

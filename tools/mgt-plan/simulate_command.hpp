@@ -15,8 +15,7 @@ namespace mgt::cli {
 
 /// Exit status 0 when the plan fits in GPU memory, 1 when its simulated peak does not. Writes the
 /// Chrome trace to `trace_path` and the SVG report to `svg_path` when they are non-empty. With
-/// `json`, prints {"format": "mgt.simulation/1", "step_time_s", "peak_bytes", "breakdown",
-/// "memory", "programs", "analytic": {"step_time_s", "peak_bytes"}}. Throws ir::InputError for a
+/// `json`, prints the mgt.simulation/1 document (cost::SimulationReport). Throws ir::InputError for a
 /// plan the lowering rejects or a file it cannot write.
 int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
                  const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& trace_path,

@@ -52,12 +52,17 @@ struct RunRecord {
   /// What the parameter shapes do not show, by config field ("num_attention_heads", "rms_norm_eps",
   /// "rope_theta", ...): model_architecture of the model it was trained with; empty in older records.
   std::map<std::string, double> architecture{};
-  ir::Plan plan{};  ///< written for the reader; not read back
+  ir::Plan plan{};  ///< the plan it was trained with (for the reader: a resume takes --plan)
 };
 
 /// Reads `<dir>/run.json`. Throws ir::InputError naming the folder (missing, not a folder), the file
 /// (missing: the folder was not written by --save) or the field (missing, wrong type).
 RunRecord read_run_record(const std::string& dir);
+/// Reads an mgt.run/1 document (what to_json writes); `source` names it in errors. Throws ir::InputError
+/// naming the field that is missing, of the wrong type or out of range (check_optimizer_settings),
+/// a tokens_seen other than step x global_batch x seq_len, or another "format". Records of older
+/// versions may lack step, data_checksum, architecture, model, model_path and plan.
+RunRecord run_record_from_json(const nlohmann::json& doc, const std::string& source);
 /// The record as written, with tokens_seen = step * global_batch * seq_len beside it.
 nlohmann::json to_json(const RunRecord& record);
 
