@@ -1,4 +1,4 @@
-// mgt.spmd_plans/1 <-> SpmdPlansReport (spmd.hpp; docs/formats.md). mgt.spmd_plan/1 itself is in spmd.cpp.
+// mgt.spmd_plans/2 <-> SpmdPlansReport (spmd.hpp; docs/formats.md). mgt.spmd_plan/1 itself is in spmd.cpp.
 #include "mgt/planner/spmd.hpp"
 
 #include "mgt/ir/json_fields.hpp"
@@ -13,7 +13,7 @@ json to_json(const SpmdPlansReport& r) {
   json plans = json::array();
   for (const SpmdEstimate& e : r.result.plans)
     plans.push_back({{"plan", to_json(e.plan)},
-                     {"step_s", e.step_s},
+                     {"step_time_s", e.step_s},
                      {"compute_s", e.compute_s},
                      {"comm_s", e.comm_s},
                      {"peak_bytes", e.peak_bytes},
@@ -40,7 +40,7 @@ SpmdPlansReport spmd_plans_report_from_json(const json& doc, const std::string& 
     const json& p = plans[i];
     SpmdEstimate e;
     e.plan = spmd_plan_from_json(ir::require_object(p, "plan", where), where + ": plan");
-    e.step_s = ir::require_finite_number(p, "step_s", where);
+    e.step_s = ir::require_finite_number(p, "step_time_s", where);
     e.compute_s = ir::require_finite_number(p, "compute_s", where);
     e.comm_s = ir::require_finite_number(p, "comm_s", where);
     e.peak_bytes = ir::require_nonnegative_int(p, "peak_bytes", where);

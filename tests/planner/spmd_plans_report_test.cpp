@@ -1,4 +1,4 @@
-// mgt.spmd_plans/1 (planner/include/mgt/planner/spmd.hpp, SpmdPlansReport): a real role-less search
+// mgt.spmd_plans/2 (planner/include/mgt/planner/spmd.hpp, SpmdPlansReport): a real role-less search
 // written, read and written again byte for byte; a hand-written document read field by field; bad
 // documents naming the field.
 #include "mgt/planner/spmd.hpp"
@@ -51,11 +51,11 @@ TEST(SpmdPlansReport, RealSearchRoundTripsByteForByte) {
 }
 
 const char* const kHandWritten = R"({
-  "format": "mgt.spmd_plans/1", "model": "m.mlir", "gpus": 8, "cluster": "G",
+  "format": "mgt.spmd_plans/2", "model": "m.mlir", "gpus": 8, "cluster": "G",
   "evaluated": 20, "feasible": 15, "rejected": {"mesh does not divide x": 5},
   "plans": [{"plan": {"format": "mgt.spmd_plan/1", "mesh": [2, 4],
                       "splits": [{"tensor": "x", "dim": 0}, {"tensor": "w1", "dim": 1}]},
-             "step_s": 0.003, "compute_s": 0.002, "comm_s": 0.001, "peak_bytes": 4096, "collectives": 3}]
+             "step_time_s": 0.003, "compute_s": 0.002, "comm_s": 0.001, "peak_bytes": 4096, "collectives": 3}]
 })";
 
 TEST(SpmdPlansReport, HandWrittenDocumentReadsFieldByField) {

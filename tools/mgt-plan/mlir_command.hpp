@@ -17,7 +17,7 @@ bool is_roleless_model(const std::string& path);
 int run_import(const std::string& path, const std::vector<std::string>& params, bool json);
 
 /// `mgt-plan model.mlir --gpus N`: searches role-less plans (planner/spmd.hpp), prints the ranking
-/// (or mgt.spmd_plans/1 with --json). Exit 1 when no plan fits.
+/// (or mgt.spmd_plans/2 with --json). Exit 1 when no plan fits.
 int run_roleless_search(const std::string& path, const std::vector<std::string>& params, int64_t gpus,
                         const std::string& cluster, int64_t top, bool json);
 

@@ -1,5 +1,5 @@
 // Typed field access for the readers of written reports (mgt.plans/1, mgt.inspect/1, mgt.simulation/1,
-// mgt.spmd_plans/1; docs/formats.md): every field required. Beside the require_* / optional_*
+// mgt.spmd_plans/2; docs/formats.md): every field required. Beside the require_* / optional_*
 // accessors of error.hpp; each throws InputError naming `source` and `field` when the field is missing
 // (or null), of the wrong type, or out of range. Defined in error.cpp with them.
 #pragma once

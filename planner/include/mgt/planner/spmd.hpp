@@ -121,10 +121,10 @@ struct SpmdSearchResult {
 SpmdSearchResult search_spmd(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus,
                              ir::DType dtype, int64_t top);
 
-inline constexpr const char* kSpmdPlansFormat = "mgt.spmd_plans/1";
+inline constexpr const char* kSpmdPlansFormat = "mgt.spmd_plans/2";
 
 /// `mgt-plan MODEL.mlir --gpus N --json`: the search's ranked plans (docs/formats.md). Each entry is
-/// written as {"plan", "step_s", "compute_s", "comm_s", "peak_bytes", "collectives"}; param_bytes is
+/// written as {"plan", "step_time_s", "compute_s", "comm_s", "peak_bytes", "collectives"}; param_bytes is
 /// not carried (read back as 0).
 struct SpmdPlansReport {
   std::string model_path;  ///< "model": the model file as given
@@ -132,7 +132,7 @@ struct SpmdPlansReport {
   std::string gpu;         ///< "cluster": the GPU the plans were priced on (ir::GpuSpec::name)
   SpmdSearchResult result;
 };
-/// `"format": "mgt.spmd_plans/1"` and every field.
+/// `"format": "mgt.spmd_plans/2"` and every field.
 nlohmann::json to_json(const SpmdPlansReport& report);
 /// Reads what to_json writes; throws ir::InputError naming `source` and the field that is missing or of
 /// the wrong type, or another "format".
