@@ -2,6 +2,7 @@
 #include "commands.hpp"
 
 #include "compile_command.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 #include "simulate_command.hpp"
 
@@ -17,6 +18,7 @@
 #include <climits>
 #include <cstdio>
 #include <optional>
+#include <utility>
 #include <iostream>
 
 namespace mgt::cli {
@@ -206,33 +208,49 @@ std::string nearest_answers(const Loaded& l, const PlanOptions& o, std::optional
 
 // A plan that leaves the GPUs mostly idle: MFU under 5%, or too few tokens per GPU per step to fill
 // the matrix units (under 1024: a few rows per GEMM). Warns on stderr with a batch found by searching.
+constexpr double kMinMfu = 0.05;
+constexpr int64_t kMinTokensPerGpu = 1024, kGoodTokensPerGpu = 8192;
+
+// A larger batch and the MFU of its best plan, found by searching: doublings of the batch from the
+// smallest that gives each GPU kGoodTokensPerGpu tokens (or from twice the batch when it already
+// does: then the plan is bound by per-step communication, which more tokens amortise), at most
+// kTries searches, stopping at the first with MFU >= kMinMfu. Nullopt when none beats `top`.
+std::optional<std::pair<int64_t, double>> larger_batch(const Loaded& l, const PlanOptions& o, const cost::Estimate& top,
+                                                       int64_t first, std::optional<plan::ExportFormat> emit) {
+  constexpr int kTries = 4;
+  std::optional<std::pair<int64_t, double>> best;
+  for (int64_t batch = first, tries = 0; tries < kTries && batch <= (INT64_MAX >> 2); batch *= 2, ++tries) {
+    const plan::SearchResult r = search_with(l, o, l.run.num_gpus, batch, emit);
+    if (r.plans.empty()) continue;
+    const double mfu = r.plans.front().mfu;
+    if (mfu > top.mfu && (!best || mfu > best->second)) best = {batch, mfu};
+    if (mfu >= kMinMfu) break;
+  }
+  return best;
+}
+
 void warn_if_absurd(const Loaded& l, const PlanOptions& o, const cost::Estimate& top,
                     std::optional<plan::ExportFormat> emit) {
-  constexpr double kMinMfu = 0.05;
-  constexpr int64_t kMinTokensPerGpu = 1024, kGoodTokensPerGpu = 8192;
   const int64_t g = l.run.num_gpus, batch = l.run.settings.global_batch_tokens, seq_len = l.run.settings.seq_len;
   const int64_t per_gpu = batch / g;
   if (top.mfu >= kMinMfu && per_gpu >= kMinTokensPerGpu) return;
   std::cerr << "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU " << fixed3(top.mfu) << ", "
             << per_gpu << " tokens per GPU per step (" << batch << " tokens over " << g << " GPUs)";
-  // The smallest doubling of the batch that gives each GPU kGoodTokensPerGpu; one extra search.
-  int64_t suggested = batch;
-  while (suggested / g < kGoodTokensPerGpu && suggested <= (INT64_MAX >> 2)) suggested *= 2;
-  suggested = (suggested + seq_len - 1) / seq_len * seq_len;
+  int64_t first = batch;
+  while (first / g < kGoodTokensPerGpu && first <= (INT64_MAX >> 2)) first *= 2;
+  if (first == batch) first = batch * 2;
+  first = (first + seq_len - 1) / seq_len * seq_len;
   // Past 2^16 GPUs one search takes tens of seconds: name the batch without searching it.
   constexpr int64_t kMaxGpusSearchedAgain = 1 << 16;
-  if (suggested > batch && g > kMaxGpusSearchedAgain) {
-    std::cerr << "; try --global-batch-tokens " << suggested << " (" << suggested / g << " tokens per GPU)"
+  if (g > kMaxGpusSearchedAgain) {
+    std::cerr << "; try --global-batch-tokens " << first << " (" << first / g << " tokens per GPU)"
               << " (hint: raise the batch, or plan for fewer GPUs)\n";
     return;
   }
-  if (suggested > batch) {
-    const plan::SearchResult better = search_with(l, o, g, suggested, emit);
-    if (!better.plans.empty() && better.plans.front().mfu > top.mfu) {
-      std::cerr << "; --global-batch-tokens " << suggested << " gives MFU " << fixed3(better.plans.front().mfu)
-                << " (hint: raise the batch, or plan for fewer GPUs)\n";
-      return;
-    }
+  if (const auto better = larger_batch(l, o, top, first, emit)) {
+    std::cerr << "; --global-batch-tokens " << better->first << " gives MFU " << fixed3(better->second)
+              << " (hint: raise the batch, or plan for fewer GPUs)\n";
+    return;
   }
   std::cerr << " (hint: raise --global-batch-tokens, or plan for fewer GPUs)\n";
 }
@@ -272,7 +290,10 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   options.rules = {o.gpus, o.allow_cross_node_tp};
   options.top = top;
   options.emit = format;  // rank only what the target framework can express
+  ProgressLine progress = ProgressLine::for_stderr(o.json);
+  options.on_progress = [&progress](int64_t done, int64_t total) { progress.update("searching plans", done, total); };
   const plan::SearchResult result = plan::search(estimator, options);
+  progress.finish();
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
 
   if (format) {

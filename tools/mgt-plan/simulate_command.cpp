@@ -105,7 +105,7 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   const cost::Estimate analytic = estimator.estimate(plan);
 
   if (!trace_path.empty()) write_file(trace_path, "--trace", cost::to_chrome_trace(schedule, r).dump());
-  if (!svg_path.empty()) write_file(svg_path, "--svg", cost::render_svg(schedule, r));
+  if (!svg_path.empty()) write_file(svg_path, "--svg", cost::render_svg(schedule, r, cluster.gpu.hbm_bytes));
 
   const cost::ProgramMemory& mem = r.programs.at(r.peak_program).memory;
   const int64_t hbm = cluster.gpu.hbm_bytes;
