@@ -8,11 +8,16 @@
 
 #include <pty.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 
 namespace mgt_cli_test {
 namespace {
 
 using mgt::cli::ProgressLine;
+using mgt::cli::ProgressTicker;
 
 struct FakeClock {
   double now_s = 100;
@@ -78,6 +83,56 @@ TEST(ProgressLine, DisabledWritesNothing) {
   EXPECT_EQ(out.str(), "");
 }
 
+TEST(ProgressLine, TickRedrawsTheLastUpdateAsTimeMovesOn) {
+  FakeClock clock;
+  std::ostringstream out;
+  ProgressLine p(out, true, clock.fn());
+  p.tick();  // nothing to show yet
+  p.update("lowering the plan to a schedule", 0, 0);
+  EXPECT_EQ(out.str(), "");
+  clock.now_s += 2.5;
+  p.tick();
+  EXPECT_EQ(out.str(), "\rmgt-plan: lowering the plan to a schedule, 2.5 s\x1b[K");
+  clock.now_s += 0.05;
+  p.tick();  // throttled
+  clock.now_s += 0.5;
+  p.tick();
+  EXPECT_TRUE(out.str().ends_with("\x1b[K\rmgt-plan: lowering the plan to a schedule, 3.0 s\x1b[K")) << out.str();
+  clock.now_s += 0.01;  // a new phase is drawn at once, within the throttle interval
+  p.update("simulating 1,000 instructions", 0, 0);
+  EXPECT_TRUE(out.str().ends_with("\rmgt-plan: simulating 1,000 instructions, 3.1 s\x1b[K")) << out.str();
+  p.finish();
+  const std::string done = out.str();
+  clock.now_s += 1;
+  p.tick();  // finished: the ticker's late call draws nothing
+  EXPECT_EQ(out.str(), done);
+}
+
+TEST(ProgressTicker, RedrawsFromItsThreadUntilStopped) {
+  // Every clock read advances 1 s, so every tick is due; the ticker must call tick on its own.
+  std::atomic<int> reads{0};
+  std::ostringstream out;
+  ProgressLine p(out, true, [&reads] { return double(reads++); }, /*delay_s=*/0);
+  ProgressTicker ticker(p);
+  p.update("simulating", 0, 0);
+  const int after_update = reads.load();
+  for (int i = 0; i < 200 && reads.load() < after_update + 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ticker.stop();
+  EXPECT_GE(reads.load(), after_update + 3) << "the ticker redraws without updates";
+  const std::string text = out.str();
+  size_t draws = 0;
+  for (size_t at = text.find("\rmgt-plan: simulating, "); at != std::string::npos;
+       at = text.find("\rmgt-plan: simulating, ", at + 1))
+    ++draws;
+  EXPECT_GE(draws, 3u) << text;
+  // A disabled line starts no thread and draws nothing.
+  std::ostringstream quiet;
+  ProgressLine off(quiet, false, [] { return 100.0; });
+  { ProgressTicker idle(off); }
+  EXPECT_EQ(quiet.str(), "");
+}
+
 // Runs mgt-plan with stdout to /dev/null and stderr on a pseudo-terminal, with progress due from the
 // start (MGT_PROGRESS_AFTER_S=0); returns what it wrote on the terminal.
 std::string stderr_on_a_terminal(const std::vector<std::string>& args) {
@@ -109,6 +164,7 @@ std::string stderr_on_a_terminal(const std::vector<std::string>& args) {
 }
 
 const std::vector<std::string> kSearch = {kLlama8B, "--gpus", "64", "--top", "1"};
+const std::vector<std::string> kSimulate = {"simulate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8})"};
 
 TEST(CliProgress, SilentWhenStderrIsNotATerminal) {
   // Progress due from the start, yet stderr is a file: nothing but the answer.
@@ -117,6 +173,9 @@ TEST(CliProgress, SilentWhenStderrIsNotATerminal) {
   EXPECT_EQ(r.err, "") << describe(r);
   const Result v = run_cli({"validate", "examples/validation/megatron2021_narayanan.json"}, {"env", "MGT_PROGRESS_AFTER_S=0"});
   EXPECT_EQ(v.err, "") << describe(v);
+  const Result sim = run_cli(kSimulate, {"env", "MGT_PROGRESS_AFTER_S=0"});
+  EXPECT_EQ(sim.exit_code, 0) << describe(sim);
+  EXPECT_EQ(sim.err, "") << describe(sim);
 }
 
 TEST(CliProgress, ShownOnATerminalButNotWithJson) {
@@ -127,6 +186,14 @@ TEST(CliProgress, ShownOnATerminalButNotWithJson) {
   std::vector<std::string> json = kSearch;
   json.push_back("--json");
   EXPECT_EQ(stderr_on_a_terminal(json), "");
+  // simulate: each phase named, the time kept moving by the ticker.
+  const std::string sim = stderr_on_a_terminal(kSimulate);
+  EXPECT_TRUE(contains(sim, "\rmgt-plan: lowering the plan to a schedule, ")) << sim;
+  EXPECT_TRUE(contains(sim, "\rmgt-plan: simulating ")) << sim;
+  EXPECT_TRUE(sim.ends_with("\r\x1b[K")) << sim;
+  std::vector<std::string> sim_json = kSimulate;
+  sim_json.push_back("--json");
+  EXPECT_EQ(stderr_on_a_terminal(sim_json), "");
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
-// The progress line (progress.hpp).
+// The progress line and its ticker (progress.hpp).
 #include "progress.hpp"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace mgt::cli {
@@ -47,17 +47,34 @@ ProgressLine::~ProgressLine() { finish(); }
 
 void ProgressLine::update(const std::string& what, int64_t done, int64_t total) {
   if (!enabled_) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (what != what_) new_phase_ = true;  // shown at once, unthrottled: phases change rarely
+  what_ = what;
+  done_ = done;
+  total_ = total;
+  draw_if_due();
+}
+
+void ProgressLine::tick() {
+  if (!enabled_) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!what_.empty()) draw_if_due();
+}
+
+void ProgressLine::draw_if_due() {
   const double now = clock_();
   if (now - start_s_ < delay_s_) return;
-  if (last_draw_s_ >= 0 && now - last_draw_s_ < kIntervalS) return;
+  if (shown_ && !new_phase_ && now - last_draw_s_ < kIntervalS) return;
+  shown_ = true;
+  new_phase_ = false;
   last_draw_s_ = now;
   char tail[96];
-  if (total > 0)
-    std::snprintf(tail, sizeof tail, " %s / %s (%d %%), %.1f s", with_commas(done).c_str(), with_commas(total).c_str(),
-                  int(100.0 * double(done) / double(total)), now - start_s_);
+  if (total_ > 0)
+    std::snprintf(tail, sizeof tail, " %s / %s (%d %%), %.1f s", with_commas(done_).c_str(), with_commas(total_).c_str(),
+                  int(100.0 * double(done_) / double(total_)), now - start_s_);
   else
     std::snprintf(tail, sizeof tail, ", %.1f s", now - start_s_);
-  std::string line = "mgt-plan: " + what;
+  std::string line = "mgt-plan: " + what_;
   const std::string rest = tail;
   if (line.size() + rest.size() > kMaxColumns) line.resize(kMaxColumns > rest.size() ? kMaxColumns - rest.size() : 0);
   // "\r" back to the line's start, "\x1b[K" erases what a longer previous line left.
@@ -65,9 +82,36 @@ void ProgressLine::update(const std::string& what, int64_t done, int64_t total) 
 }
 
 void ProgressLine::finish() {
-  if (!enabled_ || last_draw_s_ < 0) return;
+  if (!enabled_) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  what_.clear();
+  if (!shown_) return;
   *out_ << "\r\x1b[K" << std::flush;
-  last_draw_s_ = -1;
+  shown_ = false;
+}
+
+ProgressTicker::ProgressTicker(ProgressLine& line) : line_(line) {
+  if (!line_.enabled()) return;
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto interval = std::chrono::duration<double>(ProgressLine::kIntervalS);
+    while (!wake_.wait_for(lock, interval, [this] { return stopping_; })) {
+      lock.unlock();
+      line_.tick();
+      lock.lock();
+    }
+  });
+}
+
+ProgressTicker::~ProgressTicker() { stop(); }
+
+void ProgressTicker::stop() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace mgt::cli

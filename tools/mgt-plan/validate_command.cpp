@@ -100,6 +100,7 @@ int run_validate(const std::vector<std::string>& files, bool json) {
   }
   plan::ValidationReport report;
   ProgressLine progress = ProgressLine::for_stderr(json);
+  ProgressTicker ticker(progress);  // one source can take seconds
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto& source = sources[i];
     progress.update("validating " + source.name, int64_t(i), int64_t(sources.size()));
@@ -108,6 +109,7 @@ int run_validate(const std::vector<std::string>& files, bool json) {
     report.sources.push_back(plan::summarize(source.name, source.citation, results));
     report.rows.insert(report.rows.end(), std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
   }
+  ticker.stop();
   progress.finish();
   report.overall = plan::summarize("overall", "", report.rows);
 
