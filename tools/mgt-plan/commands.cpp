@@ -85,13 +85,14 @@ struct Loaded {
   ir::Graph graph;
   ir::ClusterSpec cluster;
   RunContext run;
+  ProgressLine* progress = nullptr;  ///< shown by the extra searches behind an answer (search_with)
 };
 
 Loaded load(const PlanOptions& o) {
   if (o.gpus <= 0 || o.gpus > kMaxGpus)
     throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
                          "e.g. --gpus 8");
-  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}};
+  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, nullptr};
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
   check_seq_len(settings.seq_len, l.graph);
@@ -156,7 +157,17 @@ plan::SearchResult search_with(const Loaded& l, const PlanOptions& o, int64_t gp
   options.rules = {gpus, o.allow_cross_node_tp};
   options.top = 1;
   options.emit = emit;
+  if (l.progress)
+    options.on_progress = [&l, gpus, batch_tokens](int64_t done, int64_t total) {
+      l.progress->update("trying " + std::to_string(gpus) + " GPUs, " + std::to_string(batch_tokens) + " tokens", done,
+                         total);
+    };
   return plan::search(estimator, options);
+}
+
+// Erases the progress line before an answer is printed.
+void end_progress(const Loaded& l) {
+  if (l.progress) l.progress->finish();
 }
 
 // The nearest GPU counts below and above `gpus` that give a plan, trying node multiples and powers
@@ -234,44 +245,45 @@ void warn_if_absurd(const Loaded& l, const PlanOptions& o, const cost::Estimate&
   const int64_t g = l.run.num_gpus, batch = l.run.settings.global_batch_tokens, seq_len = l.run.settings.seq_len;
   const int64_t per_gpu = batch / g;
   if (top.mfu >= kMinMfu && per_gpu >= kMinTokensPerGpu) return;
-  std::cerr << "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU " << fixed3(top.mfu) << ", "
-            << per_gpu << " tokens per GPU per step (" << batch << " tokens over " << g << " GPUs)";
   int64_t first = batch;
   while (first / g < kGoodTokensPerGpu && first <= (INT64_MAX >> 2)) first *= 2;
   if (first == batch) first = batch * 2;
   first = (first + seq_len - 1) / seq_len * seq_len;
   // Past 2^16 GPUs one search takes tens of seconds: name the batch without searching it.
   constexpr int64_t kMaxGpusSearchedAgain = 1 << 16;
+  std::string advice = " (hint: raise --global-batch-tokens, or plan for fewer GPUs)\n";
   if (g > kMaxGpusSearchedAgain) {
-    std::cerr << "; try --global-batch-tokens " << first << " (" << first / g << " tokens per GPU)"
-              << " (hint: raise the batch, or plan for fewer GPUs)\n";
-    return;
+    advice = "; try --global-batch-tokens " + std::to_string(first) + " (" + std::to_string(first / g) +
+             " tokens per GPU) (hint: raise the batch, or plan for fewer GPUs)\n";
+  } else if (const auto better = larger_batch(l, o, top, first, emit)) {
+    advice = "; --global-batch-tokens " + std::to_string(better->first) + " gives MFU " + fixed3(better->second) +
+             " (hint: raise the batch, or plan for fewer GPUs)\n";
   }
-  if (const auto better = larger_batch(l, o, top, first, emit)) {
-    std::cerr << "; --global-batch-tokens " << better->first << " gives MFU " << fixed3(better->second)
-              << " (hint: raise the batch, or plan for fewer GPUs)\n";
-    return;
-  }
-  std::cerr << " (hint: raise --global-batch-tokens, or plan for fewer GPUs)\n";
+  end_progress(l);
+  std::cerr << "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU " << fixed3(top.mfu) << ", "
+            << per_gpu << " tokens per GPU per step (" << batch << " tokens over " << g << " GPUs)" << advice;
 }
 
 // --emit with no plan: the target's refusals, or the usual answer when no plan passes the rules at all.
 int no_plan_for_emit(const Loaded& l, const PlanOptions& o, const plan::SearchResult& result, plan::ExportFormat format,
                      const std::string& emit) {
   std::cerr << format_rejections(result);
+  std::cerr.flush();
   const std::string refused = "--emit " + emit + " cannot express it: ";
   int64_t refusals = 0;
   for (const auto& [reason, n] : result.rejected)
     if (reason.rfind(refused, 0) == 0) refusals += n;
   const plan::SearchResult any = search_with(l, o, o.gpus, l.run.settings.global_batch_tokens, std::nullopt);
+  const std::string nearest = nearest_answers(l, o, format);
+  end_progress(l);
   if (refusals > 0 && !any.plans.empty()) {
     std::cerr << "mgt-plan: no plan for " << o.gpus << " GPUs can be written for " << emit << ": " << refusals
               << " candidates that pass the rules are plans " << emit << " cannot express (reasons above), e.g. the "
-              << "best plan, " << ir::to_string(any.plans.front().plan) << nearest_answers(l, o, format)
+              << "best plan, " << ir::to_string(any.plans.front().plan) << nearest
               << " (hint: choose another --emit format, e.g. megatron or torchtitan)\n";
   } else {
     std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"
-              << nearest_answers(l, o, format) << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
+              << nearest << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
   }
   return 1;
 }
@@ -294,6 +306,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   options.on_progress = [&progress](int64_t done, int64_t total) { progress.update("searching plans", done, total); };
   const plan::SearchResult result = plan::search(estimator, options);
   progress.finish();
+  l.progress = &progress;  // the searches behind an answer show it too
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
 
   if (format) {
@@ -329,8 +342,10 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
                 << "fully sharded, before activations; --gpus is " << o.gpus << "\n";
     } else {
       std::cout.flush();  // the table and reasons first, then the answer
+      const std::string nearest = nearest_answers(l, o, format);
+      end_progress(l);
       std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"
-                << nearest_answers(l, o, format) << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
+                << nearest << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
     }
     return 1;
   }
