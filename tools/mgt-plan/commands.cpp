@@ -217,8 +217,8 @@ std::string nearest_answers(const Loaded& l, const PlanOptions& o, std::optional
   return "; plans exist for " + options.front() + (options.size() > 1 ? ", or for " + options[1] : "");
 }
 
-// A plan that leaves the GPUs mostly idle: MFU under 5%, or too few tokens per GPU per step to fill
-// the matrix units (under 1024: a few rows per GEMM). Warns on stderr with a batch found by searching.
+// What counts as a plan that leaves the GPUs mostly idle (warn_if_absurd), and the tokens per GPU per
+// step a suggested batch aims for.
 constexpr double kMinMfu = 0.05;
 constexpr int64_t kMinTokensPerGpu = 1024, kGoodTokensPerGpu = 8192;
 
@@ -240,6 +240,8 @@ std::optional<std::pair<int64_t, double>> larger_batch(const Loaded& l, const Pl
   return best;
 }
 
+// A plan that leaves the GPUs mostly idle: MFU under 5%, or too few tokens per GPU per step to fill
+// the matrix units (under 1024: a few rows per GEMM). Warns on stderr with a batch found by searching.
 void warn_if_absurd(const Loaded& l, const PlanOptions& o, const cost::Estimate& top,
                     std::optional<plan::ExportFormat> emit) {
   const int64_t g = l.run.num_gpus, batch = l.run.settings.global_batch_tokens, seq_len = l.run.settings.seq_len;
