@@ -132,7 +132,11 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.gpus_per_node = estimator.cluster().gpus_per_node;
   target.seq_len = estimator.settings().seq_len;
   target.num_layers = estimator.graph().info.num_layers;
-  for (const ir::Plan& plan : enumerate_candidates(options.rules.num_gpus, enumerate)) {
+  const std::vector<ir::Plan> candidates = enumerate_candidates(options.rules.num_gpus, enumerate);
+  constexpr int64_t kProgressEvery = 256;  // candidates between progress calls (each takes microseconds)
+  for (const ir::Plan& plan : candidates) {
+    if (options.on_progress && result.evaluated % kProgressEvery == 0)
+      options.on_progress(result.evaluated, int64_t(candidates.size()));
     ++result.evaluated;
     if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
       ++result.rejected[*broken];

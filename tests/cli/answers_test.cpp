@@ -1,7 +1,11 @@
 // Answers that say what to do: --emit ranks only what the framework can express, "no plan" names the
-// nearest GPU counts and batches that give one, an idle top plan is warned about, and estimates out of
-// range (a cluster file with near-zero bandwidths) are rejected, never ranked.
+// nearest GPU counts and batches that give one, an idle top plan (too few tokens per GPU, or MFU under
+// 0.05 from slow links, or a million GPUs) is warned about with a larger batch, and estimates out of
+// range (a cluster file with near-zero bandwidths) are rejected, never ranked. "Did you mean", folders
+// named as such and --json with --emit: usage_test.cpp.
 #include "cli_util.hpp"
+
+#include <cstdio>
 
 namespace mgt_cli_test {
 namespace {
@@ -103,6 +107,55 @@ TEST(CliAnswers, IdleTopPlanIsWarnedWithALargerBatch) {
   // The smallest doubling giving 8192 tokens per GPU: 4194304 x 32 = 134217728 (= 16384 x 8192).
   EXPECT_TRUE(contains(r.err, "; --global-batch-tokens 134217728 gives MFU ")) << describe(r);
   EXPECT_FALSE(contains(r.out, "warning")) << "the warning goes to stderr\n" << describe(r);
+}
+
+// h100-sxm with every link (NVLink, PCIe, NIC) at 50 MB/s: every plan waits on communication.
+std::string slow_links_cluster(const TempDir& dir) {
+  json cluster = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples" / "clusters" / "h100-sxm.json"));
+  for (const char* link : {"nvlink_bytes_per_s", "pcie_bytes_per_s", "nic_bytes_per_s"}) cluster[link] = 5e7;
+  cluster["name"] = "h100-slow-links";
+  return dir.write("slow-links.json", cluster.dump(2));
+}
+
+TEST(CliAnswers, CommunicationBoundTopPlanIsWarnedWithALargerBatch) {
+  // 8B on 8 GPUs: 524288 tokens per GPU per step is plenty, yet MFU < 0.05 on 50 MB/s links. The
+  // warning names a larger batch; running that batch gives the MFU it claims, above the top plan's.
+  TempDir dir;
+  const std::string cluster = slow_links_cluster(dir);
+  const Result r = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster, "--json", "--top", "1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const double top_mfu = parse_json_or_fail(r).at("plans").at(0).at("mfu").get<double>();
+  EXPECT_LT(top_mfu, 0.05);
+  EXPECT_TRUE(contains(r.err, "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU ")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "524288 tokens per GPU per step (4194304 tokens over 8 GPUs); --global-batch-tokens "))
+      << describe(r);
+  const size_t at = r.err.find("; --global-batch-tokens ");
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  int64_t suggested = 0;
+  double claimed = 0;
+  ASSERT_EQ(std::sscanf(r.err.c_str() + at, "; --global-batch-tokens %lld gives MFU %lf", (long long*)&suggested, &claimed), 2)
+      << describe(r);
+  // A doubling (x2 to x16) of the 4M batch.
+  EXPECT_TRUE(suggested == 4194304ll * 2 || suggested == 4194304ll * 4 || suggested == 4194304ll * 8 ||
+              suggested == 4194304ll * 16)
+      << suggested;
+  const Result better = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster, "--global-batch-tokens",
+                                 std::to_string(suggested), "--json", "--top", "1"});
+  ASSERT_EQ(better.exit_code, 0) << describe(better);
+  const double better_mfu = parse_json_or_fail(better).at("plans").at(0).at("mfu").get<double>();
+  EXPECT_NEAR(better_mfu, claimed, 5e-4);
+  EXPECT_GT(better_mfu, top_mfu);
+}
+
+TEST(CliAnswers, MillionGpusGetAWarningAndABatchWithoutASecondSearch) {
+  // 4194304 tokens over 1048576 GPUs = 4 tokens per GPU; 8192 tokens per GPU need 1048576 x 8192 =
+  // 8589934592 tokens. Past 65,536 GPUs the batch is named, not searched.
+  const Result r = run_cli({kLlama8B, "--gpus", "1048576", "--top", "1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.err, "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU 0.0")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "4 tokens per GPU per step (4194304 tokens over 1048576 GPUs); try --global-batch-tokens " +
+                                  std::to_string(1048576ll * 8192) + " (8192 tokens per GPU)"))
+      << describe(r);
 }
 
 TEST(CliAnswers, NoWarningForABusyPlan) {

@@ -144,6 +144,8 @@ TEST(CliFiles, EmptyDeviceOrFifoIsNamedAsSuch) {
 
 TEST(CliJsonEmit, TogetherAreAnErrorNamingBoth) {
   expect_bad_input({kLlama8B, "--gpus", "8", "--json", "--emit", "torchtitan"}, {"--json", "--emit", "cannot be combined"});
+  expect_bad_input({"estimate", kLlama8B, "--gpus", "8", "--plan", kPlan8, "--json", "--emit", "deepspeed"},
+                   {"--json", "--emit", "cannot be combined"});
   const Result emit = run_cli({kLlama8B, "--gpus", "8", "--emit", "torchtitan"});
   EXPECT_EQ(emit.exit_code, 0) << describe(emit);
 }

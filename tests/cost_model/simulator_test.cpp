@@ -556,7 +556,7 @@ TEST(render_svg, self_contained_with_axes_and_legend) {
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
-  for (const char* text : {"time per step (us)", "memory in use (MiB)", "pipeline bubble", "exposed PP", "stage1"})
+  for (const char* text : {"time per step (us)", "memory per GPU (MiB)", "pipeline bubble", "exposed PP", "stage1"})
     EXPECT_NE(svg.find(text), std::string::npos) << text;
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   if (const char* dir = std::getenv("MGT_SVG_OUT")) std::ofstream(std::string(dir) + "/simulator_test.svg") << svg;

@@ -2,6 +2,7 @@
 #include "commands.hpp"
 
 #include "compile_command.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 #include "simulate_command.hpp"
 
@@ -18,6 +19,7 @@
 #include <climits>
 #include <cstdio>
 #include <optional>
+#include <utility>
 #include <iostream>
 
 namespace mgt::cli {
@@ -84,13 +86,14 @@ struct Loaded {
   ir::Graph graph;
   ir::ClusterSpec cluster;
   RunContext run;
+  ProgressLine* progress = nullptr;  ///< shown by the extra searches behind an answer (search_with)
 };
 
 Loaded load(const PlanOptions& o) {
   if (o.gpus <= 0 || o.gpus > kMaxGpus)
     throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
                          "e.g. --gpus 8");
-  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}};
+  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, nullptr};
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
   check_seq_len(settings.seq_len, l.graph);
@@ -155,7 +158,17 @@ plan::SearchResult search_with(const Loaded& l, const PlanOptions& o, int64_t gp
   options.rules = {gpus, o.allow_cross_node_tp};
   options.top = 1;
   options.emit = emit;
+  if (l.progress)
+    options.on_progress = [&l, gpus, batch_tokens](int64_t done, int64_t total) {
+      l.progress->update("trying " + std::to_string(gpus) + " GPUs, " + std::to_string(batch_tokens) + " tokens", done,
+                         total);
+    };
   return plan::search(estimator, options);
+}
+
+// Erases the progress line before an answer is printed.
+void end_progress(const Loaded& l) {
+  if (l.progress) l.progress->finish();
 }
 
 // The nearest GPU counts below and above `gpus` that give a plan, trying node multiples and powers
@@ -205,56 +218,75 @@ std::string nearest_answers(const Loaded& l, const PlanOptions& o, std::optional
   return "; plans exist for " + options.front() + (options.size() > 1 ? ", or for " + options[1] : "");
 }
 
+// What counts as a plan that leaves the GPUs mostly idle (warn_if_absurd), and the tokens per GPU per
+// step a suggested batch aims for.
+constexpr double kMinMfu = 0.05;
+constexpr int64_t kMinTokensPerGpu = 1024, kGoodTokensPerGpu = 8192;
+
+// A larger batch and the MFU of its best plan, found by searching: doublings of the batch from the
+// smallest that gives each GPU kGoodTokensPerGpu tokens (or from twice the batch when it already
+// does: then the plan is bound by per-step communication, which more tokens amortise), at most
+// kTries searches, stopping at the first with MFU >= kMinMfu. Nullopt when none beats `top`.
+std::optional<std::pair<int64_t, double>> larger_batch(const Loaded& l, const PlanOptions& o, const cost::Estimate& top,
+                                                       int64_t first, std::optional<plan::ExportFormat> emit) {
+  constexpr int kTries = 4;
+  std::optional<std::pair<int64_t, double>> best;
+  for (int64_t batch = first, tries = 0; tries < kTries && batch <= (INT64_MAX >> 2); batch *= 2, ++tries) {
+    const plan::SearchResult r = search_with(l, o, l.run.num_gpus, batch, emit);
+    if (r.plans.empty()) continue;
+    const double mfu = r.plans.front().mfu;
+    if (mfu > top.mfu && (!best || mfu > best->second)) best = {batch, mfu};
+    if (mfu >= kMinMfu) break;
+  }
+  return best;
+}
+
 // A plan that leaves the GPUs mostly idle: MFU under 5%, or too few tokens per GPU per step to fill
 // the matrix units (under 1024: a few rows per GEMM). Warns on stderr with a batch found by searching.
 void warn_if_absurd(const Loaded& l, const PlanOptions& o, const cost::Estimate& top,
                     std::optional<plan::ExportFormat> emit) {
-  constexpr double kMinMfu = 0.05;
-  constexpr int64_t kMinTokensPerGpu = 1024, kGoodTokensPerGpu = 8192;
   const int64_t g = l.run.num_gpus, batch = l.run.settings.global_batch_tokens, seq_len = l.run.settings.seq_len;
   const int64_t per_gpu = batch / g;
   if (top.mfu >= kMinMfu && per_gpu >= kMinTokensPerGpu) return;
-  std::cerr << "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU " << fixed3(top.mfu) << ", "
-            << per_gpu << " tokens per GPU per step (" << batch << " tokens over " << g << " GPUs)";
-  // The smallest doubling of the batch that gives each GPU kGoodTokensPerGpu; one extra search.
-  int64_t suggested = batch;
-  while (suggested / g < kGoodTokensPerGpu && suggested <= (INT64_MAX >> 2)) suggested *= 2;
-  suggested = (suggested + seq_len - 1) / seq_len * seq_len;
+  int64_t first = batch;
+  while (first / g < kGoodTokensPerGpu && first <= (INT64_MAX >> 2)) first *= 2;
+  if (first == batch) first = batch * 2;
+  first = (first + seq_len - 1) / seq_len * seq_len;
   // Past 2^16 GPUs one search takes tens of seconds: name the batch without searching it.
   constexpr int64_t kMaxGpusSearchedAgain = 1 << 16;
-  if (suggested > batch && g > kMaxGpusSearchedAgain) {
-    std::cerr << "; try --global-batch-tokens " << suggested << " (" << suggested / g << " tokens per GPU)"
-              << " (hint: raise the batch, or plan for fewer GPUs)\n";
-    return;
+  std::string advice = " (hint: raise --global-batch-tokens, or plan for fewer GPUs)\n";
+  if (g > kMaxGpusSearchedAgain) {
+    advice = "; try --global-batch-tokens " + std::to_string(first) + " (" + std::to_string(first / g) +
+             " tokens per GPU) (hint: raise the batch, or plan for fewer GPUs)\n";
+  } else if (const auto better = larger_batch(l, o, top, first, emit)) {
+    advice = "; --global-batch-tokens " + std::to_string(better->first) + " gives MFU " + fixed3(better->second) +
+             " (hint: raise the batch, or plan for fewer GPUs)\n";
   }
-  if (suggested > batch) {
-    const plan::SearchResult better = search_with(l, o, g, suggested, emit);
-    if (!better.plans.empty() && better.plans.front().mfu > top.mfu) {
-      std::cerr << "; --global-batch-tokens " << suggested << " gives MFU " << fixed3(better.plans.front().mfu)
-                << " (hint: raise the batch, or plan for fewer GPUs)\n";
-      return;
-    }
-  }
-  std::cerr << " (hint: raise --global-batch-tokens, or plan for fewer GPUs)\n";
+  end_progress(l);
+  std::cerr << "mgt-plan: warning: the top plan keeps the GPUs mostly idle: MFU " << fixed3(top.mfu) << ", "
+            << per_gpu << " tokens per GPU per step (" << batch << " tokens over " << g << " GPUs)" << advice;
 }
 
 // --emit with no plan: the target's refusals, or the usual answer when no plan passes the rules at all.
 int no_plan_for_emit(const Loaded& l, const PlanOptions& o, const plan::SearchResult& result, plan::ExportFormat format,
                      const std::string& emit) {
   std::cerr << format_rejections(result);
+  std::cerr.flush();
   const std::string refused = "--emit " + emit + " cannot express it: ";
   int64_t refusals = 0;
   for (const auto& [reason, n] : result.rejected)
     if (reason.rfind(refused, 0) == 0) refusals += n;
   const plan::SearchResult any = search_with(l, o, o.gpus, l.run.settings.global_batch_tokens, std::nullopt);
+  const std::string nearest = nearest_answers(l, o, format);
+  end_progress(l);
   if (refusals > 0 && !any.plans.empty()) {
     std::cerr << "mgt-plan: no plan for " << o.gpus << " GPUs can be written for " << emit << ": " << refusals
               << " candidates that pass the rules are plans " << emit << " cannot express (reasons above), e.g. the "
-              << "best plan, " << ir::to_string(any.plans.front().plan) << nearest_answers(l, o, format)
+              << "best plan, " << ir::to_string(any.plans.front().plan) << nearest
               << " (hint: choose another --emit format, e.g. megatron or torchtitan)\n";
   } else {
     std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"
-              << nearest_answers(l, o, format) << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
+              << nearest << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
   }
   return 1;
 }
@@ -273,7 +305,11 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   options.rules = {o.gpus, o.allow_cross_node_tp};
   options.top = top;
   options.emit = format;  // rank only what the target framework can express
+  ProgressLine progress = ProgressLine::for_stderr(o.json);
+  options.on_progress = [&progress](int64_t done, int64_t total) { progress.update("searching plans", done, total); };
   const plan::SearchResult result = plan::search(estimator, options);
+  progress.finish();
+  l.progress = &progress;  // the searches behind an answer show it too
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
 
   if (format) {
@@ -304,8 +340,10 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
                 << "fully sharded, before activations; --gpus is " << o.gpus << "\n";
     } else {
       std::cout.flush();  // the table and reasons first, then the answer
+      const std::string nearest = nearest_answers(l, o, format);
+      end_progress(l);
       std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"
-                << nearest_answers(l, o, format) << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
+                << nearest << " (hint: change --gpus, --seq-len or --global-batch-tokens)\n";
     }
     return 1;
   }

@@ -1,6 +1,7 @@
 // `mgt-plan compile`: plan -> ir::Schedule, verified, written as JSON or text (compile_command.hpp).
 #include "compile_command.hpp"
 
+#include "progress.hpp"
 #include "report.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -18,7 +19,12 @@ namespace mgt::cli {
 int run_compile(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
                 const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& out_path, bool text) {
   const auto start = std::chrono::steady_clock::now();
+  ProgressLine progress = ProgressLine::for_stderr(/*json=*/false);
+  ProgressTicker ticker(progress);
+  progress.update("lowering the plan to a schedule", 0, 0);
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster);
+  ticker.stop();
+  progress.finish();
   const double lower_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::vector<std::string> problems = ir::verify(schedule);
   if (!problems.empty()) {

@@ -1,6 +1,8 @@
 // `mgt-plan simulate`: lower, verify, simulate, print (docs/simulator.md §6).
 #include "simulate_command.hpp"
 
+#include "progress.hpp"
+
 #include "mgt/cost_model/simulation_report.hpp"
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/error.hpp"
@@ -42,23 +44,30 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
                  const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& trace_path,
                  const std::string& svg_path, bool json) {
   using clock = std::chrono::steady_clock;
+  ProgressLine progress = ProgressLine::for_stderr(json);
+  ProgressTicker ticker(progress);  // the phases below are single long calls: keep the time moving
   const auto t0 = clock::now();
+  progress.update("lowering the plan to a schedule", 0, 0);
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster);
   ir::verify_or_throw(schedule, "lowered schedule");
   const auto t1 = clock::now();
+  int64_t instructions = 0;
+  for (const auto& p : schedule.programs) instructions += int64_t(p.instructions.size());
+  progress.update("simulating " + std::to_string(instructions) + " instructions", 0, 0);
   const cost::Simulator simulator(graph, cluster, settings);
   const cost::SimulationResult r = simulator.simulate(schedule);
   const auto t2 = clock::now();
   const cost::Estimator estimator(graph, cluster, num_gpus, settings);
   const cost::Estimate analytic = estimator.estimate(plan);
 
+  progress.update("writing the trace and report", 0, 0);
   if (!trace_path.empty()) write_file(trace_path, "--trace", cost::to_chrome_trace(schedule, r).dump());
-  if (!svg_path.empty()) write_file(svg_path, "--svg", cost::render_svg(schedule, r));
+  if (!svg_path.empty()) write_file(svg_path, "--svg", cost::render_svg(schedule, r, cluster.gpu.hbm_bytes));
+  ticker.stop();
+  progress.finish();
 
   const cost::ProgramMemory& mem = r.programs.at(r.peak_program).memory;
   const int64_t hbm = cluster.gpu.hbm_bytes;
-  int64_t instructions = 0;
-  for (const auto& p : schedule.programs) instructions += int64_t(p.instructions.size());
 
   if (json) {
     std::cout << cost::to_json(cost::make_simulation_report(graph, schedule, r, analytic, num_gpus)).dump(2) << "\n";

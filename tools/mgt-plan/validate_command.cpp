@@ -1,6 +1,7 @@
 // `mgt-plan validate`: printing of planner/validate's results (text table or mgt.validation/1).
 #include "validate_command.hpp"
 
+#include "progress.hpp"
 #include "report.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -98,12 +99,18 @@ int run_validate(const std::vector<std::string>& files, bool json) {
     return 2;
   }
   plan::ValidationReport report;
-  for (const auto& source : sources) {
+  ProgressLine progress = ProgressLine::for_stderr(json);
+  ProgressTicker ticker(progress);  // one source can take seconds
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& source = sources[i];
+    progress.update("validating " + source.name, int64_t(i), int64_t(sources.size()));
     if (source.catalog) continue;
     auto results = plan::validate_source(source);
     report.sources.push_back(plan::summarize(source.name, source.citation, results));
     report.rows.insert(report.rows.end(), std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
   }
+  ticker.stop();
+  progress.finish();
   report.overall = plan::summarize("overall", "", report.rows);
 
   if (json) {

@@ -112,9 +112,13 @@ class Simulator {
 /// send/recv that run together are one event. A memory counter ("ph":"C") per program.
 nlohmann::json to_chrome_trace(const ir::Schedule& schedule, const SimulationResult& result);
 
-/// A self-contained SVG (for a slide): the step breakdown as one stacked bar per program, and memory
-/// in use over time per program with the peak marked; axes carry units, a legend names the colours.
-std::string render_svg(const ir::Schedule& schedule, const SimulationResult& result);
+/// A self-contained SVG (for a slide): the step breakdown as one stacked bar per program (up to 128;
+/// past that a note on the chart says how many are drawn), a legend naming the colours and whose
+/// time its values are (the critical program's), and memory in use over time per program (up to 8,
+/// with a note naming those drawn when there are more) with both peaks marked and labelled: in use
+/// (allocations) and reserved (the title's number). `gpu_memory_bytes` > 0 draws the GPU's capacity
+/// as a labelled level, with the y axis extended to include it; 0 draws none.
+std::string render_svg(const ir::Schedule& schedule, const SimulationResult& result, int64_t gpu_memory_bytes = 0);
 
 /// Short event name, e.g. "fwd q_proj layer3 mb2", "all_gather w[l3] dp_shard", "send act[mb0] pp+1".
 std::string instruction_label(const ir::Instruction& instr);

@@ -8,6 +8,7 @@
 #include "mgt/planner/rules.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,6 +27,9 @@ struct SearchOptions {
   /// Rank only plans this framework can express (export_refusal); the others are counted among the
   /// rejections with the exporter's reason, as rule breaks are. Unset: every framework-free plan.
   std::optional<ExportFormat> emit;
+  /// Called every few hundred candidates with (candidates done, candidates in all), for a progress
+  /// display (tools/mgt-plan/progress.hpp); unset: none. It must not throw.
+  std::function<void(int64_t done, int64_t total)> on_progress;
 };
 
 struct SearchResult {
