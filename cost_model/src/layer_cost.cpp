@@ -73,6 +73,14 @@ struct Walk {
     if (rate > 0) return work > 0 ? work / rate + params.kernel_floor_s : 0.0;
     return memory_time(bytes);
   }
+  /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
+  /// returns the forward seconds, which selective recompute repeats for norms and activations.
+  double add_kernel(const char* op, double work, int64_t fwd_bytes, int64_t bwd_bytes) {
+    const double fwd = kernel_time(op, "fwd", work, fwd_bytes);
+    cost.fwd_compute_s += fwd;
+    cost.bwd_compute_s += kernel_time(op, "bwd", work, bwd_bytes);
+    return fwd;
+  }
 };
 
 struct EinsumSpec {
@@ -296,32 +304,25 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
   const double elements = double(local_elements(x, w.ctx));
   switch (op.kind) {
     case ir::OpKind::norm: {
-      const double fwd = w.kernel_time("norm", "fwd", elements, 2 * bytes);
-      w.cost.fwd_compute_s += fwd;
-      w.cost.bwd_compute_s += w.kernel_time("norm", "bwd", elements, 3 * bytes);
-      w.cost.selective_recompute_s += fwd;
+      w.cost.selective_recompute_s += w.add_kernel("norm", elements, 2 * bytes, 3 * bytes);
       w.saved.insert(x.name);
       w.recomputed.insert(op.output);
       break;
     }
     case ir::OpKind::rope:
-      w.cost.fwd_compute_s += w.kernel_time("rope", "fwd", elements, 2 * bytes);
-      w.cost.bwd_compute_s += w.kernel_time("rope", "bwd", elements, 2 * bytes);
+      w.add_kernel("rope", elements, 2 * bytes, 2 * bytes);
       break;
     case ir::OpKind::activation: {
       const int64_t n_in = int64_t(op.inputs.size());
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
-      const double fwd = w.kernel_time("activation", "fwd", elements, n_in * bytes + out_bytes);
-      w.cost.fwd_compute_s += fwd;
-      w.cost.bwd_compute_s += w.kernel_time("activation", "bwd", elements, 2 * n_in * bytes + out_bytes);
-      w.cost.selective_recompute_s += fwd;
+      w.cost.selective_recompute_s +=
+          w.add_kernel("activation", elements, n_in * bytes + out_bytes, 2 * n_in * bytes + out_bytes);
       for (const auto& in : op.inputs) w.saved.insert(in);
       w.recomputed.insert(op.output);
       break;
     }
     case ir::OpKind::residual:
-      w.cost.fwd_compute_s += w.kernel_time("residual", "fwd", elements, 3 * bytes);
-      w.cost.bwd_compute_s += w.kernel_time("residual", "bwd", elements, 2 * bytes);
+      w.add_kernel("residual", elements, 3 * bytes, 2 * bytes);
       break;
     case ir::OpKind::router: {
       // Softmax / sigmoid scores and top-k over the router logits, in fp32.
@@ -351,9 +352,8 @@ void cost_embedding(Walk& w, const ir::Op& op) {
   const auto& out = w.tensor(op.output);
   const int64_t out_bytes = w.act_bytes(out);
   const double out_elements = double(local_elements(out, w.ctx));
-  w.cost.fwd_compute_s += w.kernel_time("embedding", "fwd", out_elements, 2 * out_bytes);
-  // scatter-add into an fp32 grad
-  w.cost.bwd_compute_s += w.kernel_time("embedding", "bwd", out_elements, out_bytes + 2 * out_bytes);
+  // backward: scatter-add into an fp32 grad
+  w.add_kernel("embedding", out_elements, 2 * out_bytes, out_bytes + 2 * out_bytes);
   // Vocab-parallel embedding: each rank looks up its vocab slice, partial sums are reduced.
   if (w.ctx.tp > 1 && has_tp_dim(weight)) {
     const int64_t full = w.tp_region_bytes(out);
@@ -369,8 +369,7 @@ void cost_embedding(Walk& w, const ir::Op& op) {
 void cost_loss(Walk& w, const ir::Op& op) {
   const auto& logits = w.tensor(op.inputs[0]);
   const int64_t elements = local_elements(logits, w.ctx);
-  w.cost.fwd_compute_s += w.kernel_time("softmax_cross_entropy", "fwd", double(elements), elements * (2 + 4 + 4));
-  w.cost.bwd_compute_s += w.kernel_time("softmax_cross_entropy", "bwd", double(elements), elements * (4 + 4 + 2));
+  w.add_kernel("softmax_cross_entropy", double(elements), elements * (2 + 4 + 4), elements * (4 + 4 + 2));
   w.cost.logits_bytes = std::max(w.cost.logits_bytes, elements * 10);
   // Vocab-parallel cross-entropy: max, sum-exp and target logit all-reduced over tp, fp32 per token.
   if (w.ctx.tp > 1 && has_tp_dim(logits)) {
