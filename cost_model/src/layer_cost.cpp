@@ -309,9 +309,7 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
       w.recomputed.insert(op.output);
       break;
     }
-    case ir::OpKind::rope:
-      w.add_kernel("rope", elements, 2 * bytes, 2 * bytes);
-      break;
+    case ir::OpKind::rope: w.add_kernel("rope", elements, 2 * bytes, 2 * bytes); break;
     case ir::OpKind::activation: {
       const int64_t n_in = int64_t(op.inputs.size());
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
@@ -321,9 +319,7 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
       w.recomputed.insert(op.output);
       break;
     }
-    case ir::OpKind::residual:
-      w.add_kernel("residual", elements, 3 * bytes, 2 * bytes);
-      break;
+    case ir::OpKind::residual: w.add_kernel("residual", elements, 3 * bytes, 2 * bytes); break;
     case ir::OpKind::router: {
       // Softmax / sigmoid scores and top-k over the router logits, in fp32.
       w.cost.fwd_compute_s += w.memory_time(4 * bytes);

@@ -165,11 +165,18 @@ Refusal expert_ranks_refusal(const Plan& p) {
   return std::nullopt;
 }
 
+// What every torchtitan version refuses first: no sequence length, partial recompute, and a
+// sequence the cp load balancer cannot cut into 2*cp chunks (`cp_hint` says how the version splits it).
+Refusal torchtitan_sequence_refusal(const ExportContext& c, const char* cp_hint) {
+  if (auto r = seq_len_refusal(c)) return r;
+  if (auto r = partial_recompute_refusal(c.plan, "torchtitan")) return r;
+  return cp_chunks_refusal(c, cp_hint);
+}
+
 Refusal torchtitan_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
-  if (auto r = seq_len_refusal(c)) return r;
-  if (auto r = partial_recompute_refusal(p, "torchtitan")) return r;
-  if (auto r = cp_chunks_refusal(c, "torchtitan's headtail load balancer splits each sequence into 2*cp chunks")) return r;
+  if (auto r = torchtitan_sequence_refusal(c, "torchtitan's headtail load balancer splits each sequence into 2*cp chunks"))
+    return r;
   // ParallelDims: efsdp = dp_shard*cp*tp/ep with ep innermost, so expert ranks include the tp ranks
   // and expert weights are not tp-split, unlike mgt's ep inside dp_shard*cp.
   if (p.ep > 1 && p.tp > 1)
@@ -185,9 +192,8 @@ Refusal torchtitan_refusal(const ExportContext& c) {
 
 Refusal torchtitan_0_2_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
-  if (auto r = seq_len_refusal(c)) return r;
-  if (auto r = partial_recompute_refusal(p, "torchtitan")) return r;
-  if (auto r = cp_chunks_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks")) return r;
+  if (auto r = torchtitan_sequence_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks"))
+    return r;
   if (p.vpp > 1)
     return refuse("vpp",
                   "the plan has vpp " + str(p.vpp) + " but the layer count needed for "

@@ -22,7 +22,7 @@ template <class Visit>
 void for_each_final_backward_copy(const State& s, const Stage& st, Visit&& visit) {
   for (size_t t = 0; t < st.tasks.size(); ++t) {
     const Task& task = st.tasks[t];
-    if (task.fwd || task.micro_batch != s.grad_accum - 1) continue;
+    if (task.fwd || task.micro_batch != s.layout.grad_accum - 1) continue;
     for (size_t p = 0; p < st.unit_nodes[t].size(); ++p) {
       const int64_t last = st.unit_nodes[t][p].last;
       if (last >= 0) visit(t, p, unit_at(st, task, p), last);
@@ -84,7 +84,7 @@ void compute_pass(State& s) {
 
 // ---- recompute: before a copy's backward, full (every op) or selective (norm / activation) ----
 void recompute_pass(State& s) {
-  if (s.plan.recompute == ir::Recompute::none) return;
+  if (s.layout.plan.recompute == ir::Recompute::none) return;
   for (Stage& st : s.stages)
     for (size_t t = 0; t < st.tasks.size(); ++t) {
       const Task& task = st.tasks[t];
@@ -96,7 +96,7 @@ void recompute_pass(State& s) {
         UnitNodes& un = st.unit_nodes[t][i];
         for (int32_t j = 0; j < num_ops(s, u); ++j) {
           const OpInfo& op = info.ops[size_t(j)];
-          const bool redo = u.full_recompute || (s.plan.recompute == ir::Recompute::selective && op.selective);
+          const bool redo = u.full_recompute || (s.layout.plan.recompute == ir::Recompute::selective && op.selective);
           if (!redo) continue;
           ir::Compute c;
           c.op = block.ops[size_t(j)].name;
@@ -331,7 +331,7 @@ void fsdp_reduce_scatter_copy(State& s, Stage& st, FsdpStageState& f, size_t t, 
 }  // namespace
 
 void fsdp_pass(State& s) {
-  if (!s.fsdp) return;
+  if (!s.layout.fsdp) return;
   for (Stage& st : s.stages) {
     FsdpStageState f{std::vector<int64_t>(st.chunks.size(), 0), std::vector<int64_t>(st.chunks.size(), -1), {}};
     for (size_t t = 0; t < st.tasks.size(); ++t) {
@@ -351,10 +351,10 @@ void fsdp_pass(State& s) {
 // ---- data-parallel gradient sync during the last micro-batch's backward: DDP all-reduce in 25 MiB
 // buckets (zero 0); HSDP all-reduce of each copy's gradient shard over dp_replicate (zero 3) ----
 void dp_pass(State& s) {
-  const bool ddp = s.zero == 0 && !s.dp_axes.empty();
-  const bool hsdp = s.zero == 3 && s.plan.dp_replicate > 1;
+  const bool ddp = s.layout.zero_stage == 0 && !s.dp_axes.empty();
+  const bool hsdp = s.layout.zero_stage == 3 && s.layout.plan.dp_replicate > 1;
   if (!ddp && !hsdp) return;
-  const int64_t shard = s.fsdp ? s.shard_group : 1, expert_shard = s.fsdp ? s.expert_shard_group : 1;
+  const int64_t shard = s.layout.fsdp ? s.layout.shard_group : 1, expert_shard = s.layout.fsdp ? s.layout.expert_shard_group : 1;
   for (Stage& st : s.stages) {
     int64_t acc = 0, last_dep = -1;
     Key last_key{};
@@ -386,12 +386,12 @@ void dp_pass(State& s) {
 // ---- ZeRO-1 / 2: reduce-scatter grads over dp_shard x cp (once per step / per copy every
 // micro-batch), all-reduce the shard over dp_replicate, all-gather updated bf16 params ----
 void zero_pass(State& s) {
-  if (s.zero != 1 && s.zero != 2) return;
+  if (s.layout.zero_stage != 1 && s.layout.zero_stage != 2) return;
   for (Stage& st : s.stages) {
     const int64_t last = st.compute_order.empty() ? -1 : st.compute_order.back();
     std::vector<int64_t> after_last;
     if (last >= 0) after_last = {last};
-    if (!s.shard_axes.empty() && s.zero == 2)
+    if (!s.shard_axes.empty() && s.layout.zero_stage == 2)
       for (size_t t = 0; t < st.tasks.size(); ++t) {
         const Task& task = st.tasks[t];
         if (task.fwd) continue;
@@ -407,10 +407,10 @@ void zero_pass(State& s) {
           close_buffer(g, key(t, p, end, 11), ir::Stream::dp, {rs});
         }
       }
-    if (!s.shard_axes.empty() && s.zero == 1)
+    if (!s.shard_axes.empty() && s.layout.zero_stage == 1)
       add(st, epilogue(st, -20), ir::Stream::dp,
           s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, st.params * 4, ir::DType::f32, "grads"), after_last);
-    if (s.plan.dp_replicate > 1)
+    if (s.layout.plan.dp_replicate > 1)
       add(st, epilogue(st, -15), ir::Stream::dp,
           s.collective(ir::CollectiveKind::all_reduce, s.replicate_axes, st.shard_params * 4, ir::DType::f32, "grads"),
           after_last);
@@ -441,7 +441,7 @@ void memory_pass(State& s) {
     // 1. model states for the whole step (estimator.cpp memory terms per zero stage)
     const int64_t params = st.params, shard = st.shard_params;
     int64_t param_bytes = 0, grad_bytes = 0, optim_bytes = shard * 8;
-    switch (s.zero) {
+    switch (s.layout.zero_stage) {
       case 0: param_bytes = params * 6; grad_bytes = params * 4; optim_bytes = params * 8; break;
       case 1: param_bytes = params * 2 + shard * 4; grad_bytes = params * 4; break;
       case 2: param_bytes = params * 2 + shard * 4; grad_bytes = shard * 4; break;
@@ -474,7 +474,7 @@ void memory_pass(State& s) {
         if (task.fwd) {
           int64_t bytes = info.cost.saved_bytes_none;
           if (u.full_recompute) bytes = info.cost.saved_bytes_full;
-          else if (block.is_layer && s.plan.recompute == ir::Recompute::selective) bytes = info.cost.saved_bytes_selective;
+          else if (block.is_layer && s.layout.plan.recompute == ir::Recompute::selective) bytes = info.cost.saved_bytes_selective;
           open_buffer(st, act_name(s, u, task.micro_batch), bytes, ir::BufferKind::activations, key(t, p, 0, -5),
                       ir::Stream::compute);
           saved[{task.chunk, task.micro_batch, position}] = st.buffers.size() - 1;

@@ -36,7 +36,7 @@ struct PipelineTransferOp {
 };
 
 ChunkTaskSeconds chunk_task_seconds(const State& s) {
-  ChunkTaskSeconds out{std::vector<std::vector<double>>(size_t(s.plan.pp)), std::vector<std::vector<double>>(size_t(s.plan.pp))};
+  ChunkTaskSeconds out{std::vector<std::vector<double>>(size_t(s.layout.plan.pp)), std::vector<std::vector<double>>(size_t(s.layout.plan.pp))};
   for (const Stage& st : s.stages)
     for (const auto& chunk : st.chunks) {
       double f = 1e-9, b = 1e-9;
@@ -45,7 +45,7 @@ ChunkTaskSeconds chunk_task_seconds(const State& s) {
           f += op.cost.fwd_s;
           b += op.cost.bwd_data_s + op.cost.bwd_weight_s;
           if (u.full_recompute) b += op.cost.fwd_s;
-          else if (s.plan.recompute == ir::Recompute::selective && op.selective) b += op.cost.selective_recompute_s;
+          else if (s.layout.plan.recompute == ir::Recompute::selective && op.selective) b += op.cost.selective_recompute_s;
         }
       out.fwd_s[size_t(st.index)].push_back(f);
       out.bwd_s[size_t(st.index)].push_back(b);
@@ -56,7 +56,7 @@ ChunkTaskSeconds chunk_task_seconds(const State& s) {
 // Dry run of every stage's compute order: the finish time of each (virtual stage, micro-batch)'s
 // forward and backward, indexed v * grad_accum + m. Throws when the orders deadlock.
 std::pair<std::vector<double>, std::vector<double>> dry_run_finish_times_s(const State& s, const ChunkTaskSeconds& secs) {
-  const int64_t pp = s.plan.pp, ga = s.grad_accum, V = pp * s.plan.vpp;
+  const int64_t pp = s.layout.plan.pp, ga = s.layout.grad_accum, V = pp * s.layout.plan.vpp;
   std::vector<double> fin_f(size_t(V * ga), -1), fin_b(size_t(V * ga), -1);
   auto at = [&](int64_t v, int64_t m) { return size_t(v * ga + m); };
   std::vector<size_t> next(static_cast<size_t>(pp), 0);
@@ -95,7 +95,7 @@ std::pair<std::vector<double>, std::vector<double>> dry_run_finish_times_s(const
 // Every boundary crossing, in the one order all stages issue them: by dry-run finish time.
 std::vector<PipelineTransfer> global_transfer_order(const State& s, const std::vector<double>& fin_f,
                                                     const std::vector<double>& fin_b) {
-  const int64_t ga = s.grad_accum, V = s.plan.pp * s.plan.vpp;
+  const int64_t ga = s.layout.grad_accum, V = s.layout.plan.pp * s.layout.plan.vpp;
   std::vector<PipelineTransfer> transfers;
   for (int64_t v = 0; v < V; ++v)
     for (int64_t m = 0; m < ga; ++m) {
@@ -111,12 +111,12 @@ std::vector<PipelineTransfer> global_transfer_order(const State& s, const std::v
 // Per stage, its sends and recvs in the global order, each with the task that produces or consumes it.
 std::vector<std::vector<PipelineTransferOp>> transfer_ops_per_stage(const State& s,
                                                                     const std::vector<PipelineTransfer>& transfers) {
-  const int64_t pp = s.plan.pp, ga = s.grad_accum;
+  const int64_t pp = s.layout.plan.pp, ga = s.layout.grad_accum;
   // task index per (stage, fwd, chunk, mb)
   std::vector<std::vector<std::vector<int64_t>>> index(static_cast<size_t>(pp));
   for (const Stage& st : s.stages) {
     auto& idx = index[size_t(st.index)];
-    idx.assign(2, std::vector<int64_t>(size_t(s.plan.vpp * ga), -1));
+    idx.assign(2, std::vector<int64_t>(size_t(s.layout.plan.vpp * ga), -1));
     for (size_t t = 0; t < st.tasks.size(); ++t)
       idx[st.tasks[t].fwd ? 0 : 1][size_t(st.tasks[t].chunk * ga + st.tasks[t].micro_batch)] = int64_t(t);
   }
@@ -205,7 +205,7 @@ void emit_pipeline_send(State& s, Stage& st, const PipelineTransfer& tr, size_t 
 }  // namespace
 
 void pp_pass(State& s) {
-  if (s.plan.pp == 1) return;
+  if (s.layout.plan.pp == 1) return;
   // 1. task durations per (stage, chunk); 2. dry run of the compute order
   const auto [fin_f, fin_b] = dry_run_finish_times_s(s, chunk_task_seconds(s));
   // 3. transfers in one global order
