@@ -5,6 +5,7 @@
 
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/format.hpp"
 #include "mgt/planner/lower.hpp"
 
 #include <nlohmann/json.hpp>
@@ -24,16 +25,8 @@ constexpr const char* kKindNames[] = {"parameters", "gradients", "optimizer", "a
 // Buffers listed as live at the peak: enough to see what dominates it.
 constexpr size_t kLargestLive = 8;
 
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / double(1ll << 30));
-  return buf;
-}
-std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", s * 1e3);
-  return buf;
-}
+std::string gib(int64_t bytes) { return ir::format_number("%.2f", double(bytes) / double(1ll << 30)); }
+std::string ms(double s) { return ir::format_number("%.2f", s * 1e3); }
 
 void write_file(const std::string& path, const std::string& flag, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
