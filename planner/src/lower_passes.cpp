@@ -354,7 +354,8 @@ void dp_pass(State& s) {
   const bool ddp = s.layout.zero_stage == 0 && !s.dp_axes.empty();
   const bool hsdp = s.layout.zero_stage == 3 && s.layout.plan.dp_replicate > 1;
   if (!ddp && !hsdp) return;
-  const int64_t shard = s.layout.fsdp ? s.layout.shard_group : 1, expert_shard = s.layout.fsdp ? s.layout.expert_shard_group : 1;
+  const int64_t shard = s.layout.fsdp ? s.layout.shard_group : 1;
+  const int64_t expert_shard = s.layout.fsdp ? s.layout.expert_shard_group : 1;
   for (Stage& st : s.stages) {
     int64_t acc = 0, last_dep = -1;
     Key last_key{};

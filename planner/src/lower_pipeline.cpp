@@ -36,7 +36,8 @@ struct PipelineTransferOp {
 };
 
 ChunkTaskSeconds chunk_task_seconds(const State& s) {
-  ChunkTaskSeconds out{std::vector<std::vector<double>>(size_t(s.layout.plan.pp)), std::vector<std::vector<double>>(size_t(s.layout.plan.pp))};
+  const size_t stages = size_t(s.layout.plan.pp);
+  ChunkTaskSeconds out{std::vector<std::vector<double>>(stages), std::vector<std::vector<double>>(stages)};
   for (const Stage& st : s.stages)
     for (const auto& chunk : st.chunks) {
       double f = 1e-9, b = 1e-9;
