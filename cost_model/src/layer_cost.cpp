@@ -73,6 +73,14 @@ struct Walk {
     if (rate > 0) return work > 0 ? work / rate + params.kernel_floor_s : 0.0;
     return memory_time(bytes);
   }
+  /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
+  /// returns the forward seconds, which selective recompute repeats for norms and activations.
+  double add_kernel(const char* op, double work, int64_t fwd_bytes, int64_t bwd_bytes) {
+    const double fwd = kernel_time(op, "fwd", work, fwd_bytes);
+    cost.fwd_compute_s += fwd;
+    cost.bwd_compute_s += kernel_time(op, "bwd", work, bwd_bytes);
+    return fwd;
+  }
 };
 
 struct EinsumSpec {
@@ -99,9 +107,115 @@ const ir::Dim* find_dim(const ir::TensorDecl& t, char name) {
   return nullptr;
 }
 
-// A contraction runs as one (batched) GEMM: batch dims appear in both operands and the output,
-// M in the output and the activation only, N in the output and the second operand only, K nowhere
-// in the output. GEMV-like shapes (a dim under 16) run memory-bound (roofline), not on tensor cores.
+// One operand dim per einsum letter; ir::verify guarantees every letter is a dim of its operand,
+// looked up output first.
+const ir::Dim& einsum_dim(const ir::Op& op, char letter, const ir::TensorDecl& a, const ir::TensorDecl& b,
+                          const ir::TensorDecl& o) {
+  const ir::Dim* d = find_dim(o, letter);
+  if (!d) d = find_dim(a, letter);
+  if (!d) d = find_dim(b, letter);
+  if (!d) throw std::logic_error("op '" + op.name + "': einsum letter '" + std::string(1, letter) + "' names no operand dim");
+  return *d;
+}
+
+// A contraction's (batched) GEMM shape on local sizes: batch dims appear in both operands and the
+// output, M in the output and the activation only, N in the output and the second operand only, K
+// nowhere in the output.
+struct GemmShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+};
+
+GemmShape local_gemm_shape(const Walk& w, const ir::Op& op, const EinsumSpec& spec, bool in_tp) {
+  const auto& a = w.tensor(op.inputs[0]);
+  const auto& b = w.tensor(op.inputs[1]);
+  const auto& o = w.tensor(op.output);
+  GemmShape g;
+  std::set<char> seen;
+  for (char c : spec.lhs + spec.rhs + spec.out) {
+    if (!seen.insert(c).second) continue;
+    const bool in_l = spec.lhs.find(c) != std::string::npos;
+    const bool in_r = spec.rhs.find(c) != std::string::npos;
+    const bool in_o = spec.out.find(c) != std::string::npos;
+    const int64_t size = local_dim_size(einsum_dim(op, c, a, b, o), w.ctx, in_tp);
+    if (!in_o) g.k *= size;
+    else if (in_l && in_r) g.batch *= size;
+    else if (in_l) g.m *= size;
+    else g.n *= size;
+  }
+  return g;
+}
+
+// Seconds of one GEMM of `flops` (batch x mm x nn x kk) in `gemm_dtype`; GEMV-like shapes (a dim under
+// 16) run memory-bound (roofline), not on tensor cores.
+double gemm_time_s(const Walk& w, ir::DType gemm_dtype, double flops, int64_t batch, int64_t mm, int64_t nn, int64_t kk) {
+  const double peak = ir::peak_flops_per_s(w.cluster.gpu, gemm_dtype);
+  if (std::min({mm, nn, kk}) < 16) {
+    const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
+    const double best = gemm_dtype == ir::DType::fp8 ? w.params.fp8_gemm_max_efficiency : w.params.gemm_max_efficiency;
+    return std::max(flops / (peak * best), w.memory_time(bytes) - w.params.kernel_floor_s) + w.params.kernel_floor_s;
+  }
+  const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, gemm_dtype, w.params);
+  return flops / (peak * eff) + w.params.kernel_floor_s;
+}
+
+// Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights, 3 x forward for
+// activation-activation contractions.
+double contraction_model_flops(const Walk& w, const ir::Op& op, const EinsumSpec& spec) {
+  const auto& a = w.tensor(op.inputs[0]);
+  const auto& b = w.tensor(op.inputs[1]);
+  const auto& o = w.tensor(op.output);
+  double global = 2.0;
+  std::set<char> seen;
+  for (char c : spec.lhs + spec.rhs + spec.out) {
+    if (!seen.insert(c).second) continue;
+    global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : einsum_dim(op, c, a, b, o).size);
+  }
+  return 3.0 * global;
+}
+
+// Tensor-parallel communication (Megatron-LM, Shoeybi et al. 2019 §3; with SP, Korthikanti et al.
+// 2022 §4.2.2: all-reduce becomes reduce-scatter + all-gather).
+void add_contraction_tp_collectives(Walk& w, const ir::Op& op, const EinsumSpec& spec) {
+  const auto& a = w.tensor(op.inputs[0]);
+  const auto& o = w.tensor(op.output);
+  bool partial = false;
+  for (char c : spec.lhs + spec.rhs)
+    if (spec.out.find(c) == std::string::npos && is_tp_dim(c)) partial = true;
+  const bool column = has_tp_dim(o) && !has_tp_dim(a);
+  const int64_t out_bytes = w.tp_region_bytes(o);
+  // Row-parallel: the output is a partial sum, reduced after the kernel; with SP its gradient
+  // arrives sequence-sharded and is gathered before the backward kernel.
+  if (partial) {
+    w.tp_collective(w.cost.fwd_collectives,
+                    w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, out_bytes,
+                    {o.name});
+    if (w.ctx.sequence_parallel)
+      w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, out_bytes, {"grad(" + o.name + ")"},
+                      /*before=*/true);
+  }
+  // Column-parallel: the first op reading an input gathers it (SP) before its kernel; in backward
+  // that op runs last of the readers, so the input gradient they summed is reduced after it.
+  // The last column-parallel reader (the first one in backward) re-gathers the input for the
+  // weight gradients (it may have been recomputed as a shard).
+  bool last_reader = column, after = false;
+  for (const ir::Op& later : w.block.ops) {
+    if (after && later.kind == ir::OpKind::contraction && !later.inputs.empty() && later.inputs[0] == a.name) last_reader = false;
+    after = after || later.name == op.name;
+  }
+  if (column && w.ctx.sequence_parallel && last_reader)
+    w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, w.tp_region_bytes(a), {a.name}, /*before=*/true);
+  if (column && w.gathered_inputs.insert(a.name).second) {
+    const int64_t in_bytes = w.tp_region_bytes(a);
+    if (w.ctx.sequence_parallel) {
+      w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, in_bytes, {a.name}, /*before=*/true);
+      w.tp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, in_bytes, {"grad(" + a.name + ")"});
+    } else {
+      w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_reduce, in_bytes, {"grad(" + a.name + ")"});
+    }
+  }
+}
+
+// A contraction runs as one (batched) GEMM forward and two backward (dA = dO.B^T, dB = A^T.dO).
 void cost_contraction(Walk& w, const ir::Op& op) {
   const auto& a = w.tensor(op.inputs[0]);
   const auto& b = w.tensor(op.inputs[1]);
@@ -109,101 +223,18 @@ void cost_contraction(Walk& w, const ir::Op& op) {
   const EinsumSpec spec = parse_einsum(op.einsum);
   const auto all_letters = spec.lhs + spec.rhs;
   const bool in_tp = w.ctx.tp > 1 && std::any_of(all_letters.begin(), all_letters.end(), is_tp_dim);
-
-  // ir::verify guarantees every einsum letter is a dim of its operand; look it up output first.
-  auto dim_of = [&](char letter) -> const ir::Dim& {
-    const ir::Dim* d = find_dim(o, letter);
-    if (!d) d = find_dim(a, letter);
-    if (!d) d = find_dim(b, letter);
-    if (!d) throw std::logic_error("op '" + op.name + "': einsum letter '" + std::string(1, letter) + "' names no operand dim");
-    return *d;
-  };
-  auto local = [&](char letter) { return local_dim_size(dim_of(letter), w.ctx, in_tp); };
-  int64_t batch = 1, m = 1, n = 1, k = 1;
-  std::set<char> seen;
-  for (char c : all_letters + spec.out) {
-    if (!seen.insert(c).second) continue;
-    const bool in_l = spec.lhs.find(c) != std::string::npos;
-    const bool in_r = spec.rhs.find(c) != std::string::npos;
-    const bool in_o = spec.out.find(c) != std::string::npos;
-    const int64_t size = local(c);
-    if (!in_o) k *= size;
-    else if (in_l && in_r) batch *= size;
-    else if (in_l) m *= size;
-    else n *= size;
-  }
+  const auto [batch, m, n, k] = local_gemm_shape(w, op, spec, in_tp);
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
   // fp8 training converts the linear layers only (Transformer Engine); weight GEMMs then run at the
   // fp8 peak, activation-activation products stay in the compute dtype.
   const ir::DType gemm_dtype = (w.ctx.fp8_linears && b.is_parameter) ? ir::DType::fp8 : w.ctx.dtype;
-  auto kernel_time = [&](int64_t mm, int64_t nn, int64_t kk) {
-    const double peak = ir::peak_flops_per_s(w.cluster.gpu, gemm_dtype);
-    if (std::min({mm, nn, kk}) < 16) {
-      const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
-      const double best = gemm_dtype == ir::DType::fp8 ? w.params.fp8_gemm_max_efficiency : w.params.gemm_max_efficiency;
-      return std::max(flops / (peak * best), w.memory_time(bytes) - w.params.kernel_floor_s) +
-             w.params.kernel_floor_s;
-    }
-    const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, gemm_dtype, w.params);
-    return flops / (peak * eff) + w.params.kernel_floor_s;
-  };
-  w.cost.fwd_compute_s += kernel_time(m, n, k);
+  w.cost.fwd_compute_s += gemm_time_s(w, gemm_dtype, flops, batch, m, n, k);
   w.fwd_flops += flops;
-  const double d_b = kernel_time(k, n, m);  // dB = A^T.dO
-  w.cost.bwd_compute_s += kernel_time(m, k, n) + d_b;  // dA = dO.B^T
+  const double d_b = gemm_time_s(w, gemm_dtype, flops, batch, k, n, m);  // dB = A^T.dO
+  w.cost.bwd_compute_s += gemm_time_s(w, gemm_dtype, flops, batch, m, k, n) + d_b;  // dA = dO.B^T
   if (b.is_parameter) w.bwd_weight_s += d_b;
-
-  // Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights, 3 x forward for
-  // activation-activation contractions.
-  {
-    double global = 2.0;
-    seen.clear();
-    for (char c : all_letters + spec.out) {
-      if (!seen.insert(c).second) continue;
-      global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : dim_of(c).size);
-    }
-    w.cost.model_flops += 3.0 * global;
-  }
-
-  // Tensor-parallel communication (Megatron-LM, Shoeybi et al. 2019 §3; with SP, Korthikanti et al.
-  // 2022 §4.2.2: all-reduce becomes reduce-scatter + all-gather).
-  if (in_tp) {
-    bool partial = false;
-    for (char c : spec.lhs + spec.rhs)
-      if (spec.out.find(c) == std::string::npos && is_tp_dim(c)) partial = true;
-    const bool column = has_tp_dim(o) && !has_tp_dim(a);
-    const int64_t out_bytes = w.tp_region_bytes(o);
-    // Row-parallel: the output is a partial sum, reduced after the kernel; with SP its gradient
-    // arrives sequence-sharded and is gathered before the backward kernel.
-    if (partial) {
-      w.tp_collective(w.cost.fwd_collectives,
-                      w.ctx.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, out_bytes,
-                      {o.name});
-      if (w.ctx.sequence_parallel)
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, out_bytes, {"grad(" + o.name + ")"},
-                        /*before=*/true);
-    }
-    // Column-parallel: the first op reading an input gathers it (SP) before its kernel; in backward
-    // that op runs last of the readers, so the input gradient they summed is reduced after it.
-    // The last column-parallel reader (the first one in backward) re-gathers the input for the
-    // weight gradients (it may have been recomputed as a shard).
-    bool last_reader = column, after = false;
-    for (const ir::Op& later : w.block.ops) {
-      if (after && later.kind == ir::OpKind::contraction && !later.inputs.empty() && later.inputs[0] == a.name) last_reader = false;
-      after = after || later.name == op.name;
-    }
-    if (column && w.ctx.sequence_parallel && last_reader)
-      w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_gather, w.tp_region_bytes(a), {a.name}, /*before=*/true);
-    if (column && w.gathered_inputs.insert(a.name).second) {
-      const int64_t in_bytes = w.tp_region_bytes(a);
-      if (w.ctx.sequence_parallel) {
-        w.tp_collective(w.cost.fwd_collectives, CollectiveKind::all_gather, in_bytes, {a.name}, /*before=*/true);
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, in_bytes, {"grad(" + a.name + ")"});
-      } else {
-        w.tp_collective(w.cost.bwd_collectives, CollectiveKind::all_reduce, in_bytes, {"grad(" + a.name + ")"});
-      }
-    }
-  }
+  w.cost.model_flops += contraction_model_flops(w, op, spec);
+  if (in_tp) add_contraction_tp_collectives(w, op, spec);
   if (b.is_parameter)
     for (const auto& d : b.dims)
       if (const ir::Dim* out_dim = find_dim(o, d.name); d.name == 'e' && out_dim && out_dim->size < d.size)
@@ -273,33 +304,22 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
   const double elements = double(local_elements(x, w.ctx));
   switch (op.kind) {
     case ir::OpKind::norm: {
-      const double fwd = w.kernel_time("norm", "fwd", elements, 2 * bytes);
-      w.cost.fwd_compute_s += fwd;
-      w.cost.bwd_compute_s += w.kernel_time("norm", "bwd", elements, 3 * bytes);
-      w.cost.selective_recompute_s += fwd;
+      w.cost.selective_recompute_s += w.add_kernel("norm", elements, 2 * bytes, 3 * bytes);
       w.saved.insert(x.name);
       w.recomputed.insert(op.output);
       break;
     }
-    case ir::OpKind::rope:
-      w.cost.fwd_compute_s += w.kernel_time("rope", "fwd", elements, 2 * bytes);
-      w.cost.bwd_compute_s += w.kernel_time("rope", "bwd", elements, 2 * bytes);
-      break;
+    case ir::OpKind::rope: w.add_kernel("rope", elements, 2 * bytes, 2 * bytes); break;
     case ir::OpKind::activation: {
       const int64_t n_in = int64_t(op.inputs.size());
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
-      const double fwd = w.kernel_time("activation", "fwd", elements, n_in * bytes + out_bytes);
-      w.cost.fwd_compute_s += fwd;
-      w.cost.bwd_compute_s += w.kernel_time("activation", "bwd", elements, 2 * n_in * bytes + out_bytes);
-      w.cost.selective_recompute_s += fwd;
+      w.cost.selective_recompute_s +=
+          w.add_kernel("activation", elements, n_in * bytes + out_bytes, 2 * n_in * bytes + out_bytes);
       for (const auto& in : op.inputs) w.saved.insert(in);
       w.recomputed.insert(op.output);
       break;
     }
-    case ir::OpKind::residual:
-      w.cost.fwd_compute_s += w.kernel_time("residual", "fwd", elements, 3 * bytes);
-      w.cost.bwd_compute_s += w.kernel_time("residual", "bwd", elements, 2 * bytes);
-      break;
+    case ir::OpKind::residual: w.add_kernel("residual", elements, 3 * bytes, 2 * bytes); break;
     case ir::OpKind::router: {
       // Softmax / sigmoid scores and top-k over the router logits, in fp32.
       w.cost.fwd_compute_s += w.memory_time(4 * bytes);
@@ -328,9 +348,8 @@ void cost_embedding(Walk& w, const ir::Op& op) {
   const auto& out = w.tensor(op.output);
   const int64_t out_bytes = w.act_bytes(out);
   const double out_elements = double(local_elements(out, w.ctx));
-  w.cost.fwd_compute_s += w.kernel_time("embedding", "fwd", out_elements, 2 * out_bytes);
-  // scatter-add into an fp32 grad
-  w.cost.bwd_compute_s += w.kernel_time("embedding", "bwd", out_elements, out_bytes + 2 * out_bytes);
+  // backward: scatter-add into an fp32 grad
+  w.add_kernel("embedding", out_elements, 2 * out_bytes, out_bytes + 2 * out_bytes);
   // Vocab-parallel embedding: each rank looks up its vocab slice, partial sums are reduced.
   if (w.ctx.tp > 1 && has_tp_dim(weight)) {
     const int64_t full = w.tp_region_bytes(out);
@@ -346,8 +365,7 @@ void cost_embedding(Walk& w, const ir::Op& op) {
 void cost_loss(Walk& w, const ir::Op& op) {
   const auto& logits = w.tensor(op.inputs[0]);
   const int64_t elements = local_elements(logits, w.ctx);
-  w.cost.fwd_compute_s += w.kernel_time("softmax_cross_entropy", "fwd", double(elements), elements * (2 + 4 + 4));
-  w.cost.bwd_compute_s += w.kernel_time("softmax_cross_entropy", "bwd", double(elements), elements * (4 + 4 + 2));
+  w.add_kernel("softmax_cross_entropy", double(elements), elements * (2 + 4 + 4), elements * (4 + 4 + 2));
   w.cost.logits_bytes = std::max(w.cost.logits_bytes, elements * 10);
   // Vocab-parallel cross-entropy: max, sum-exp and target logit all-reduced over tp, fp32 per token.
   if (w.ctx.tp > 1 && has_tp_dim(logits)) {

@@ -359,13 +359,22 @@ void link_prerequisites(Run& r) {
 // 3. Rendezvous groups. A collective over axes A issued by program C waits for the matching
 //    collective (same ordinal among those over A) of every participant; a Send and its Recv, and the
 //    send/recv batched with them (batch_with_next), start together.
-void build_syncs(Run& r) {
+
+// Sends keyed (axis, offset mod size, tag) and recvs keyed (axis, -offset mod size, tag), so a send
+// and the recv it feeds share a key.
+using P2pKey = std::tuple<std::string, int64_t, int64_t>;
+
+// Per program, the instructions that rendezvous, in program order.
+struct RendezvousIndex {
+  std::vector<std::map<std::string, std::vector<int64_t>>> by_group;  // per axes set: collectives
+  std::vector<std::map<P2pKey, std::vector<int64_t>>> sends, recvs;
+};
+
+RendezvousIndex index_rendezvous(const Run& r) {
   const size_t np = r.s.programs.size();
-  // per program, per axes set: collective ids in program order
-  std::vector<std::map<std::string, std::vector<int64_t>>> by_group(np);
-  // per program: sends keyed (axis, offset mod size, tag) and recvs keyed (axis, -offset mod size, tag)
-  using P2pKey = std::tuple<std::string, int64_t, int64_t>;
-  std::vector<std::map<P2pKey, std::vector<int64_t>>> sends(np), recvs(np);
+  RendezvousIndex x{std::vector<std::map<std::string, std::vector<int64_t>>>(np),
+                    std::vector<std::map<P2pKey, std::vector<int64_t>>>(np),
+                    std::vector<std::map<P2pKey, std::vector<int64_t>>>(np)};
   auto axis_size = [&](const std::string& axis) {
     auto i = ir::axis_index(r.s.mesh, axis);
     return i ? r.s.mesh.axes[*i].size : int64_t{1};
@@ -373,27 +382,30 @@ void build_syncs(Run& r) {
   for (size_t p = 0; p < np; ++p)
     for (const auto& in : r.s.programs[p].instructions) {
       const int64_t g = r.offset[p] + in.id;
-      if (const auto* c = std::get_if<ir::Collective>(&in.op)) by_group[p][axes_key(c->axes)].push_back(g);
+      if (const auto* c = std::get_if<ir::Collective>(&in.op)) x.by_group[p][axes_key(c->axes)].push_back(g);
       if (const auto* snd = std::get_if<ir::Send>(&in.op))
-        sends[p][{snd->axis, mod(snd->offset, axis_size(snd->axis)), snd->tag}].push_back(g);
+        x.sends[p][{snd->axis, mod(snd->offset, axis_size(snd->axis)), snd->tag}].push_back(g);
       if (const auto* rcv = std::get_if<ir::Recv>(&in.op))
-        recvs[p][{rcv->axis, mod(-rcv->offset, axis_size(rcv->axis)), rcv->tag}].push_back(g);
+        x.recvs[p][{rcv->axis, mod(-rcv->offset, axis_size(rcv->axis)), rcv->tag}].push_back(g);
     }
+  return x;
+}
 
-  // Collectives: one sync per instance over several programs, created by the lowest participant.
-  for (size_t p = 0; p < np; ++p) {
-    for (const auto& [key, ids] : by_group[p]) {
+// Collectives: one sync per instance over several programs, created by the lowest participant.
+void add_collective_syncs(Run& r, const RendezvousIndex& x) {
+  for (size_t p = 0; p < r.s.programs.size(); ++p) {
+    for (const auto& [key, ids] : x.by_group[p]) {
       const auto& axes = std::get<ir::Collective>(r.instr(ids.front()).op).axes;
       const std::vector<size_t> parts = ir::participants(r.s, p, axes);
       if (parts.size() <= 1 || parts.front() != p) continue;
       for (size_t k = 0; k < ids.size(); ++k) {
         Run::Sync sync;
         for (size_t q : parts) {
-          auto it = by_group[q].find(key);
-          if (it == by_group[q].end() || it->second.size() != ids.size())
+          auto it = x.by_group[q].find(key);
+          if (it == x.by_group[q].end() || it->second.size() != ids.size())
             throw ir::InputError("schedule", where(q, 0),
                                  "program " + std::to_string(q) + " issues " +
-                                     std::to_string(it == by_group[q].end() ? 0 : it->second.size()) +
+                                     std::to_string(it == x.by_group[q].end() ? 0 : it->second.size()) +
                                      " collectives over " + key + " but program " + std::to_string(p) + " issues " +
                                      std::to_string(ids.size()),
                                  "run ir::verify on the schedule (rule collective-order)");
@@ -404,26 +416,33 @@ void build_syncs(Run& r) {
       }
     }
   }
+}
 
-  // Send/recv: union-find over matched pairs and batches.
-  const int64_t n = r.offset.back();
-  std::vector<int64_t> parent(static_cast<size_t>(n));
-  std::iota(parent.begin(), parent.end(), 0);
-  auto find = [&](int64_t x) {
+// Union-find over instructions: the send/recv that must start together end up in one set.
+struct P2pSets {
+  std::vector<int64_t> parent;
+  std::vector<char> is_p2p;     // g is a matched send or recv
+  std::vector<double> pair_s;   // g's pair's duration: the slower side's, seconds
+  explicit P2pSets(int64_t n) : parent(size_t(n)), is_p2p(size_t(n), 0), pair_s(size_t(n), 0) {
+    std::iota(parent.begin(), parent.end(), 0);
+  }
+  int64_t find(int64_t x) {
     while (parent[size_t(x)] != x) x = parent[size_t(x)] = parent[size_t(parent[size_t(x)])];
     return x;
-  };
-  auto unite = [&](int64_t a, int64_t b) { parent[size_t(find(a))] = find(b); };
-  std::vector<char> is_p2p(size_t(n), 0);
-  std::vector<double> pair_s(size_t(n), 0);
-  for (size_t p = 0; p < np; ++p) {
-    for (const auto& [key, ids] : sends[p]) {
+  }
+  void unite(int64_t a, int64_t b) { parent[size_t(find(a))] = find(b); }
+};
+
+// Pairs each send with its recv on the peer program, in order per key; throws when counts differ.
+void match_sends_to_recvs(const Run& r, const RendezvousIndex& x, P2pSets& sets) {
+  for (size_t p = 0; p < r.s.programs.size(); ++p) {
+    for (const auto& [key, ids] : x.sends[p]) {
       const auto& [axis, offset, tag] = key;
       const auto q = ir::peer_program(r.s, p, axis, offset);
       const std::vector<int64_t>* matched = nullptr;
       if (q) {
-        auto it = recvs[*q].find(key);
-        if (it != recvs[*q].end()) matched = &it->second;
+        auto it = x.recvs[*q].find(key);
+        if (it != x.recvs[*q].end()) matched = &it->second;
       }
       if (!matched || matched->size() != ids.size())
         throw ir::InputError("schedule", where(p, ids.front() - r.offset[p]),
@@ -432,13 +451,18 @@ void build_syncs(Run& r) {
                              "run ir::verify on the schedule (rule unmatched-send)");
       for (size_t k = 0; k < ids.size(); ++k) {
         const int64_t a = ids[k], b = (*matched)[k];
-        unite(a, b);
-        is_p2p[size_t(a)] = is_p2p[size_t(b)] = 1;
-        pair_s[size_t(a)] = pair_s[size_t(b)] = std::max(r.base_s[size_t(a)], r.base_s[size_t(b)]);
+        sets.unite(a, b);
+        sets.is_p2p[size_t(a)] = sets.is_p2p[size_t(b)] = 1;
+        sets.pair_s[size_t(a)] = sets.pair_s[size_t(b)] = std::max(r.base_s[size_t(a)], r.base_s[size_t(b)]);
       }
     }
   }
-  for (size_t p = 0; p < np; ++p) {
+}
+
+// Joins each send/recv marked batch_with_next with the next one on its stream; throws on a recv
+// that no send matched.
+void join_p2p_batches(const Run& r, P2pSets& sets) {
+  for (size_t p = 0; p < r.s.programs.size(); ++p) {
     std::array<int64_t, ir::kNumStreams> batch_open;  // last send/recv with batch_with_next, per stream
     batch_open.fill(-1);
     for (const auto& in : r.s.programs[p].instructions) {
@@ -447,25 +471,39 @@ void build_syncs(Run& r) {
       if (const auto* snd = std::get_if<ir::Send>(&in.op)) batch = snd->batch_with_next;
       else if (const auto* rcv = std::get_if<ir::Recv>(&in.op)) batch = rcv->batch_with_next;
       else continue;
-      if (!is_p2p[size_t(g)])
+      if (!sets.is_p2p[size_t(g)])
         throw ir::InputError("schedule", where(p, in.id), "receive without a matching send",
                              "run ir::verify on the schedule (rule unmatched-recv)");
       auto& open = batch_open[size_t(in.stream)];
-      if (open >= 0) unite(open, g);
+      if (open >= 0) sets.unite(open, g);
       open = batch ? g : -1;
     }
   }
+}
+
+// Send/recv: one sync per set, lasting as long as its slowest pair.
+void add_p2p_syncs(Run& r, const RendezvousIndex& x) {
+  const int64_t n = r.offset.back();
+  P2pSets sets(n);
+  match_sends_to_recvs(r, x, sets);
+  join_p2p_batches(r, sets);
   std::unordered_map<int64_t, int32_t> sync_of_root;
   for (int64_t g = 0; g < n; ++g) {
-    if (!is_p2p[size_t(g)]) continue;
-    const int64_t root = find(g);
+    if (!sets.is_p2p[size_t(g)]) continue;
+    const int64_t root = sets.find(g);
     auto [it, fresh] = sync_of_root.emplace(root, int32_t(r.syncs.size()));
     if (fresh) r.syncs.emplace_back();
     Run::Sync& sync = r.syncs[size_t(it->second)];
     sync.members.push_back(g);
-    sync.duration_s = std::max(sync.duration_s, pair_s[size_t(g)]);
+    sync.duration_s = std::max(sync.duration_s, sets.pair_s[size_t(g)]);
     r.sync_of[size_t(g)] = it->second;
   }
+}
+
+void build_syncs(Run& r) {
+  const RendezvousIndex x = index_rendezvous(r);
+  add_collective_syncs(r, x);
+  add_p2p_syncs(r, x);
   for (auto& sync : r.syncs)
     if (sync.duration_s == 0)
       for (int64_t g : sync.members) sync.duration_s = std::max(sync.duration_s, r.base_s[size_t(g)]);

@@ -144,11 +144,21 @@ GpuSpec gpu_from_json(const nlohmann::json& obj, const std::string& source) {
   return gpu;
 }
 
-std::vector<GemmMeasurement> gemm_table_from_json(const nlohmann::json& rows, const std::string& source) {
-  if (!rows.is_array()) throw InputError(source, "gemm_table", std::string("expected an array, got ") + rows.type_name());
-  std::vector<GemmMeasurement> out;
+// The rows of measurement table `name` (an array of objects), each read by read_row(reader, rows so far).
+template <class Row, class ReadRow>
+std::vector<Row> table_from_json(const nlohmann::json& rows, const std::string& name, const std::string& source,
+                                 ReadRow read_row) {
+  if (!rows.is_array()) throw InputError(source, name, std::string("expected an array, got ") + rows.type_name());
+  std::vector<Row> out;
   for (size_t i = 0; i < rows.size(); ++i) {
-    FieldReader r(rows[i], "gemm_table[" + std::to_string(i) + "].", source);
+    FieldReader r(rows[i], name + "[" + std::to_string(i) + "].", source);
+    out.push_back(read_row(r, out));
+  }
+  return out;
+}
+
+std::vector<GemmMeasurement> gemm_table_from_json(const nlohmann::json& rows, const std::string& source) {
+  return table_from_json<GemmMeasurement>(rows, "gemm_table", source, [&](FieldReader& r, const auto&) {
     r.reject_unknown_keys({"m", "n", "k", "dtype", "efficiency"});
     GemmMeasurement g;
     g.m = r.positive_int("m");
@@ -159,18 +169,13 @@ std::vector<GemmMeasurement> gemm_table_from_json(const nlohmann::json& rows, co
     if (g.efficiency > 1.0)
       throw InputError(source, r.path("efficiency"), "must be in (0, 1], got " + std::to_string(g.efficiency),
                        "efficiency is achieved FLOP/s / peak FLOP/s");
-    out.push_back(g);
-  }
-  return out;
+    return g;
+  });
 }
 
 std::vector<CollectiveMeasurement> collective_table_from_json(const nlohmann::json& rows,
                                                               const std::string& source) {
-  if (!rows.is_array())
-    throw InputError(source, "collective_table", std::string("expected an array, got ") + rows.type_name());
-  std::vector<CollectiveMeasurement> out;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    FieldReader r(rows[i], "collective_table[" + std::to_string(i) + "].", source);
+  return table_from_json<CollectiveMeasurement>(rows, "collective_table", source, [&](FieldReader& r, const auto&) {
     r.reject_unknown_keys({"op", "group_size", "nodes_spanned", "message_bytes", "bus_bytes_per_s"});
     CollectiveMeasurement c;
     c.op = r.string("op");
@@ -181,19 +186,15 @@ std::vector<CollectiveMeasurement> collective_table_from_json(const nlohmann::js
     c.nodes_spanned = r.positive_int("nodes_spanned");
     c.message_bytes = r.positive_int("message_bytes");
     c.bus_bytes_per_s = r.number("bus_bytes_per_s", /*positive=*/true);
-    out.push_back(c);
-  }
-  return out;
+    return c;
+  });
 }
 
 const std::set<std::string> kKernelOps = {"norm", "rope", "activation", "residual", "embedding",
                                           "attention_core", "softmax_cross_entropy", "optimizer"};
 
 std::vector<KernelMeasurement> kernel_table_from_json(const nlohmann::json& rows, const std::string& source) {
-  if (!rows.is_array()) throw InputError(source, "kernel_table", std::string("expected an array, got ") + rows.type_name());
-  std::vector<KernelMeasurement> out;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    FieldReader r(rows[i], "kernel_table[" + std::to_string(i) + "].", source);
+  return table_from_json<KernelMeasurement>(rows, "kernel_table", source, [&](FieldReader& r, const auto& out) {
     r.reject_unknown_keys({"op", "phase", "work_per_s"});
     KernelMeasurement k;
     k.op = r.string("op");
@@ -209,9 +210,8 @@ std::vector<KernelMeasurement> kernel_table_from_json(const nlohmann::json& rows
       if (prev.op == k.op && prev.phase == k.phase)
         throw InputError(source, r.path("op"), "a second row for " + k.op + " " + k.phase,
                          "keep one measurement per kernel and phase");
-    out.push_back(k);
-  }
-  return out;
+    return k;
+  });
 }
 
 /// Cross-field checks the topology relies on.

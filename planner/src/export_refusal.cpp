@@ -7,7 +7,9 @@
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace mgt::plan {
 
@@ -19,8 +21,34 @@ using Refusal = std::optional<ExportRefusal>;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+constexpr const char* kPipelineHint = "use --emit megatron or --emit torchtitan for pipeline plans";
+constexpr const char* kExpertHint = "use --emit megatron or --emit torchtitan for expert-parallel plans";
+
 Refusal refuse(const char* field, std::string problem, std::string hint) {
   return ExportRefusal{field, std::move(problem), std::move(hint)};
+}
+
+// An axis a framework's config cannot express, refused when the plan uses it (degree > 1). No text
+// is built unless the plan is refused.
+struct UnsupportedAxis {
+  const char* axis;  // "tp", "cp", "pp" or "ep"
+  const char* problem;
+  const char* hint;
+};
+
+int64_t axis_degree(const Plan& p, std::string_view axis) {
+  if (axis == "tp") return p.tp;
+  if (axis == "cp") return p.cp;
+  if (axis == "pp") return p.pp;
+  return p.ep;
+}
+
+// The first of `axes` the plan uses, refused as "<problem> (<axis> <degree>)".
+Refusal unsupported_axis_refusal(const Plan& p, std::initializer_list<UnsupportedAxis> axes) {
+  for (const UnsupportedAxis& a : axes)
+    if (const int64_t degree = axis_degree(p, a.axis); degree > 1)
+      return refuse(a.axis, std::string(a.problem) + " (" + a.axis + " " + str(degree) + ")", a.hint);
+  return std::nullopt;
 }
 
 Refusal seq_len_refusal(const ExportContext& c) {
@@ -60,12 +88,10 @@ Refusal replicate_with_tp_refusal(const Plan& p, std::string problem, const char
 
 Refusal accelerate_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
-  if (p.pp > 1)
-    return refuse("pp", "Accelerate's ParallelismConfig has no pipeline axis (pp " + str(p.pp) + ")",
-                  "use --emit megatron or --emit torchtitan for pipeline plans");
-  if (p.ep > 1)
-    return refuse("ep", "Accelerate's ParallelismConfig has no expert axis (ep " + str(p.ep) + ")",
-                  "use --emit megatron or --emit torchtitan for expert-parallel plans");
+  if (auto r = unsupported_axis_refusal(
+          p, {{"pp", "Accelerate's ParallelismConfig has no pipeline axis", kPipelineHint},
+              {"ep", "Accelerate's ParallelismConfig has no expert axis", kExpertHint}}))
+    return r;
   if (auto r = replicate_with_tp_refusal(p, "Accelerate cannot compose pure replication (dp_replicate ",
                                          "move the replicas into dp_shard (FSDP) or use dp_shard > 1 (HSDP)"))
     return r;
@@ -80,13 +106,11 @@ Refusal accelerate_refusal(const ExportContext& c) {
 Refusal axolotl_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
   if (auto r = seq_len_refusal(c)) return r;
-  if (p.pp > 1)
-    return refuse("pp", "Axolotl has no pipeline parallelism (pp " + str(p.pp) + ")",
-                  "use --emit megatron or --emit torchtitan for pipeline plans");
   // Axolotl's expert_parallel_size is its own mesh axis (ep * dp_shard = world), not folded into dp.
-  if (p.ep > 1)
-    return refuse("ep", "Axolotl's expert_parallel_size is a separate mesh axis, not folded into dp (ep " + str(p.ep) + ")",
-                  "use --emit megatron or --emit torchtitan for expert-parallel plans");
+  if (auto r = unsupported_axis_refusal(
+          p, {{"pp", "Axolotl has no pipeline parallelism", kPipelineHint},
+              {"ep", "Axolotl's expert_parallel_size is a separate mesh axis, not folded into dp", kExpertHint}}))
+    return r;
   if (auto r = replicate_with_tp_refusal(p, "Axolotl (Accelerate ParallelismConfig) cannot compose DDP (dp_replicate ",
                                          "use dp_shard > 1 (FSDP or HSDP) with tp/cp"))
     return r;
@@ -97,18 +121,15 @@ Refusal axolotl_refusal(const ExportContext& c) {
 // Tensor and context parallelism are not part of the ds_config path.
 Refusal deepspeed_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
-  if (p.tp > 1)
-    return refuse("tp", "a DeepSpeed config cannot express tensor parallelism (tp " + str(p.tp) + ")",
-                  "use --emit megatron (Megatron-DeepSpeed) or --emit torchtitan");
-  if (p.cp > 1)
-    return refuse("cp", "a DeepSpeed config cannot express context parallelism (cp " + str(p.cp) + ")",
-                  "use --emit megatron (Megatron-DeepSpeed) or --emit torchtitan");
-  if (p.pp > 1)
-    return refuse("pp", "pipeline parallelism needs a DeepSpeed PipelineModule, not this config (pp " + str(p.pp) + ")",
-                  "use --emit megatron or --emit torchtitan");
-  if (p.ep > 1)
-    return refuse("ep", "DeepSpeed MoE expert parallelism is set in model code, not this config (ep " + str(p.ep) + ")",
-                  "use --emit megatron or --emit torchtitan");
+  const char* const megatron_deepspeed = "use --emit megatron (Megatron-DeepSpeed) or --emit torchtitan";
+  if (auto r = unsupported_axis_refusal(
+          p, {{"tp", "a DeepSpeed config cannot express tensor parallelism", megatron_deepspeed},
+              {"cp", "a DeepSpeed config cannot express context parallelism", megatron_deepspeed},
+              {"pp", "pipeline parallelism needs a DeepSpeed PipelineModule, not this config",
+               "use --emit megatron or --emit torchtitan"},
+              {"ep", "DeepSpeed MoE expert parallelism is set in model code, not this config",
+               "use --emit megatron or --emit torchtitan"}}))
+    return r;
   return partial_recompute_refusal(p, "DeepSpeed");
 }
 
@@ -144,11 +165,18 @@ Refusal expert_ranks_refusal(const Plan& p) {
   return std::nullopt;
 }
 
+// What every torchtitan version refuses first: no sequence length, partial recompute, and a
+// sequence the cp load balancer cannot cut into 2*cp chunks (`cp_hint` says how the version splits it).
+Refusal torchtitan_sequence_refusal(const ExportContext& c, const char* cp_hint) {
+  if (auto r = seq_len_refusal(c)) return r;
+  if (auto r = partial_recompute_refusal(c.plan, "torchtitan")) return r;
+  return cp_chunks_refusal(c, cp_hint);
+}
+
 Refusal torchtitan_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
-  if (auto r = seq_len_refusal(c)) return r;
-  if (auto r = partial_recompute_refusal(p, "torchtitan")) return r;
-  if (auto r = cp_chunks_refusal(c, "torchtitan's headtail load balancer splits each sequence into 2*cp chunks")) return r;
+  if (auto r = torchtitan_sequence_refusal(c, "torchtitan's headtail load balancer splits each sequence into 2*cp chunks"))
+    return r;
   // ParallelDims: efsdp = dp_shard*cp*tp/ep with ep innermost, so expert ranks include the tp ranks
   // and expert weights are not tp-split, unlike mgt's ep inside dp_shard*cp.
   if (p.ep > 1 && p.tp > 1)
@@ -164,9 +192,8 @@ Refusal torchtitan_refusal(const ExportContext& c) {
 
 Refusal torchtitan_0_2_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
-  if (auto r = seq_len_refusal(c)) return r;
-  if (auto r = partial_recompute_refusal(p, "torchtitan")) return r;
-  if (auto r = cp_chunks_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks")) return r;
+  if (auto r = torchtitan_sequence_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks"))
+    return r;
   if (p.vpp > 1)
     return refuse("vpp",
                   "the plan has vpp " + str(p.vpp) + " but the layer count needed for "

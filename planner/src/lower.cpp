@@ -109,12 +109,6 @@ namespace {
 
 // ---- the plan's meaning, from ir::resolve (the one place it is derived) ----
 void adopt_layout(State& s, ir::Layout layout) {
-  s.plan = layout.plan;
-  s.grad_accum = layout.grad_accum;
-  s.zero = layout.zero_stage;
-  s.fsdp = layout.fsdp;
-  s.shard_group = layout.shard_group;
-  s.expert_shard_group = layout.expert_shard_group;
   s.schedule.mesh = layout.mesh();
   // Groups name only axes of size > 1 (a collective over a size-1 group is not emitted).
   s.tp_axes = layout.axes(ir::MeshGroup::tp);
@@ -187,7 +181,7 @@ std::vector<Tie> find_ties(const State& s) {
     const ir::TensorDecl* t = ir::find_tensor(g.blocks[*b2], second.substr(second.find('.') + 1));
     if (!t) continue;
     int64_t local = 1;
-    for (const auto& d : t->dims) local *= cost::is_tp_dim(d.name) ? ceil_div(d.size, s.plan.tp) : d.size;
+    for (const auto& d : t->dims) local *= cost::is_tp_dim(d.name) ? ceil_div(d.size, s.layout.plan.tp) : d.size;
     ties.push_back({*b1, *b2, local});
   }
   return ties;
@@ -195,7 +189,7 @@ std::vector<Tie> find_ties(const State& s) {
 
 // ---- stage layout: the block copies of each chunk (ir::for_each_block_copy), copy by copy ----
 void build_layout(State& s) {
-  const ir::Plan& p = s.plan;
+  const ir::Plan& p = s.layout.plan;
   const ir::Graph& g = *s.graph;
   std::vector<std::vector<Unit>> virt(static_cast<size_t>(s.layout.pipeline.virtual_stages));
   ir::for_each_block_copy(g, s.layout.pipeline, [&](size_t b, int64_t copy, int64_t chunk) {
@@ -212,8 +206,8 @@ void build_layout(State& s) {
         }
     }
   const auto ties = find_ties(s);
-  const int64_t shard = s.zero >= 1 ? s.shard_group : 1;
-  const int64_t expert_shard = s.zero >= 1 ? s.expert_shard_group : 1;
+  const int64_t shard = s.layout.zero_stage >= 1 ? s.layout.shard_group : 1;
+  const int64_t expert_shard = s.layout.zero_stage >= 1 ? s.layout.expert_shard_group : 1;
   s.stages.resize(size_t(p.pp));
   for (int64_t k = 0; k < p.pp; ++k) {
     Stage& st = s.stages[size_t(k)];
@@ -238,7 +232,7 @@ void build_layout(State& s) {
 
 // ---- pipeline order (Narayanan et al. 2021 §2; Megatron-LM schedules.py) ----
 void build_tasks(State& s) {
-  const int64_t pp = s.plan.pp, vpp = s.plan.vpp, ga = s.grad_accum;
+  const int64_t pp = s.layout.plan.pp, vpp = s.layout.plan.vpp, ga = s.layout.grad_accum;
   for (Stage& st : s.stages) {
     const int64_t k = st.index;
     if (vpp == 1) {
@@ -310,19 +304,18 @@ ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, con
   s.graph = &graph;
   s.cluster = &cluster;
   s.settings = settings;
-  s.plan = plan;
   ir::Layout layout = ir::resolve(graph, plan, settings, num_gpus);
   ir::require_schedulable(layout);
   adopt_layout(s, std::move(layout));
-  s.ctx = cost::shard_context(s.plan, settings);
+  s.ctx = cost::shard_context(s.layout.plan, settings);
   build_block_infos(s);
   build_layout(s);
   build_tasks(s);
 
   s.schedule.model = graph.info.name;
-  s.schedule.plan = s.plan;
+  s.schedule.plan = s.layout.plan;
   s.schedule.num_gpus = num_gpus;
-  const int64_t ranks_per_stage = num_gpus / s.plan.pp;
+  const int64_t ranks_per_stage = num_gpus / s.layout.plan.pp;
   for (const Stage& st : s.stages)
     ir::add_program(s.schedule, "stage" + std::to_string(st.index), {{"pp", st.index}}, ranks_per_stage);
   if (options.verify_each_pass) verify_pass(s, "mesh", false);

@@ -1,6 +1,7 @@
 // The search (docs/planner.md §1): enumerate, reject by rule, estimate, reject by memory, rank.
 #include "mgt/planner/search.hpp"
 
+#include "mgt/ir/format.hpp"
 #include "mgt/ir/layout.hpp"
 
 #include <algorithm>
@@ -26,17 +27,8 @@ std::string emit_name(ExportFormat format) {
   return "--emit " + export_format_names()[size_t(format)];
 }
 
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", double(bytes) / double(1ll << 30));
-  return buf;
-}
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
+std::string gib(int64_t bytes) { return ir::format_number("%.1f", double(bytes) / double(1ll << 30)); }
+std::string number(double v) { return ir::format_number("%.3g", v); }
 
 // A time or size is usable when it is finite and positive (a term may be 0, never negative).
 bool bad_total(double v) { return !std::isfinite(v) || v <= 0; }

@@ -128,17 +128,17 @@ const ir::Block& single_block(const ir::Graph& graph, const std::string& source)
   return graph.blocks[0];
 }
 
-}  // namespace
+const char* const kSplitsHint = "name a block input (\"x\" or a parameter) and a dim its axis size divides";
 
-SpmdLowering lower_spmd(const ir::Graph& graph, const SpmdPlan& plan, const std::string& source) {
-  const ir::Block& block = single_block(graph, source);
-  const std::string hint = "name a block input (\"x\" or a parameter) and a dim its axis size divides";
+// The block inputs as the plan splits them, each split checked to name an input dim its axes divide.
+std::map<std::string, ir::TensorSharding> input_shardings(const ir::Block& block, const SpmdPlan& plan,
+                                                          const std::string& source) {
+  const std::string hint = kSplitsHint;
   if (plan.mesh.empty() || plan.splits.size() != plan.mesh.size())
     throw ir::InputError(source, "splits", "needs one split per mesh axis (" + std::to_string(plan.mesh.size()) + ")", hint);
-  SpmdLowering low;
-  low.mesh = plan.mesh;
+  std::map<std::string, ir::TensorSharding> inputs;
   for (const auto& t : block.tensors)
-    if (is_block_input(t)) low.inputs[t.name] = {std::vector<std::vector<int>>(t.dims.size()), {}};
+    if (is_block_input(t)) inputs[t.name] = {std::vector<std::vector<int>>(t.dims.size()), {}};
   for (size_t i = 0; i < plan.splits.size(); ++i) {
     const AxisSplit& s = plan.splits[i];
     const std::string field = "splits[" + std::to_string(i) + "]";
@@ -148,9 +148,9 @@ SpmdLowering lower_spmd(const ir::Graph& graph, const SpmdPlan& plan, const std:
     if (s.dim < 0 || s.dim >= int64_t(t->dims.size()))
       throw ir::InputError(source, field + ".dim", "tensor '" + s.tensor + "' has " + std::to_string(t->dims.size()) +
                                                        " dims, got dim " + std::to_string(s.dim), hint);
-    low.inputs[s.tensor].split_axes[size_t(s.dim)].push_back(int(i));
+    inputs[s.tensor].split_axes[size_t(s.dim)].push_back(int(i));
   }
-  for (const auto& [name, sharding] : low.inputs) {
+  for (const auto& [name, sharding] : inputs) {
     const ir::TensorDecl& t = *ir::find_tensor(block, name);
     for (size_t d = 0; d < t.dims.size(); ++d)
       if (t.dims[d].size <= 0 || t.dims[d].size % axes_size(plan.mesh, sharding.split_axes[d]) != 0)
@@ -159,80 +159,105 @@ SpmdLowering lower_spmd(const ir::Graph& graph, const SpmdPlan& plan, const std:
                                                    std::to_string(axes_size(plan.mesh, sharding.split_axes[d])) + " devices)",
                              hint);
   }
+  return inputs;
+}
 
+// Rule 1: einsum letters -> mesh axes, first come first served over the operands.
+std::map<char, std::vector<int>> letter_axes_of(const std::vector<const ir::TensorDecl*>& in,
+                                                const std::map<std::string, ir::TensorSharding>& current) {
+  std::map<char, std::vector<int>> letter_axes;
+  std::set<int> used;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const ir::TensorSharding& s = current.at(in[i]->name);
+    for (size_t d = 0; d < in[i]->dims.size(); ++d) {
+      const auto& axes = s.split_axes[d];
+      const char letter = in[i]->dims[d].name;
+      if (axes.empty() || letter_axes.count(letter)) continue;
+      if (std::any_of(axes.begin(), axes.end(), [&](int a) { return used.count(a) > 0; })) continue;
+      letter_axes[letter] = axes;
+      used.insert(axes.begin(), axes.end());
+    }
+  }
+  return letter_axes;
+}
+
+// Lowers one op given the shardings of the tensors written so far: its operands resharded as its
+// letters want them (steps appended to `collectives`), its result, per-device shapes and FLOPs.
+SpmdOpLowering lower_spmd_op(const ir::Block& block, const ir::Op& op, const SpmdPlan& plan,
+                             const std::map<std::string, ir::TensorSharding>& current,
+                             std::vector<SpmdCollective>& collectives, const std::string& source) {
+  const std::string hint = kSplitsHint;
+  if (op.kind != ir::OpKind::contraction && op.kind != ir::OpKind::activation && op.kind != ir::OpKind::residual)
+    throw ir::InputError(source, "ops", "op '" + op.name + "' (" + ir::to_string(op.kind) +
+                                            ") has no role-less sharding rule",
+                         "role-less plans cover contraction, activation and residual ops");
+  std::vector<const ir::TensorDecl*> in;
+  for (const auto& name : op.inputs) in.push_back(ir::find_tensor(block, name));
+  const ir::TensorDecl& out = *ir::find_tensor(block, op.output);
+  const std::map<char, std::vector<int>> letter_axes = letter_axes_of(in, current);
+  // 2. Operands as the op reads them.
+  SpmdOpLowering ol;
+  ol.op = op.name;
+  for (const ir::TensorDecl* t : in) {
+    ir::TensorSharding want{std::vector<std::vector<int>>(t->dims.size()), {}};
+    for (size_t d = 0; d < t->dims.size(); ++d) {
+      auto it = letter_axes.find(t->dims[d].name);
+      if (it != letter_axes.end()) want.split_axes[d] = it->second;
+      if (t->dims[d].size % axes_size(plan.mesh, want.split_axes[d]) != 0)
+        throw ir::InputError(source, "splits", "op '" + op.name + "' splits dim " + std::to_string(d) + " of '" +
+                                                   t->name + "' (size " + std::to_string(t->dims[d].size) +
+                                                   ") over " + std::to_string(axes_size(plan.mesh, want.split_axes[d])) +
+                                                   " devices, which does not divide it", hint);
+    }
+    reshard(*t, current.at(t->name), want, plan.mesh, op.name, collectives);
+    ol.operand_shapes.push_back(local_shape(*t, want, plan.mesh));
+    ol.operands.push_back(std::move(want));
+  }
+  // 3. Result: output letters keep their axes; split contracted letters leave partial sums.
+  ol.raw_result.split_axes.resize(out.dims.size());
+  std::set<char> out_letters;
+  for (size_t d = 0; d < out.dims.size(); ++d) {
+    out_letters.insert(out.dims[d].name);
+    auto it = letter_axes.find(out.dims[d].name);
+    if (it != letter_axes.end()) ol.raw_result.split_axes[d] = it->second;
+    if (out.dims[d].size % axes_size(plan.mesh, ol.raw_result.split_axes[d]) != 0)
+      throw ir::InputError(source, "splits", "op '" + op.name + "' result '" + out.name + "' dim " + std::to_string(d) +
+                                                 " (size " + std::to_string(out.dims[d].size) + ") is not divisible by " +
+                                                 std::to_string(axes_size(plan.mesh, ol.raw_result.split_axes[d])) + " devices",
+                           hint);
+  }
+  double flops = 2;
+  std::set<char> seen;
+  for (const ir::TensorDecl* t : in)
+    for (const auto& dim : t->dims)
+      if (seen.insert(dim.name).second) {
+        auto it = letter_axes.find(dim.name);
+        flops *= double(dim.size) / double(it == letter_axes.end() ? 1 : axes_size(plan.mesh, it->second));
+        if (!out_letters.count(dim.name) && it != letter_axes.end())
+          ol.raw_result.partial_axes.insert(ol.raw_result.partial_axes.end(), it->second.begin(), it->second.end());
+      }
+  std::sort(ol.raw_result.partial_axes.begin(), ol.raw_result.partial_axes.end());
+  ol.result_shape = local_shape(out, ol.raw_result, plan.mesh);
+  ol.local_flops = op.kind == ir::OpKind::contraction ? flops : double(product(ol.result_shape));
+  ol.result = ol.raw_result;
+  ol.result.partial_axes.clear();
+  if (!ol.raw_result.partial_axes.empty())
+    collectives.push_back({ir::CollectiveKind::all_reduce, ol.raw_result.partial_axes, out.name, op.name, ol.result_shape,
+                           ol.result_shape});
+  return ol;
+}
+
+}  // namespace
+
+SpmdLowering lower_spmd(const ir::Graph& graph, const SpmdPlan& plan, const std::string& source) {
+  const ir::Block& block = single_block(graph, source);
+  SpmdLowering low;
+  low.inputs = input_shardings(block, plan, source);
+  low.mesh = plan.mesh;
   std::map<std::string, ir::TensorSharding> current = low.inputs;
   for (const ir::Op& op : block.ops) {
-    if (op.kind != ir::OpKind::contraction && op.kind != ir::OpKind::activation && op.kind != ir::OpKind::residual)
-      throw ir::InputError(source, "ops", "op '" + op.name + "' (" + ir::to_string(op.kind) +
-                                              ") has no role-less sharding rule",
-                           "role-less plans cover contraction, activation and residual ops");
-    std::vector<const ir::TensorDecl*> in;
-    for (const auto& name : op.inputs) in.push_back(ir::find_tensor(block, name));
-    const ir::TensorDecl& out = *ir::find_tensor(block, op.output);
-    // 1. Letters -> axes, first come first served over the operands.
-    std::map<char, std::vector<int>> letter_axes;
-    std::set<int> used;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const ir::TensorSharding& s = current.at(in[i]->name);
-      for (size_t d = 0; d < in[i]->dims.size(); ++d) {
-        const auto& axes = s.split_axes[d];
-        const char letter = in[i]->dims[d].name;
-        if (axes.empty() || letter_axes.count(letter)) continue;
-        if (std::any_of(axes.begin(), axes.end(), [&](int a) { return used.count(a) > 0; })) continue;
-        letter_axes[letter] = axes;
-        used.insert(axes.begin(), axes.end());
-      }
-    }
-    // 2. Operands as the op reads them.
-    SpmdOpLowering ol;
-    ol.op = op.name;
-    for (const ir::TensorDecl* t : in) {
-      ir::TensorSharding want{std::vector<std::vector<int>>(t->dims.size()), {}};
-      for (size_t d = 0; d < t->dims.size(); ++d) {
-        auto it = letter_axes.find(t->dims[d].name);
-        if (it != letter_axes.end()) want.split_axes[d] = it->second;
-        if (t->dims[d].size % axes_size(plan.mesh, want.split_axes[d]) != 0)
-          throw ir::InputError(source, "splits", "op '" + op.name + "' splits dim " + std::to_string(d) + " of '" +
-                                                     t->name + "' (size " + std::to_string(t->dims[d].size) +
-                                                     ") over " + std::to_string(axes_size(plan.mesh, want.split_axes[d])) +
-                                                     " devices, which does not divide it", hint);
-      }
-      reshard(*t, current.at(t->name), want, plan.mesh, op.name, low.collectives);
-      ol.operand_shapes.push_back(local_shape(*t, want, plan.mesh));
-      ol.operands.push_back(std::move(want));
-    }
-    // 3. Result: output letters keep their axes; split contracted letters leave partial sums.
-    ol.raw_result.split_axes.resize(out.dims.size());
-    std::set<char> out_letters;
-    for (size_t d = 0; d < out.dims.size(); ++d) {
-      out_letters.insert(out.dims[d].name);
-      auto it = letter_axes.find(out.dims[d].name);
-      if (it != letter_axes.end()) ol.raw_result.split_axes[d] = it->second;
-      if (out.dims[d].size % axes_size(plan.mesh, ol.raw_result.split_axes[d]) != 0)
-        throw ir::InputError(source, "splits", "op '" + op.name + "' result '" + out.name + "' dim " + std::to_string(d) +
-                                                   " (size " + std::to_string(out.dims[d].size) + ") is not divisible by " +
-                                                   std::to_string(axes_size(plan.mesh, ol.raw_result.split_axes[d])) + " devices",
-                             hint);
-    }
-    double flops = 2;
-    std::set<char> seen;
-    for (const ir::TensorDecl* t : in)
-      for (const auto& dim : t->dims)
-        if (seen.insert(dim.name).second) {
-          auto it = letter_axes.find(dim.name);
-          flops *= double(dim.size) / double(it == letter_axes.end() ? 1 : axes_size(plan.mesh, it->second));
-          if (!out_letters.count(dim.name) && it != letter_axes.end())
-            ol.raw_result.partial_axes.insert(ol.raw_result.partial_axes.end(), it->second.begin(), it->second.end());
-        }
-    std::sort(ol.raw_result.partial_axes.begin(), ol.raw_result.partial_axes.end());
-    ol.result_shape = local_shape(out, ol.raw_result, plan.mesh);
-    ol.local_flops = op.kind == ir::OpKind::contraction ? flops : double(product(ol.result_shape));
-    ol.result = ol.raw_result;
-    ol.result.partial_axes.clear();
-    if (!ol.raw_result.partial_axes.empty())
-      low.collectives.push_back({ir::CollectiveKind::all_reduce, ol.raw_result.partial_axes, out.name, op.name,
-                                 ol.result_shape, ol.result_shape});
-    current[out.name] = ol.result;
+    SpmdOpLowering ol = lower_spmd_op(block, op, plan, current, low.collectives, source);
+    current[op.output] = ol.result;
     low.ops.push_back(std::move(ol));
   }
   return low;

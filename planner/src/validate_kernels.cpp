@@ -4,6 +4,7 @@
 
 #include "mgt/cost_model/kernel_model.hpp"
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/format.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -81,11 +82,7 @@ std::optional<ir::DType> dtype_of(const std::string& text) {
   return std::nullopt;
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
+std::string fmt(const char* format, double v) { return ir::format_number(format, v); }
 
 KernelComparison base(const json& row, const std::string& category) {
   KernelComparison c;

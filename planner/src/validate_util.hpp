@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mgt/planner/validate.hpp"
+#include "mgt/ir/format.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -40,11 +41,7 @@ inline std::optional<double> number_in(const json& v) {
   return d;
 }
 
-inline std::string fmt(const char* format, double value) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
+inline std::string fmt(const char* format, double value) { return ir::format_number(format, value); }
 
 /// An integer field: nullopt when unstated; RowSkipped when it is a string that says something
 /// else ("<=16", "96..4608") or a non-integral number.

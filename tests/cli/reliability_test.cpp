@@ -72,6 +72,12 @@ void rewrite_tensors(const std::string& path, const std::function<float(const st
 }
 
 /// uint16 little-endian tokens.
+// Trains `model` one step and saves the checkpoint in d/ckpt, the good state the tests then damage.
+void save_one_step(const std::string& model, const TempDir& d) {
+  const Result saved = run_cli(concat(run_flags(model), {"--steps", "1", "--save", d.path / "ckpt"}));
+  ASSERT_EQ(saved.exit_code, 0) << describe(saved);
+}
+
 std::string token_file(const std::vector<uint16_t>& tokens) {
   std::string bytes;
   for (uint16_t t : tokens) {
@@ -121,8 +127,7 @@ TEST(CliReliability, HyperParametersOutsideTheirRangeNameTheFlagAndTheRange) {
 TEST(CliReliability, NonFiniteLossStopsTheRunAndKeepsTheCheckpoint) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
-  const Result good = run_cli(concat(run_flags(model), {"--steps", "1", "--save", d.path / "ckpt"}));
-  ASSERT_EQ(good.exit_code, 0) << describe(good);
+  ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
   const std::string huge = (d.path / "huge.safetensors").string();
   fs::copy_file(d.path / "ckpt/model.safetensors", huge);
   rewrite_tensors(huge, [](const std::string&, int64_t) { return 1e15f; });
@@ -141,8 +146,7 @@ TEST(CliReliability, NonFiniteLossStopsTheRunAndKeepsTheCheckpoint) {
 TEST(CliReliability, NanOrInfWeightsAreRefusedNamingFileAndTensor) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
-  const Result good = run_cli(concat(run_flags(model), {"--steps", "1", "--save", d.path / "ckpt"}));
-  ASSERT_EQ(good.exit_code, 0) << describe(good);
+  ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
   const std::string file = (d.path / "nan.safetensors").string();
   const std::string tensor = "model.layers.1.mlp.up_proj.weight";
   for (const float bad : {std::nanf(""), -INFINITY}) {
@@ -172,8 +176,7 @@ TEST(CliReliability, SeqLenAboveMaxPositionEmbeddingsIsRefusedAsEstimateRefusesI
 TEST(CliReliability, ResumeOnAnotherArchitectureWithTheSameShapesIsRefusedNamingTheField) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
-  const Result saved = run_cli(concat(run_flags(model), {"--steps", "1", "--save", d.path / "ckpt"}));
-  ASSERT_EQ(saved.exit_code, 0) << describe(saved);
+  ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
   // 8 heads of 8 and 4 kv heads of 8: every weight keeps its shape (q_proj [64, 64], k_proj [32, 64]).
   json heads = json::parse(kTinyLlama);
   heads["num_attention_heads"] = 8;

@@ -9,6 +9,7 @@
 #include "mgt/cost_model/topology.hpp"
 
 #include "../common/plans.hpp"
+#include "hand_layer.hpp"
 #include "round_hardware.hpp"
 #include "tiny_llama.hpp"
 #include "mgt/ir/error.hpp"
@@ -143,28 +144,7 @@ constexpr int64_t kHeadSaved = 2 * (H + H);  // x (final norm), x_norm (lm head)
 constexpr int64_t kEmbedLargest = 2 * H, kLayerLargest = 2 * F, kHeadLargest = 2 * V;
 constexpr int64_t kLogitsWorkingSet = 10 * V;  // bf16 logits + fp32 upcast + fp32 grad, per token
 
-struct BlockTimes {
-  double fwd = 0, bwd = 0;
-  double total() const { return fwd + bwd; }
-};
-
-// One dense layer's kernels for one micro-batch. Weight GEMMs run at `weight_rate` FLOP/s (bf16:
-// peak x 0.5; fp8: fp8 peak x 0.4); everything else in bf16. Backward of a GEMM is two GEMMs of
-// the forward's FLOPs (dA, dB).
-BlockTimes hand_layer(int64_t b, int64_t s, double weight_rate = kPeak * kGemmEff) {
-  const double T = double(b * s);
-  auto mem = [](double bytes) { return bytes / kHbm; };
-  const double x_bytes = T * H * 2, f_bytes = T * F * 2;
-  const double norm_f = mem(2 * x_bytes), norm_b = mem(3 * x_bytes);
-  const double qkvo_f = 2 * T * H * (A * D + 2 * K * D + A * D) / weight_rate;
-  const double mlp_f = 2 * T * H * 3 * F / weight_rate;
-  const double rope = mem(2 * T * A * D * 2) + mem(2 * T * K * D * 2);
-  const double attn_flops = 2.0 * double(b) * double(s) * double(s) * A * (D + D) * 0.5;  // causal
-  const double res_f = mem(3 * x_bytes), res_b = mem(2 * x_bytes);
-  const double act_f = mem(3 * f_bytes), act_b = mem(5 * f_bytes);  // silu_glu: 2 in + 1 out; 4 + 1
-  return {2 * norm_f + qkvo_f + rope + attn_flops / (kPeak * 0.5) + 2 * res_f + mlp_f + act_f,
-          2 * norm_b + 2 * qkvo_f + rope + 2.5 * attn_flops / (kPeak * 0.25) + 2 * res_b + 2 * mlp_f + act_b};
-}
+using hand::BlockTimes, hand::hand_layer;
 
 BlockTimes hand_embed(int64_t b, int64_t s) {
   const double out = double(b * s * H * 2);

@@ -5,6 +5,7 @@
 #include "mgt/cost_model/estimator.hpp"
 
 #include "../common/plans.hpp"
+#include "hand_layer.hpp"
 #include "round_hardware.hpp"
 #include "tiny_llama.hpp"
 
@@ -60,24 +61,7 @@ constexpr int64_t kLayerSavedSelective = kLayerSavedNone - 2 * (H + H + F);     
 constexpr int64_t kLayerSavedFull = 2 * H;                                                // x only
 constexpr int64_t kHeadSaved = 2 * (H + H);                                               // x, x_norm
 
-struct BlockTimes {
-  double fwd = 0, bwd = 0;
-};
-
-BlockTimes hand_layer(int64_t b, int64_t s) {
-  const double T = double(b * s), gemm = kPeak * kGemmEff;
-  auto mem = [](double bytes) { return bytes / kHbm; };
-  const double x_bytes = T * H * 2, f_bytes = T * F * 2;
-  const double norm_f = mem(2 * x_bytes), norm_b = mem(3 * x_bytes);
-  const double qkvo_f = 2 * T * H * (A * D + 2 * K * D + A * D) / gemm;
-  const double mlp_f = 2 * T * H * 3 * F / gemm;
-  const double rope = mem(2 * T * A * D * 2) + mem(2 * T * K * D * 2);
-  const double attn_flops = 2.0 * b * s * s * A * (D + D) * 0.5;
-  const double res_f = mem(3 * x_bytes), res_b = mem(2 * x_bytes);
-  const double act_f = mem(3 * f_bytes), act_b = mem(5 * f_bytes);
-  return {2 * norm_f + qkvo_f + rope + attn_flops / (kPeak * 0.5) + 2 * res_f + mlp_f + act_f,
-          2 * norm_b + 2 * qkvo_f + rope + 2.5 * attn_flops / (kPeak * 0.25) + 2 * res_b + 2 * mlp_f + act_b};
-}
+using hand::BlockTimes, hand::hand_layer;
 
 BlockTimes hand_embed(int64_t b, int64_t s) {
   const double out = double(b * s * H * 2);

@@ -202,18 +202,28 @@ TEST(ScheduleVerify, IdNotEqualToPositionIsCaught) {
   EXPECT_TRUE(has_problem(verify(s), "ids", "programs[1].instructions[3]"));
 }
 
-TEST(ScheduleVerify, CollectivesInDifferentOrderOverOneGroupAreCaught) {
-  Schedule s = pipeline();
-  // Stage 1 issues two collectives over pp in the opposite order of stage 0.
+namespace {
+
+// Appends to both stages of the pipeline: a 64-byte buffer x, `first` then `second` on `stream`
+// (stage 1 issues them in the opposite order), and the free of x.
+void emit_swapped_on_stage1(Schedule& s, Stream stream, const Collective& first, const Collective& second) {
   for (size_t p = 0; p < 2; ++p) {
     Program& prog = s.programs[p];
     InstrId a = emit(prog, Stream::compute, Alloc{"x", 64, BufferKind::comm_buffer});
-    Collective small{CollectiveKind::all_reduce, {"pp"}, 2, 1, 32, DType::bf16, "x", ReduceOp::sum, {}};
-    Collective big{CollectiveKind::all_gather, {"pp"}, 2, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
-    emit(prog, Stream::pp, p == 0 ? small : big, {a});
-    InstrId last = emit(prog, Stream::pp, p == 0 ? big : small, {a});
+    emit(prog, stream, p == 0 ? first : second, {a});
+    InstrId last = emit(prog, stream, p == 0 ? second : first, {a});
     emit(prog, Stream::compute, Free{"x"}, {last});
   }
+}
+
+}  // namespace
+
+TEST(ScheduleVerify, CollectivesInDifferentOrderOverOneGroupAreCaught) {
+  Schedule s = pipeline();
+  // Stage 1 issues two collectives over pp in the opposite order of stage 0.
+  Collective small{CollectiveKind::all_reduce, {"pp"}, 2, 1, 32, DType::bf16, "x", ReduceOp::sum, {}};
+  Collective big{CollectiveKind::all_gather, {"pp"}, 2, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
+  emit_swapped_on_stage1(s, Stream::pp, small, big);
   std::vector<std::string> problems = verify(s);
   EXPECT_TRUE(has_problem(problems, "collective-order", "over group pp")) << joined(problems);
 }
@@ -222,15 +232,9 @@ TEST(ScheduleVerify, PlantedDeadlockAcrossTwoGroupsIsCaught) {
   Schedule s = pipeline();
   // Each group sees the same single collective on both stages, but stage 0 issues group pp first
   // and stage 1 issues group dp_shard,pp first on the same stream: neither can complete.
-  for (size_t p = 0; p < 2; ++p) {
-    Program& prog = s.programs[p];
-    InstrId a = emit(prog, Stream::compute, Alloc{"x", 64, BufferKind::comm_buffer});
-    Collective g1{CollectiveKind::all_reduce, {"pp"}, 2, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
-    Collective g2{CollectiveKind::all_reduce, {"pp", "dp_shard"}, 4, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
-    emit(prog, Stream::dp, p == 0 ? g1 : g2, {a});
-    InstrId last = emit(prog, Stream::dp, p == 0 ? g2 : g1, {a});
-    emit(prog, Stream::compute, Free{"x"}, {last});
-  }
+  Collective g1{CollectiveKind::all_reduce, {"pp"}, 2, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
+  Collective g2{CollectiveKind::all_reduce, {"pp", "dp_shard"}, 4, 1, 64, DType::bf16, "x", ReduceOp::sum, {}};
+  emit_swapped_on_stage1(s, Stream::dp, g1, g2);
   std::vector<std::string> problems = verify(s);
   ASSERT_EQ(problems.size(), 1u) << joined(problems);
   EXPECT_TRUE(has_problem(problems, "deadlock", "programs[0].instructions[")) << problems[0];

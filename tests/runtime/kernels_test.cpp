@@ -481,66 +481,18 @@ class TinyLlama {
   /// Forward and backward; grads are zeroed first. Returns the mean loss.
   double forward_backward(const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets) {
     const LlamaConfig c;
-    const int64_t N = c.B * c.T, QW = c.H * c.D, KW = c.KVH * c.D;
+    const int64_t N = c.B * c.T;
     const auto n = [](int64_t count) { return static_cast<size_t>(count); };
     std::fill(grads.begin(), grads.end(), 0.0f);
     const AttentionConfig ac{c.B, c.T, c.H, c.KVH, c.D};
-
-    // Activations saved for backward, per layer.
-    struct Layer {
-      std::vector<float> h_in, x1, rstd1, q, k, v, att, lse, h_mid, x2, rstd2, gate, up, act;
-    };
     std::vector<Layer> acts(n(c.L));
-    std::vector<float> cos(n(c.T * c.D / 2)), sin(n(c.T * c.D / 2));  // (T, D/2)
-    rope_tables(cos.data(), sin.data(), c.T, c.D, /*position_offset=*/0, c.rope);
-    std::vector<float> scratch(n(attention_backward_scratch(ac)));
+    LayerScratch ws{std::vector<float>(n(c.T * c.D / 2)), std::vector<float>(n(c.T * c.D / 2)),
+                    std::vector<float>(n(attention_backward_scratch(ac)))};
+    rope_tables(ws.cos.data(), ws.sin.data(), c.T, c.D, /*position_offset=*/0, c.rope);
 
     std::vector<float> h(n(N * c.C));  // (B, T, C) residual stream
     embedding_forward(h.data(), inputs.data(), p("model.embed_tokens.weight"), N, c.V, c.C);
-    for (int64_t l = 0; l < c.L; ++l) {
-      Layer& a = acts[n(l)];
-      const std::string pre = "model.layers." + std::to_string(l) + ".";
-      a.h_in = h;
-      a.x1.resize(n(N * c.C));
-      a.rstd1.resize(n(N));
-      rmsnorm_forward(a.x1.data(), a.rstd1.data(), h.data(), p(pre + "input_layernorm.weight"), N,
-                      c.C, c.eps);
-      a.q.resize(n(N * QW));  // (B, T, H, D), after rope
-      a.k.resize(n(N * KW));  // (B, T, KVH, D), after rope
-      a.v.resize(n(N * KW));
-      linear_forward(a.q.data(), a.x1.data(), p(pre + "self_attn.q_proj.weight"), nullptr, N, c.C,
-                     QW);
-      linear_forward(a.k.data(), a.x1.data(), p(pre + "self_attn.k_proj.weight"), nullptr, N, c.C,
-                     KW);
-      linear_forward(a.v.data(), a.x1.data(), p(pre + "self_attn.v_proj.weight"), nullptr, N, c.C,
-                     KW);
-      rope_forward(a.q.data(), a.q.data(), cos.data(), sin.data(), c.B, c.T, c.H, c.D);
-      rope_forward(a.k.data(), a.k.data(), cos.data(), sin.data(), c.B, c.T, c.KVH, c.D);
-      a.att.resize(n(N * QW));
-      a.lse.resize(n(c.B * c.H * c.T));
-      attention_forward(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), ac,
-                        scratch.data());
-      std::vector<float> o(n(N * c.C));
-      linear_forward(o.data(), a.att.data(), p(pre + "self_attn.o_proj.weight"), nullptr, N, QW,
-                     c.C);
-      a.h_mid.resize(n(N * c.C));
-      residual_forward(a.h_mid.data(), h.data(), o.data(), N * c.C);
-      a.x2.resize(n(N * c.C));
-      a.rstd2.resize(n(N));
-      rmsnorm_forward(a.x2.data(), a.rstd2.data(), a.h_mid.data(),
-                      p(pre + "post_attention_layernorm.weight"), N, c.C, c.eps);
-      a.gate.resize(n(N * c.F));
-      a.up.resize(n(N * c.F));
-      a.act.resize(n(N * c.F));
-      linear_forward(a.gate.data(), a.x2.data(), p(pre + "mlp.gate_proj.weight"), nullptr, N, c.C,
-                     c.F);
-      linear_forward(a.up.data(), a.x2.data(), p(pre + "mlp.up_proj.weight"), nullptr, N, c.C, c.F);
-      swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), N * c.F);
-      std::vector<float> down(n(N * c.C));
-      linear_forward(down.data(), a.act.data(), p(pre + "mlp.down_proj.weight"), nullptr, N, c.F,
-                     c.C);
-      residual_forward(h.data(), a.h_mid.data(), down.data(), N * c.C);
-    }
+    for (int64_t l = 0; l < c.L; ++l) layer_forward(acts[n(l)], layer_prefix(l), h, ws);
     std::vector<float> hf(n(N * c.C)), rstdf(n(N));
     rmsnorm_forward(hf.data(), rstdf.data(), h.data(), p("model.norm.weight"), N, c.C, c.eps);
     const std::string head = tied_ ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -554,42 +506,7 @@ class TinyLlama {
     linear_backward(dhf.data(), g(head), nullptr, logits.data(), hf.data(), p(head), N, c.C, c.V);
     rmsnorm_backward(dh.data(), g("model.norm.weight"), dhf.data(), h.data(),
                      p("model.norm.weight"), rstdf.data(), N, c.C);
-    for (int64_t l = c.L - 1; l >= 0; --l) {
-      const Layer& a = acts[n(l)];
-      const std::string pre = "model.layers." + std::to_string(l) + ".";
-      // MLP branch: h_out = h_mid + down(act); dh flows to h_mid unchanged.
-      std::vector<float> dact(n(N * c.F), 0.0f), dgate(n(N * c.F), 0.0f), dup(n(N * c.F), 0.0f);
-      linear_backward(dact.data(), g(pre + "mlp.down_proj.weight"), nullptr, dh.data(),
-                      a.act.data(), p(pre + "mlp.down_proj.weight"), N, c.F, c.C);
-      swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), N * c.F);
-      std::vector<float> dx2(n(N * c.C), 0.0f);
-      linear_backward(dx2.data(), g(pre + "mlp.gate_proj.weight"), nullptr, dgate.data(),
-                      a.x2.data(), p(pre + "mlp.gate_proj.weight"), N, c.C, c.F);
-      linear_backward(dx2.data(), g(pre + "mlp.up_proj.weight"), nullptr, dup.data(), a.x2.data(),
-                      p(pre + "mlp.up_proj.weight"), N, c.C, c.F);
-      rmsnorm_backward(dh.data(), g(pre + "post_attention_layernorm.weight"), dx2.data(),
-                       a.h_mid.data(), p(pre + "post_attention_layernorm.weight"),
-                       a.rstd2.data(), N, c.C);
-      // Attention branch: h_mid = h_in + o_proj(att).
-      std::vector<float> datt(n(N * QW), 0.0f);
-      linear_backward(datt.data(), g(pre + "self_attn.o_proj.weight"), nullptr, dh.data(),
-                      a.att.data(), p(pre + "self_attn.o_proj.weight"), N, QW, c.C);
-      std::vector<float> dq(n(N * QW), 0.0f), dk(n(N * KW), 0.0f), dv(n(N * KW), 0.0f);
-      attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(),
-                         a.v.data(), a.lse.data(), ac, scratch.data());
-      std::vector<float> dq_pre(n(N * QW), 0.0f), dk_pre(n(N * KW), 0.0f);
-      rope_backward(dq_pre.data(), dq.data(), cos.data(), sin.data(), c.B, c.T, c.H, c.D);
-      rope_backward(dk_pre.data(), dk.data(), cos.data(), sin.data(), c.B, c.T, c.KVH, c.D);
-      std::vector<float> dx1(n(N * c.C), 0.0f);
-      linear_backward(dx1.data(), g(pre + "self_attn.q_proj.weight"), nullptr, dq_pre.data(),
-                      a.x1.data(), p(pre + "self_attn.q_proj.weight"), N, c.C, QW);
-      linear_backward(dx1.data(), g(pre + "self_attn.k_proj.weight"), nullptr, dk_pre.data(),
-                      a.x1.data(), p(pre + "self_attn.k_proj.weight"), N, c.C, KW);
-      linear_backward(dx1.data(), g(pre + "self_attn.v_proj.weight"), nullptr, dv.data(),
-                      a.x1.data(), p(pre + "self_attn.v_proj.weight"), N, c.C, KW);
-      rmsnorm_backward(dh.data(), g(pre + "input_layernorm.weight"), dx1.data(), a.h_in.data(),
-                       p(pre + "input_layernorm.weight"), a.rstd1.data(), N, c.C);
-    }
+    for (int64_t l = c.L - 1; l >= 0; --l) layer_backward(acts[n(l)], layer_prefix(l), dh, ws);
     embedding_backward(g("model.embed_tokens.weight"), dh.data(), inputs.data(), N, c.V, c.C);
     return loss;
   }
@@ -608,6 +525,105 @@ class TinyLlama {
  private:
   float* p(const std::string& name) { return params.data() + offsets_.at(name); }
   float* g(const std::string& name) { return grads.data() + offsets_.at(name); }
+  static std::string layer_prefix(int64_t l) { return "model.layers." + std::to_string(l) + "."; }
+
+  // Activations one decoder layer saves for backward.
+  struct Layer {
+    std::vector<float> h_in, x1, rstd1, q, k, v, att, lse, h_mid, x2, rstd2, gate, up, act;
+  };
+  // Shared by every layer: rope tables (T, D/2) and the attention backward's scratch.
+  struct LayerScratch {
+    std::vector<float> cos, sin, attention;
+  };
+
+  /// One decoder layer forward: h (B, T, C) is updated in place, `a` keeps what backward reads.
+  void layer_forward(Layer& a, const std::string& pre, std::vector<float>& h, LayerScratch& ws) {
+    const LlamaConfig c;
+    const int64_t N = c.B * c.T, QW = c.H * c.D, KW = c.KVH * c.D;
+    const auto n = [](int64_t count) { return static_cast<size_t>(count); };
+    const AttentionConfig ac{c.B, c.T, c.H, c.KVH, c.D};
+    a.h_in = h;
+    a.x1.resize(n(N * c.C));
+    a.rstd1.resize(n(N));
+    rmsnorm_forward(a.x1.data(), a.rstd1.data(), h.data(), p(pre + "input_layernorm.weight"), N,
+                    c.C, c.eps);
+    a.q.resize(n(N * QW));  // (B, T, H, D), after rope
+    a.k.resize(n(N * KW));  // (B, T, KVH, D), after rope
+    a.v.resize(n(N * KW));
+    linear_forward(a.q.data(), a.x1.data(), p(pre + "self_attn.q_proj.weight"), nullptr, N, c.C,
+                   QW);
+    linear_forward(a.k.data(), a.x1.data(), p(pre + "self_attn.k_proj.weight"), nullptr, N, c.C,
+                   KW);
+    linear_forward(a.v.data(), a.x1.data(), p(pre + "self_attn.v_proj.weight"), nullptr, N, c.C,
+                   KW);
+    rope_forward(a.q.data(), a.q.data(), ws.cos.data(), ws.sin.data(), c.B, c.T, c.H, c.D);
+    rope_forward(a.k.data(), a.k.data(), ws.cos.data(), ws.sin.data(), c.B, c.T, c.KVH, c.D);
+    a.att.resize(n(N * QW));
+    a.lse.resize(n(c.B * c.H * c.T));
+    attention_forward(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), ac,
+                      ws.attention.data());
+    std::vector<float> o(n(N * c.C));
+    linear_forward(o.data(), a.att.data(), p(pre + "self_attn.o_proj.weight"), nullptr, N, QW,
+                   c.C);
+    a.h_mid.resize(n(N * c.C));
+    residual_forward(a.h_mid.data(), h.data(), o.data(), N * c.C);
+    a.x2.resize(n(N * c.C));
+    a.rstd2.resize(n(N));
+    rmsnorm_forward(a.x2.data(), a.rstd2.data(), a.h_mid.data(),
+                    p(pre + "post_attention_layernorm.weight"), N, c.C, c.eps);
+    a.gate.resize(n(N * c.F));
+    a.up.resize(n(N * c.F));
+    a.act.resize(n(N * c.F));
+    linear_forward(a.gate.data(), a.x2.data(), p(pre + "mlp.gate_proj.weight"), nullptr, N, c.C,
+                   c.F);
+    linear_forward(a.up.data(), a.x2.data(), p(pre + "mlp.up_proj.weight"), nullptr, N, c.C, c.F);
+    swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), N * c.F);
+    std::vector<float> down(n(N * c.C));
+    linear_forward(down.data(), a.act.data(), p(pre + "mlp.down_proj.weight"), nullptr, N, c.F,
+                   c.C);
+    residual_forward(h.data(), a.h_mid.data(), down.data(), N * c.C);
+  }
+
+  /// One decoder layer backward: dh (B, T, C), the residual stream's gradient, is updated in place;
+  /// the layer's parameter gradients accumulate into grads.
+  void layer_backward(const Layer& a, const std::string& pre, std::vector<float>& dh, LayerScratch& ws) {
+    const LlamaConfig c;
+    const int64_t N = c.B * c.T, QW = c.H * c.D, KW = c.KVH * c.D;
+    const auto n = [](int64_t count) { return static_cast<size_t>(count); };
+    const AttentionConfig ac{c.B, c.T, c.H, c.KVH, c.D};
+    // MLP branch: h_out = h_mid + down(act); dh flows to h_mid unchanged.
+    std::vector<float> dact(n(N * c.F), 0.0f), dgate(n(N * c.F), 0.0f), dup(n(N * c.F), 0.0f);
+    linear_backward(dact.data(), g(pre + "mlp.down_proj.weight"), nullptr, dh.data(),
+                    a.act.data(), p(pre + "mlp.down_proj.weight"), N, c.F, c.C);
+    swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), N * c.F);
+    std::vector<float> dx2(n(N * c.C), 0.0f);
+    linear_backward(dx2.data(), g(pre + "mlp.gate_proj.weight"), nullptr, dgate.data(),
+                    a.x2.data(), p(pre + "mlp.gate_proj.weight"), N, c.C, c.F);
+    linear_backward(dx2.data(), g(pre + "mlp.up_proj.weight"), nullptr, dup.data(), a.x2.data(),
+                    p(pre + "mlp.up_proj.weight"), N, c.C, c.F);
+    rmsnorm_backward(dh.data(), g(pre + "post_attention_layernorm.weight"), dx2.data(),
+                     a.h_mid.data(), p(pre + "post_attention_layernorm.weight"),
+                     a.rstd2.data(), N, c.C);
+    // Attention branch: h_mid = h_in + o_proj(att).
+    std::vector<float> datt(n(N * QW), 0.0f);
+    linear_backward(datt.data(), g(pre + "self_attn.o_proj.weight"), nullptr, dh.data(),
+                    a.att.data(), p(pre + "self_attn.o_proj.weight"), N, QW, c.C);
+    std::vector<float> dq(n(N * QW), 0.0f), dk(n(N * KW), 0.0f), dv(n(N * KW), 0.0f);
+    attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(),
+                       a.v.data(), a.lse.data(), ac, ws.attention.data());
+    std::vector<float> dq_pre(n(N * QW), 0.0f), dk_pre(n(N * KW), 0.0f);
+    rope_backward(dq_pre.data(), dq.data(), ws.cos.data(), ws.sin.data(), c.B, c.T, c.H, c.D);
+    rope_backward(dk_pre.data(), dk.data(), ws.cos.data(), ws.sin.data(), c.B, c.T, c.KVH, c.D);
+    std::vector<float> dx1(n(N * c.C), 0.0f);
+    linear_backward(dx1.data(), g(pre + "self_attn.q_proj.weight"), nullptr, dq_pre.data(),
+                    a.x1.data(), p(pre + "self_attn.q_proj.weight"), N, c.C, QW);
+    linear_backward(dx1.data(), g(pre + "self_attn.k_proj.weight"), nullptr, dk_pre.data(),
+                    a.x1.data(), p(pre + "self_attn.k_proj.weight"), N, c.C, KW);
+    linear_backward(dx1.data(), g(pre + "self_attn.v_proj.weight"), nullptr, dv.data(),
+                    a.x1.data(), p(pre + "self_attn.v_proj.weight"), N, c.C, KW);
+    rmsnorm_backward(dh.data(), g(pre + "input_layernorm.weight"), dx1.data(), a.h_in.data(),
+                     p(pre + "input_layernorm.weight"), a.rstd1.data(), N, c.C);
+  }
 
   bool tied_;
   std::vector<std::string> names_;

@@ -6,6 +6,7 @@
 #include "mgt/cost_model/simulation_report.hpp"
 #include "mgt/cost_model/simulator.hpp"
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/format.hpp"
 #include "mgt/planner/lower.hpp"
 
 #include <nlohmann/json.hpp>
@@ -20,16 +21,8 @@ namespace mgt::cli {
 
 namespace {
 
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / double(1ll << 30));
-  return buf;
-}
-std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", s * 1e3);
-  return buf;
-}
+std::string gib(int64_t bytes) { return ir::format_number("%.2f", double(bytes) / double(1ll << 30)); }
+std::string ms(double s) { return ir::format_number("%.2f", s * 1e3); }
 
 void write_file(const std::string& path, const std::string& flag, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

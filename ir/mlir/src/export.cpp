@@ -100,21 +100,16 @@ std::string body(const ir::Op& op, size_t inputs) {
   return b.str();
 }
 
-}  // namespace export_detail
-
-std::string export_mlir(const ir::Graph& graph, const MeshAnnotations& ann) {
-  using namespace export_detail;
+// Refuses, with the field and a hint, what export-mlir has no linalg form for.
+void check_exportable(const ir::Graph& graph, const MeshAnnotations& ann) {
   if (graph.blocks.size() != 1)
     throw ir::InputError(graph.info.name, "blocks", "export-mlir writes graphs of one block, got " +
                                                         std::to_string(graph.blocks.size()),
                          "export a graph imported from MLIR (mgt-plan import)");
   const ir::Block& block = graph.blocks[0];
-  const bool sharded = !ann.mesh.empty();
-  if (sharded && ann.ops.size() != block.ops.size())
+  if (!ann.mesh.empty() && ann.ops.size() != block.ops.size())
     throw std::logic_error("export_mlir: " + std::to_string(ann.ops.size()) + " op shardings for " +
                            std::to_string(block.ops.size()) + " ops");
-  std::set<std::string> written;
-  for (const auto& op : block.ops) written.insert(op.output);
   for (size_t i = 0; i < block.ops.size(); ++i) {
     const ir::Op& op = block.ops[i];
     if (op.kind != ir::OpKind::contraction && op.kind != ir::OpKind::activation && op.kind != ir::OpKind::residual)
@@ -131,92 +126,121 @@ std::string export_mlir(const ir::Graph& graph, const MeshAnnotations& ann) {
         throw ir::InputError(graph.info.name, "tensor '" + t.name + "'",
                              "dim '" + std::string(1, d.name) + "' is symbolic (batch/sequence)",
                              "export-mlir needs concrete sizes, as in graphs imported from MLIR");
+}
 
+// The function being written: its signature, its body, and the SSA value consumers read per tensor.
+struct FunctionText {
+  const ir::Block& block;
+  const MeshAnnotations& ann;
+  bool sharded;
   std::ostringstream sig, body_text;
-  std::vector<const ir::TensorDecl*> args;
-  for (const auto& t : block.tensors)
-    if (!written.count(t.name)) args.push_back(&t);
   std::map<std::string, std::string> value;  // tensor name -> SSA value consumers read
   // One annotate_for_users shard per (value, sharding), shared by consumers that read it alike, so
   // MLIR reshards (e.g. all-reduces a partial result) once, as mgt's lowering does.
   std::map<std::pair<std::string, std::string>, std::string> user_shards;
-  for (const ir::TensorDecl* t : args) {
-    sig << (sig.tellp() > 0 ? ",\n    " : "") << ssa(t->name) << ": " << tensor_type(*t) << " {"
-        << (t->is_parameter ? "mgt.param, " : "") << "mgt.name = \"" << t->name << "\"}";
-    value[t->name] = ssa(t->name);
-    if (sharded) {
-      const std::string v = ssa(t->name + ".sharded");
-      body_text << "  " << v << " = mesh.shard " << ssa(t->name) << " to " << sharding_attr(ann.inputs.at(t->name))
-                << " : " << tensor_type(*t) << "\n";
-      value[t->name] = v;
+};
+
+// Block inputs (tensors no op writes) become function arguments, sharded to their input sharding.
+void write_arguments(FunctionText& f) {
+  std::set<std::string> written;
+  for (const auto& op : f.block.ops) written.insert(op.output);
+  for (const auto& t : f.block.tensors) {
+    if (written.count(t.name)) continue;
+    f.sig << (f.sig.tellp() > 0 ? ",\n    " : "") << ssa(t.name) << ": " << tensor_type(t) << " {"
+          << (t.is_parameter ? "mgt.param, " : "") << "mgt.name = \"" << t.name << "\"}";
+    f.value[t.name] = ssa(t.name);
+    if (f.sharded) {
+      const std::string v = ssa(t.name + ".sharded");
+      f.body_text << "  " << v << " = mesh.shard " << ssa(t.name) << " to " << sharding_attr(f.ann.inputs.at(t.name))
+                  << " : " << tensor_type(t) << "\n";
+      f.value[t.name] = v;
     }
   }
-  for (size_t i = 0; i < block.ops.size(); ++i) {
-    const ir::Op& op = block.ops[i];
-    const ir::TensorDecl& out = *ir::find_tensor(block, op.output);
-    const std::string dest = ssa(op.output + ".init");
-    sig << ",\n    " << dest << ": " << tensor_type(out);
-    std::vector<std::string> operands;
-    for (size_t j = 0; j < op.inputs.size(); ++j) {
-      const ir::TensorDecl& in = *ir::find_tensor(block, op.inputs[j]);
-      std::string v = value.at(in.name);
-      if (sharded) {
-        const std::string attr = sharding_attr(ann.ops[i].operands[j]);
-        auto [it, fresh] = user_shards.try_emplace({v, attr}, ssa(op.name + ".in" + std::to_string(j)));
-        if (fresh)
-          body_text << "  " << it->second << " = mesh.shard " << v << " to " << attr << " annotate_for_users : "
+}
+
+// The SSA values op i reads, each resharded (annotate_for_users) as the op's sharding wants it.
+std::vector<std::string> operand_values(FunctionText& f, size_t i) {
+  const ir::Op& op = f.block.ops[i];
+  std::vector<std::string> operands;
+  for (size_t j = 0; j < op.inputs.size(); ++j) {
+    const ir::TensorDecl& in = *ir::find_tensor(f.block, op.inputs[j]);
+    std::string v = f.value.at(in.name);
+    if (f.sharded) {
+      const std::string attr = sharding_attr(f.ann.ops[i].operands[j]);
+      auto [it, fresh] = f.user_shards.try_emplace({v, attr}, ssa(op.name + ".in" + std::to_string(j)));
+      if (fresh)
+        f.body_text << "  " << it->second << " = mesh.shard " << v << " to " << attr << " annotate_for_users : "
                     << tensor_type(in) << "\n";
-        v = it->second;
-      }
-      operands.push_back(v);
+      v = it->second;
     }
-    // Loops: the output's letters (parallel), then contracted letters in operand order (reduction).
-    std::string loops = letters(out), iterators;
-    for (const auto& name : op.inputs)
-      for (char c : letters(*ir::find_tensor(block, name)))
-        if (loops.find(c) == std::string::npos) loops += c;
-    for (size_t l = 0; l < loops.size(); ++l)
-      iterators += std::string(l ? ", " : "") + (l < out.dims.size() ? "\"parallel\"" : "\"reduction\"");
-    std::string maps, types;
-    for (const auto& name : op.inputs) {
-      const ir::TensorDecl& in = *ir::find_tensor(block, name);
-      maps += affine_map(letters(in), loops) + ", ";
-      types += (types.empty() ? "" : ", ") + tensor_type(in);
-    }
-    maps += affine_map(letters(out), loops);
-    std::string ins;
-    for (size_t j = 0; j < operands.size(); ++j) ins += (j ? ", " : "") + operands[j];
-    const std::string result = ssa(op.output);
-    body_text << "  // " << op.name << ": " << (op.kind == ir::OpKind::contraction ? op.einsum : ir::to_string(op.kind))
+    operands.push_back(v);
+  }
+  return operands;
+}
+
+// Op i as a linalg.generic writing into a destination argument, its result sharded as annotated.
+void write_op(FunctionText& f, size_t i) {
+  const ir::Op& op = f.block.ops[i];
+  const ir::TensorDecl& out = *ir::find_tensor(f.block, op.output);
+  const std::string dest = ssa(op.output + ".init");
+  f.sig << ",\n    " << dest << ": " << tensor_type(out);
+  const std::vector<std::string> operands = operand_values(f, i);
+  // Loops: the output's letters (parallel), then contracted letters in operand order (reduction).
+  std::string loops = letters(out), iterators;
+  for (const auto& name : op.inputs)
+    for (char c : letters(*ir::find_tensor(f.block, name)))
+      if (loops.find(c) == std::string::npos) loops += c;
+  for (size_t l = 0; l < loops.size(); ++l)
+    iterators += std::string(l ? ", " : "") + (l < out.dims.size() ? "\"parallel\"" : "\"reduction\"");
+  std::string maps, types;
+  for (const auto& name : op.inputs) {
+    const ir::TensorDecl& in = *ir::find_tensor(f.block, name);
+    maps += affine_map(letters(in), loops) + ", ";
+    types += (types.empty() ? "" : ", ") + tensor_type(in);
+  }
+  maps += affine_map(letters(out), loops);
+  std::string ins;
+  for (size_t j = 0; j < operands.size(); ++j) ins += (j ? ", " : "") + operands[j];
+  const std::string result = ssa(op.output);
+  f.body_text << "  // " << op.name << ": " << (op.kind == ir::OpKind::contraction ? op.einsum : ir::to_string(op.kind))
               << "\n  " << result << " = linalg.generic {indexing_maps = [" << maps << "], iterator_types = ["
               << iterators << "]}\n      ins(" << ins << " : " << types << ") outs(" << dest << " : "
               << tensor_type(out) << ") {\n"
-              << export_detail::body(op, op.inputs.size()) << "  } -> " << tensor_type(out) << "\n";
-    value[op.output] = result;
-    if (sharded) {
-      const std::string v = ssa(op.output + ".sharded");
-      body_text << "  " << v << " = mesh.shard " << result << " to " << sharding_attr(ann.ops[i].raw_result) << " : "
+              << body(op, op.inputs.size()) << "  } -> " << tensor_type(out) << "\n";
+  f.value[op.output] = result;
+  if (f.sharded) {
+    const std::string v = ssa(op.output + ".sharded");
+    f.body_text << "  " << v << " = mesh.shard " << result << " to " << sharding_attr(f.ann.ops[i].raw_result) << " : "
                 << tensor_type(out) << "\n";
-      value[op.output] = v;
-    }
+    f.value[op.output] = v;
   }
-  const ir::TensorDecl& last = *ir::find_tensor(block, block.ops.back().output);
-  std::string ret = value.at(last.name);
-  if (sharded) {
-    body_text << "  %mgt.ret = mesh.shard " << ret << " to " << sharding_attr(ann.ops.back().result)
-              << " annotate_for_users : " << tensor_type(last) << "\n";
+}
+
+}  // namespace export_detail
+
+std::string export_mlir(const ir::Graph& graph, const MeshAnnotations& ann) {
+  using namespace export_detail;
+  check_exportable(graph, ann);
+  FunctionText f{graph.blocks[0], ann, !ann.mesh.empty(), {}, {}, {}, {}};
+  write_arguments(f);
+  for (size_t i = 0; i < f.block.ops.size(); ++i) write_op(f, i);
+  const ir::TensorDecl& last = *ir::find_tensor(f.block, f.block.ops.back().output);
+  std::string ret = f.value.at(last.name);
+  if (f.sharded) {
+    f.body_text << "  %mgt.ret = mesh.shard " << ret << " to " << sharding_attr(ann.ops.back().result)
+                << " annotate_for_users : " << tensor_type(last) << "\n";
     ret = "%mgt.ret";
   }
   std::ostringstream text;
   text << "// " << graph.info.name << ": written by mgt-plan export-mlir (docs/mlir.md)\n";
   text << "module {\n";
-  if (sharded) {
+  if (f.sharded) {
     text << "mesh.mesh @mesh(shape = ";
     for (size_t i = 0; i < ann.mesh.size(); ++i) text << (i ? "x" : "") << ann.mesh[i];
     text << ")\n";
   }
-  text << "func.func @main(" << sig.str() << ") -> " << tensor_type(last) << " {\n"
-       << body_text.str() << "  return " << ret << " : " << tensor_type(last) << "\n}\n}\n";
+  text << "func.func @main(" << f.sig.str() << ") -> " << tensor_type(last) << " {\n"
+       << f.body_text.str() << "  return " << ret << " : " << tensor_type(last) << "\n}\n}\n";
   check_module_text(text.str(), graph.info.name + ".mlir (exported)");
   return text.str();
 }

@@ -471,6 +471,21 @@ void attention_probs(float* P, const float* q, const float* k, const AttentionCo
   }
 }
 
+// Calls visit(b, h, head offsets, t0, t1, keys) for every block of query rows [t0, t1) of every
+// (batch, head) in order, with the range of keys the block's rows see.
+template <class Visit>
+void for_each_query_block(const AttentionConfig& c, Visit&& visit) {
+  const int64_t block = query_block(c);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.H; ++h) {
+      const HeadOffsets off = head_offsets(c, b, h);
+      for (int64_t t0 = 0; t0 < c.T; t0 += block) {
+        const int64_t t1 = std::min(c.T, t0 + block);
+        visit(b, h, off, t0, t1, block_keys(c, t0, t1));
+      }
+    }
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -479,22 +494,14 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const float scale = attention_scale(c);
   const int64_t Tk = attention_keys(c);
   const int64_t q_ld = c.H * c.D, kv_ld = c.KVH * c.D;
-  const int64_t block = query_block(c);
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t h = 0; h < c.H; ++h) {
-      const HeadOffsets off = head_offsets(c, b, h);
-      float* head_lse = lse + (b * c.H + h) * c.T;
-      for (int64_t t0 = 0; t0 < c.T; t0 += block) {
-        const int64_t t1 = std::min(c.T, t0 + block);
-        const KeyRange keys = block_keys(c, t0, t1);
-        float* o = out + off.q + t0 * q_ld;
-        // A block no row of which sees a key (only with q_pos) gets lse -inf and zero output.
-        attention_probs(scratch, q + off.q, k + off.kv, c, t0, t1, keys, scale, nullptr, head_lse);
-        gemm(false, false, t1 - t0, c.D, keys.hi - keys.lo, 1.0f, scratch + t0 * Tk + keys.lo, Tk,
-             v + off.kv + keys.lo * kv_ld, kv_ld, 0.0f, o, q_ld);
-      }
-    }
-  }
+  for_each_query_block(c, [&](int64_t b, int64_t h, const HeadOffsets& off, int64_t t0, int64_t t1,
+                              const KeyRange& keys) {
+    float* o = out + off.q + t0 * q_ld;
+    // A block no row of which sees a key (only with q_pos) gets lse -inf and zero output.
+    attention_probs(scratch, q + off.q, k + off.kv, c, t0, t1, keys, scale, nullptr, lse + (b * c.H + h) * c.T);
+    gemm(false, false, t1 - t0, c.D, keys.hi - keys.lo, 1.0f, scratch + t0 * Tk + keys.lo, Tk,
+         v + off.kv + keys.lo * kv_ld, kv_ld, 0.0f, o, q_ld);
+  });
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
@@ -504,39 +511,32 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const float scale = attention_scale(c);
   const int64_t Tk = attention_keys(c);
   const int64_t q_ld = c.H * c.D, kv_ld = c.KVH * c.D;
-  const int64_t block = query_block(c);
   float* P = scratch;
   float* dP = scratch + c.T * Tk;
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t h = 0; h < c.H; ++h) {
-      const HeadOffsets off = head_offsets(c, b, h);
-      for (int64_t t0 = 0; t0 < c.T; t0 += block) {
-        const int64_t t1 = std::min(c.T, t0 + block);
-        const KeyRange keys = block_keys(c, t0, t1);
-        const int64_t rows = t1 - t0, cols = keys.hi - keys.lo;
-        if (cols == 0) continue;
-        float* p = P + t0 * Tk + keys.lo;
-        float* dp = dP + t0 * Tk + keys.lo;
-        const float* dout_block = dout + off.q + t0 * q_ld;
-        const float* q_block = q + off.q + t0 * q_ld;
-        attention_probs(P, q + off.q, k + off.kv, c, t0, t1, keys, scale, lse + (b * c.H + h) * c.T, nullptr);
-        // dV[lo:hi] += P^T dO;  dP = dO V[lo:hi]^T
-        gemm(true, false, cols, c.D, rows, 1.0f, p, Tk, dout_block, q_ld, 1.0f, dv + off.kv + keys.lo * kv_ld, kv_ld);
-        gemm(false, true, rows, cols, c.D, 1.0f, dout_block, q_ld, v + off.kv + keys.lo * kv_ld, kv_ld, 0.0f, dp, Tk);
-        // dS = P * (dP - rowsum(P * dP)), in place in dP, scaled by `scale` for the Q K^T product.
-        for (int64_t t = 0; t < rows; ++t) {
-          const float* p_row = p + t * Tk;
-          float* dp_row = dp + t * Tk;
-          const float d = static_cast<float>(dot_double(p_row, dp_row, cols));
-          for (int64_t s = 0; s < cols; ++s) dp_row[s] = scale * p_row[s] * (dp_row[s] - d);
-        }
-        // dQ += dS K[lo:hi];  dK[lo:hi] += dS^T Q
-        gemm(false, false, rows, c.D, cols, 1.0f, dp, Tk, k + off.kv + keys.lo * kv_ld, kv_ld, 1.0f,
-             dq + off.q + t0 * q_ld, q_ld);
-        gemm(true, false, cols, c.D, rows, 1.0f, dp, Tk, q_block, q_ld, 1.0f, dk + off.kv + keys.lo * kv_ld, kv_ld);
-      }
+  for_each_query_block(c, [&](int64_t b, int64_t h, const HeadOffsets& off, int64_t t0, int64_t t1,
+                              const KeyRange& keys) {
+    const int64_t rows = t1 - t0, cols = keys.hi - keys.lo;
+    if (cols == 0) return;
+    float* p = P + t0 * Tk + keys.lo;
+    float* dp = dP + t0 * Tk + keys.lo;
+    const float* dout_block = dout + off.q + t0 * q_ld;
+    const float* q_block = q + off.q + t0 * q_ld;
+    attention_probs(P, q + off.q, k + off.kv, c, t0, t1, keys, scale, lse + (b * c.H + h) * c.T, nullptr);
+    // dV[lo:hi] += P^T dO;  dP = dO V[lo:hi]^T
+    gemm(true, false, cols, c.D, rows, 1.0f, p, Tk, dout_block, q_ld, 1.0f, dv + off.kv + keys.lo * kv_ld, kv_ld);
+    gemm(false, true, rows, cols, c.D, 1.0f, dout_block, q_ld, v + off.kv + keys.lo * kv_ld, kv_ld, 0.0f, dp, Tk);
+    // dS = P * (dP - rowsum(P * dP)), in place in dP, scaled by `scale` for the Q K^T product.
+    for (int64_t t = 0; t < rows; ++t) {
+      const float* p_row = p + t * Tk;
+      float* dp_row = dp + t * Tk;
+      const float d = static_cast<float>(dot_double(p_row, dp_row, cols));
+      for (int64_t s = 0; s < cols; ++s) dp_row[s] = scale * p_row[s] * (dp_row[s] - d);
     }
-  }
+    // dQ += dS K[lo:hi];  dK[lo:hi] += dS^T Q
+    gemm(false, false, rows, c.D, cols, 1.0f, dp, Tk, k + off.kv + keys.lo * kv_ld, kv_ld, 1.0f,
+         dq + off.q + t0 * q_ld, q_ld);
+    gemm(true, false, cols, c.D, rows, 1.0f, dp, Tk, q_block, q_ld, 1.0f, dk + off.kv + keys.lo * kv_ld, kv_ld);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

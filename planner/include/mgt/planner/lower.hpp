@@ -126,16 +126,12 @@ struct State {
   const ir::Graph* graph = nullptr;
   const ir::ClusterSpec* cluster = nullptr;
   ir::TrainingSettings settings;
-  ir::Layout layout;  ///< the plan's meaning (ir::resolve); the fields below are read from it
-  ir::Plan plan;  ///< resolved
-  int64_t grad_accum = 1, zero = 0;
-  bool fsdp = false;
+  ir::Layout layout;  ///< the plan's meaning (ir::resolve): resolved plan, grad_accum, zero stage, groups
   cost::ShardContext ctx;
   std::vector<BlockInfo> blocks;
   int64_t boundary_bytes = 0;  ///< what a stage sends the next per micro-batch (a layer's input)
   // groups, as mesh axes (docs/lowering.md "Mesh")
   std::vector<std::string> tp_axes, cp_axes, ep_axes, shard_axes, expert_shard_axes, replicate_axes, dp_axes;
-  int64_t shard_group = 1, expert_shard_group = 1;
   std::vector<Stage> stages;
   ir::Schedule schedule;  ///< mesh and programs (instructions filled at materialisation)
   std::map<std::vector<std::string>, int64_t> nodes_cache;

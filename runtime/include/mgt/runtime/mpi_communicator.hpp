@@ -69,20 +69,7 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
-  int64_t rank() const override;
-  int64_t world_size() const override;
-  const ir::Mesh& mesh() const override;
-
-  void all_reduce(const float* send, float* recv, int64_t count, const Axes& axes) override;
-  void all_reduce_max(const float* send, float* recv, int64_t count, const Axes& axes) override;
-  void all_gather(const float* send, float* recv, int64_t count, const Axes& axes) override;
-  void reduce_scatter(const float* send, float* recv, int64_t count, const Axes& axes) override;
-  void all_to_all(const float* send, float* recv, int64_t count, const Axes& axes) override;
-  void broadcast(float* buffer, int64_t count, const Axes& axes) override;
-  void send(const float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) override;
-  void recv(float* buffer, int64_t count, std::string_view axis, int64_t offset, int64_t tag) override;
-  void batch(std::span<const PointToPoint> transfers) override;
-  void barrier(const Axes& axes) override;
+  MGT_COMMUNICATOR_OVERRIDES;
 
   /// True when MPI runs with MPI_THREAD_MULTIPLE.
   bool thread_multiple() const;
