@@ -238,11 +238,7 @@ void Executor::Impl::run_loss_statistic(const ir::Instruction& instr, const ir::
     comm->all_reduce_max(mm, mm, N, c.axes);
   } else if (stat == "loss(sumexp)") {
     float* s = (lx.buf->tensors["loss(sumexp)"] = Tensor(&tracker, N)).data();
-    for (int64_t i = 0; i < N; ++i) {
-      double acc = 0.0;
-      for (int64_t j = 0; j < V; ++j) acc += std::exp(static_cast<double>(logits[i * V + j]) - m[i]);
-      s[i] = static_cast<float>(acc);
-    }
+    cpu::vocab_parallel_sum_exp(s, logits, m, N, V);
     comm->all_reduce(s, s, N, c.axes);
   } else if (stat == "loss(target)") {
     const int32_t* targets = tokens(lx, true);
