@@ -110,8 +110,6 @@ TEST(collective_time_s, broadcast_is_priced_as_send_recv) {
   EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::broadcast, 8, 1 << 20, link), double(1 << 20) / 50e9);
 }
 
-}  // namespace
-}  // namespace mgt::cost
 
 // A `cpu` cluster adds the CPU executor's host copies at the probe's triad rate (collective.cpp):
 // 5 bytes of traffic per byte for an all_reduce through scratch, none for a DDP bucket of whole
@@ -131,3 +129,6 @@ TEST(collective_time_s, cpu_clusters_pay_the_executors_host_copies_unless_reduce
   cluster.gpu.arch = ir::cluster_preset("h100-sxm").gpu.arch;
   EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 2, 1 << 20, link), transfer);
 }
+
+}  // namespace
+}  // namespace mgt::cost
