@@ -399,7 +399,8 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     const LinkEstimate link = x.link(topology_, ir::MeshGroup::dp);
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
-    const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link);
+    const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link,
+                                                ddp_bucket_copies(plan.tp));
     const double hidden_under = params_.concurrent_streams ? slowest.bwd_window : 0.0;
     return std::max(double(buckets) * per_bucket - hidden_under, per_bucket);
   }

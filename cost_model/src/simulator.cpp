@@ -277,7 +277,11 @@ void price(Run& r, const Topology& topology) {
                     [](const AxisPlacement& a, const AxisPlacement& b) { return a.stride < b.stride; });
           it = group_links.emplace(key, topology.link_for_group(group)).first;
         }
-        t = collective_time_s(sim.cluster, c->kind, ir::group_size(r.s.mesh, c->axes), c->bytes, it->second);
+        // A DDP bucket (the "grads" buffer, no named tensors, no FSDP) may be reduced in place.
+        const bool ddp_bucket = c->kind == CollectiveKind::all_reduce && c->buffer == "grads" && c->tensors.empty() &&
+                                ir::zero_stage(r.s.plan) == 0;
+        t = collective_time_s(sim.cluster, c->kind, ir::group_size(r.s.mesh, c->axes), c->bytes, it->second,
+                              ddp_bucket ? ddp_bucket_copies(r.s.plan.tp) : HostCopies::scratch);
       } else if (ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv) {
         const bool send = ir::kind(in) == ir::InstrKind::send;
         const std::string& axis = send ? std::get<ir::Send>(in.op).axis : std::get<ir::Recv>(in.op).axis;

@@ -110,5 +110,25 @@ TEST(collective_time_s, broadcast_is_priced_as_send_recv) {
   EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::broadcast, 8, 1 << 20, link), double(1 << 20) / 50e9);
 }
 
+
+// A `cpu` cluster adds the CPU executor's host copies at the probe's triad rate (collective.cpp):
+// 5 bytes of traffic per byte for an all_reduce through scratch, none for a DDP bucket of whole
+// tensors, which the executor reduces in place (tp = 1); a GPU cluster never pays them.
+TEST(collective_time_s, cpu_clusters_pay_the_executors_host_copies_unless_reduced_in_place) {
+  ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
+  cluster.gpu.arch = ir::GpuArch::cpu;
+  cluster.gpu.hbm_bytes_per_s = 20e9;
+  cluster.collective_table = {{"all_reduce", 2, 1, 1 << 20, 2e9}};
+  const LinkEstimate link{.bus_bytes_per_s = 1e9, .latency_s = 1e-6};
+  const double bytes = double(1 << 20);
+  const double transfer = bytes * 2 * 1 / 2 / 2e9;  // bus factor 2(n-1)/n = 1 at n = 2
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 2, 1 << 20, link), transfer + 5 * bytes / 20e9);
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 2, 1 << 20, link, HostCopies::in_place), transfer);
+  EXPECT_EQ(ddp_bucket_copies(1), HostCopies::in_place);
+  EXPECT_EQ(ddp_bucket_copies(2), HostCopies::scratch);
+  cluster.gpu.arch = ir::cluster_preset("h100-sxm").gpu.arch;
+  EXPECT_DOUBLE_EQ(collective_time_s(cluster, CollectiveKind::all_reduce, 2, 1 << 20, link), transfer);
+}
+
 }  // namespace
 }  // namespace mgt::cost

@@ -624,6 +624,21 @@ double softmax_cross_entropy_forward_backward(float* dlogits, const float* logit
   return loss_sum * inv_count;
 }
 
+void vocab_parallel_sum_exp(float* sumexp, const float* logits, const float* max, int64_t N, int64_t V) {
+  for (int64_t i = 0; i < N; ++i) sumexp[i] = static_cast<float>(exp_shifted_sum(nullptr, logits + i * V, V, max[i]));
+}
+
+void vocab_parallel_softmax_backward(float* logits, const float* max, const float* sumexp,
+                                     const int32_t* targets, int64_t v0, int64_t N, int64_t V, double scale) {
+  for (int64_t i = 0; i < N; ++i) {
+    float* row = logits + i * V;
+    exp_shifted_sum(row, row, V, max[i]);
+    ArrayMap(row, V) *= static_cast<float>(scale / static_cast<double>(sumexp[i]));
+    const int64_t target = targets[i] - v0;
+    if (target >= 0 && target < V) row[target] -= static_cast<float>(scale);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Optimizer
 

@@ -144,14 +144,7 @@ void Executor::Impl::backward_loss(const Ctx& x) {
     const float* m = saved(x, "loss(max)");
     const float* s = saved(x, "loss(sumexp)");
     const int64_t v0 = tp_rank * V;
-    const double scale = 1.0 / static_cast<double>(num_targets);
-    for (int64_t i = 0; i < N; ++i) {
-      float* row = logits.data() + i * V;
-      for (int64_t j = 0; j < V; ++j)
-        row[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - m[i]) / s[i] * scale);
-      const int64_t tgt = targets[i] - v0;
-      if (tgt >= 0 && tgt < V) row[tgt] -= static_cast<float>(scale);
-    }
+    cpu::vocab_parallel_softmax_backward(logits.data(), m, s, targets, v0, N, V, 1.0 / static_cast<double>(num_targets));
   }
   x.buf->tensors["d:" + name] = std::move(logits);
 }

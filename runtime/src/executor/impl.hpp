@@ -170,6 +170,7 @@ struct Executor::Impl {
   int64_t chunk_of(const Layout& u) const;
   const Layout& unit_of(const ir::Instruction& instr, const std::string& buffer) const;
   void run_collective(const ir::Instruction& instr, const ir::Collective& c);
+  void all_reduce_bucket(ShardRange r, float* g, int64_t count, const Axes& axes);
   SeqSplit tp_split() const;
   SeqSplit cp_split() const;
   Tensor& locate(const ir::Instruction& instr, const Ctx& x, const std::string& name);

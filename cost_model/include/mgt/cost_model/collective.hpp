@@ -30,11 +30,21 @@ std::string measured_op(CollectiveKind kind);
 /// 0 when group_size == 1 or bytes == 0.
 double collective_time_s(CollectiveKind kind, int64_t group_size, int64_t bytes, const LinkEstimate& link);
 
+/// Whether the CPU executor moves a collective's buffer through host scratch copies (collective.cpp
+/// counts them per kind) or hands the communicator the tensors where they lie: DDP gradient buckets
+/// of whole tensors (tp = 1), which it all-reduces in place in the flat gradient buffer.
+enum class HostCopies { scratch, in_place };
+
 /// The same, preferring the cluster's measured table (mgt-plan probe): when it has a row for this
 /// op, time = bytes * bus_factor / measured busbw (the measured rate already includes latency);
-/// otherwise the alpha-beta model above over `link`.
+/// otherwise the alpha-beta model above over `link`. On a `cpu` cluster the executor's host copies
+/// are added (none for HostCopies::in_place).
 double collective_time_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size, int64_t bytes,
-                         const LinkEstimate& link);
+                         const LinkEstimate& link, HostCopies copies = HostCopies::scratch);
+
+/// How the CPU executor moves a DDP gradient bucket (an all_reduce of the "grads" buffer with no named
+/// tensors under ZeRO 0): in place when tp = 1, through scratch when tp slices make it strided.
+HostCopies ddp_bucket_copies(int64_t tp);
 
 /// Looks `kind` up (by measured_op) in a cluster's measured collective table (nearest group size and node count,
 /// log-interpolated in message size); returns 0 when the table has no row for this op.

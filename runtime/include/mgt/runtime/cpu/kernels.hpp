@@ -173,6 +173,16 @@ double softmax_cross_entropy_forward_backward(float* dlogits, const float* logit
                                               const int32_t* targets, int64_t N, int64_t V,
                                               int64_t num_targets, float dloss = 1.0f);
 
+/// Vocab-parallel cross-entropy (the logits' vocab split over tp; the executor all-reduces the
+/// per-token statistics between these calls). sumexp[i] = sum_j exp(logits[i, j] - max[i]) over this
+/// rank's V columns, with the vectorised exp, summed in double: one pass as in the fused kernel.
+void vocab_parallel_sum_exp(float* sumexp, const float* logits, const float* max, int64_t N, int64_t V);
+/// dlogits (N, V), WRITTEN in place over the logits: exp(logits - max) / sumexp * scale (the global
+/// max and sum of exponentials), minus scale at the target where this rank holds its column
+/// (targets[i] - v0 in [0, V)).
+void vocab_parallel_softmax_backward(float* logits, const float* max, const float* sumexp,
+                                     const int32_t* targets, int64_t v0, int64_t N, int64_t V, double scale);
+
 // ---------------------------------------------------------------------------------------------
 // Optimizer
 
