@@ -116,9 +116,10 @@ std::string list_of(const std::vector<int64_t>& values) {
 }
 
 /// Estimates s.plan with every combination of the row's unstated knobs (RowSetup::vpp_choices,
-/// micro_batch_choices) and keeps the fastest that fits in HBM, else the fastest; sets s.plan to it and
-/// records each choice. Throws the first estimator error when no combination can be estimated.
-cost::Estimate estimate_best(const cost::Estimator& estimator, RowSetup& s, std::vector<std::string>& assumptions) {
+/// micro_batch_choices) and keeps the fastest that fits in HBM, else the fastest (the estimate's
+/// plan: only vpp and micro-batch differ from s.plan), recording each choice. Throws the first
+/// estimator error when no combination can be estimated.
+cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s, std::vector<std::string>& assumptions) {
   const std::vector<int64_t> vpps = s.vpp_choices.empty() ? std::vector<int64_t>{s.plan.vpp} : s.vpp_choices;
   const std::vector<int64_t> mbs =
       s.micro_batch_choices.empty() ? std::vector<int64_t>{s.plan.micro_batch} : s.micro_batch_choices;
@@ -144,7 +145,6 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, RowSetup& s, std:
       }
     }
   if (!best) throw std::runtime_error(first_error.value_or("no plan to estimate"));
-  s.plan = best_plan;
   const std::string how = best_fits ? "the fastest that fits of " : "the fastest (none fits) of ";
   if (!s.vpp_choices.empty())
     assumptions.push_back("parallel.vpp not stated (interleaved): " + std::to_string(best_plan.vpp) + ", " + how +
@@ -208,7 +208,7 @@ PreparedRow prepare_row(const ValidationSource& source, const json& row) {
 
 std::vector<ValidationResult> validate_prepared(const PreparedRow& p, const cost::CostParams& params) {
   if (p.skipped) return *p.skipped;
-  RowSetup s = p.setup;
+  const RowSetup& s = p.setup;
   ValidationResult base = p.base;
   cost::Estimate e;
   try {

@@ -136,6 +136,8 @@ struct RankGroup {
   std::optional<double> in_sample, out_of_sample;
 };
 
+inline constexpr const char* kValidationCvFormat = "mgt.validation_cv/1";
+
 /// Leave-one-source-out: one fit on every source (in-sample), then per source with compared rows a
 /// fit on the others from the same start, predicting the left-out source with it.
 struct CrossValidation {
