@@ -77,9 +77,9 @@ std::string rank_table(const std::vector<plan::RankGroup>& groups, int64_t min_r
   std::string text = "rank order: Spearman of predicted vs measured tokens/s per GPU, per (source, model, GPU) with >= " +
                      std::to_string(min_runs) + " runs\n";
   if (groups.empty()) return text + "  (no group that large)\n";
-  text += "  " + pad("source", 34) + pad("model", 26) + pad("gpu", 16) + pad("runs", 6) + pad("in-sample", 11) + "out-of-sample\n";
+  text += "  " + pad("source", 34) + pad("model", 38) + pad("gpu", 16) + pad("runs", 6) + pad("in-sample", 11) + "out-of-sample\n";
   for (const auto& g : groups)
-    text += "  " + pad(g.source, 34) + pad(g.model, 26) + pad(g.gpu, 16) + pad(std::to_string(g.runs), 6) + pad(rho(g.in_sample), 11) +
+    text += "  " + pad(g.source, 34) + pad(g.model, 38) + pad(g.gpu, 16) + pad(std::to_string(g.runs), 6) + pad(rho(g.in_sample), 11) +
             rho(g.out_of_sample) + "\n";
   return text;
 }
