@@ -1,5 +1,6 @@
-// `mgt-plan validate --cv` end to end on examples/validation (one coordinate-descent round per fit so
-// the test stays short; the CLI default is 8): the document's shape, the same rows compared as plain
+// `mgt-plan validate --cv` end to end on examples/validation without llm-foundry's 216 rows and with
+// one coordinate-descent round per fit, so the test stays within seconds of CPU on a loaded 2-core
+// machine (the CLI default, every file and 8 rounds, costs ~25 s of CPU): the document's shape, the same rows compared as plain
 // `validate`, every fitted value inside its bounds, a source without compared rows predicted the
 // same in and out of sample, and Spearman figures that are correlations of groups of >= 4 runs.
 #include "cli_util.hpp"
@@ -10,7 +11,8 @@ namespace {
 std::vector<std::string> validation_files() {
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(fs::path(MGT_SOURCE_DIR) / "examples/validation"))
-    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+    if (entry.path().extension() == ".json" && entry.path().stem() != "mosaicml_llmfoundry_mpt")
+      files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -69,7 +71,7 @@ TEST(ValidateCv, LeaveOneSourceOutDocument) {
     }
   }
 
-  ASSERT_FALSE(doc.at("rank_order").empty()) << "llm-foundry alone has many model x GPU groups of >= 4 runs";
+  ASSERT_FALSE(doc.at("rank_order").empty()) << "BLOOM and nanotron have model x GPU groups of >= 4 runs";
   for (const auto& g : doc.at("rank_order")) {
     EXPECT_GE(g.at("runs").get<int64_t>(), 4);
     for (const char* side : {"in_sample", "out_of_sample"})

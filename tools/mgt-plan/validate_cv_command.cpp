@@ -142,8 +142,8 @@ int run_validate_cv(const std::vector<plan::ValidationSource>& sources, bool jso
     return 0;
   }
   std::cout << "leave-one-source-out: " << set.parameters().size()
-            << " fitted parameters, coordinate descent (at most " << max_rounds
-            << " rounds) from the shipped constants; in-sample: one fit on every source; out-of-sample: each source "
+            << " fitted parameters, coordinate descent (at most " << max_rounds << (max_rounds == 1 ? " round" : " rounds")
+            << ") from the shipped constants; in-sample: one fit on every source; out-of-sample: each source "
                "predicted by a fit on the others\n\n"
             << error_table(in, out) << "\n"
             << parameter_table(set, start, cv) << "\n"
