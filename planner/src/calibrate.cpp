@@ -47,6 +47,13 @@ std::vector<double> shipped_values(const std::vector<FittedParameter>& parameter
   return out;
 }
 
+std::vector<double> prior_values(const std::vector<FittedParameter>& parameters) {
+  std::vector<double> out;
+  const CostParams prior;
+  for (const auto& p : parameters) out.push_back(prior.*p.member);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rows prepared once
 

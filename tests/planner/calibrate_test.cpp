@@ -144,6 +144,21 @@ TEST(Calibrate, CalibratedParametersAreBoundedAndStartInsideTheirBounds) {
   }
 }
 
+TEST(Calibrate, PriorStartKnowsNoGpuGeneration) {
+  // The prior is one value per constant for every generation; the shipped values differ per generation.
+  const auto parameters = mgt::plan::calibrated_parameters();
+  const auto prior = mgt::plan::prior_values(parameters), shipped = mgt::plan::shipped_values(parameters);
+  auto index_of = [&](const std::string& name) {
+    for (size_t i = 0; i < parameters.size(); ++i)
+      if (parameters[i].name == name) return i;
+    ADD_FAILURE() << name;
+    return size_t{0};
+  };
+  const size_t ampere = index_of("ampere.gemm_max_efficiency"), hopper = index_of("hopper.gemm_max_efficiency");
+  EXPECT_EQ(prior[ampere], prior[hopper]);
+  EXPECT_NE(shipped[ampere], shipped[hopper]);
+}
+
 TEST(Calibrate, EmptyBoundsAreRefused) {
   auto parameters = gemm_only();
   parameters[0].lower = 0.9;

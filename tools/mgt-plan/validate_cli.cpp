@@ -1,4 +1,4 @@
-// `mgt-plan validate FILE... [--json] [--cv [--cv-rounds N]]` (validate_command.hpp).
+// `mgt-plan validate FILE... [--json] [--cv [--cv-rounds N] [--cv-start shipped|prior]]` (validate_command.hpp).
 #include "subcommand.hpp"
 #include "validate_command.hpp"
 
@@ -12,6 +12,7 @@ Subcommand add_validate_cli(CLI::App& app) {
     bool json = false;
     bool cv = false;
     int cv_rounds = 8;
+    std::string cv_start = "shipped";
   };
   auto f = std::make_shared<Flags>();
   auto* validate = app.add_subcommand(
@@ -24,7 +25,11 @@ Subcommand add_validate_cli(CLI::App& app) {
                      "and pooled, in-sample vs out-of-sample, and the rank order per model and GPU");
   validate->add_option("--cv-rounds", f->cv_rounds, "at most this many coordinate-descent rounds per fit (with --cv)")
       ->check(CLI::Range(1, 100));
-  return {validate, [f] { return run_validate(f->files, f->json, f->cv, f->cv_rounds); }};
+  validate->add_option("--cv-start", f->cv_start,
+                       "where every fit starts (with --cv): shipped (cost::default_cost_params) or prior (the "
+                       "CostParams initialisers, before any fit)")
+      ->check(CLI::IsMember({"shipped", "prior"}));
+  return {validate, [f] { return run_validate(f->files, f->json, f->cv, f->cv_rounds, f->cv_start); }};
 }
 
 }  // namespace mgt::cli

@@ -85,7 +85,7 @@ std::string format_summary(const plan::ValidationSummary& s, bool details) {
 
 }  // namespace
 
-int run_validate(const std::vector<std::string>& files, bool json, bool cv, int cv_rounds) {
+int run_validate(const std::vector<std::string>& files, bool json, bool cv, int cv_rounds, const std::string& cv_start) {
   std::vector<plan::ValidationSource> sources;
   std::vector<plan::KernelValidation> kernels;  // kernel-level files (top-level "category")
   try {
@@ -101,7 +101,7 @@ int run_validate(const std::vector<std::string>& files, bool json, bool cv, int 
     if (!kernels.empty())
       std::cerr << "mgt-plan: validate --cv: " << kernels.size()
                 << " kernel file(s) left out (the fitted constants are fitted on training runs only)\n";
-    return run_validate_cv(sources, json, cv_rounds);
+    return run_validate_cv(sources, json, cv_rounds, cv_start);
   }
   plan::ValidationReport report;
   for (const auto& source : sources) {

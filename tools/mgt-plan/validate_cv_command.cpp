@@ -84,12 +84,12 @@ std::string rank_table(const std::vector<plan::RankGroup>& groups, int64_t min_r
   return text;
 }
 
-json cv_json(const plan::CalibrationSet& set, const std::vector<double>& start, const plan::FitOptions& options,
+json cv_json(const plan::CalibrationSet& set, const std::vector<double>& start, bool prior, const plan::FitOptions& options,
              const plan::CrossValidation& cv, const std::vector<plan::ValidationSummary>& in,
              const std::vector<plan::ValidationSummary>& out) {
   json doc{{"format", plan::kValidationCvFormat},
            {"fit", {{"method", "coordinate descent"}, {"max_rounds", options.max_rounds}, {"steps", options.steps},
-                    {"start", "shipped constants (cost::default_cost_params)"},
+                    {"start", prior ? "prior" : "shipped"},
                     {"objective", "time median + p90/2 + memory median/2 + memory p90/4 + 0.05 per OOM row missed"},
                     {"in_sample_rounds", cv.in_sample_fit.rounds}}}};
   json parameters = json::array();
@@ -118,10 +118,13 @@ json cv_json(const plan::CalibrationSet& set, const std::vector<double>& start, 
 
 }  // namespace
 
-int run_validate_cv(const std::vector<plan::ValidationSource>& sources, bool json_output, int max_rounds) {
+int run_validate_cv(const std::vector<plan::ValidationSource>& sources, bool json_output, int max_rounds,
+                    const std::string& start_name) {
   constexpr int64_t kMinRankRuns = 4;
   const plan::CalibrationSet set(sources, plan::calibrated_parameters());
-  const std::vector<double> start = plan::shipped_values(set.parameters());
+  const bool prior = start_name == "prior";
+  const std::vector<double> start = prior ? plan::prior_values(set.parameters()) : plan::shipped_values(set.parameters());
+  const std::string start_text = prior ? "the CostParams initialisers (before any fit)" : "the shipped constants";
   plan::FitOptions options;
   options.max_rounds = max_rounds;
   const plan::CrossValidation cv = plan::cross_validate(set, start, options, kMinRankRuns);
@@ -138,12 +141,12 @@ int run_validate_cv(const std::vector<plan::ValidationSource>& sources, bool jso
   out.push_back(plan::summarize("pooled", "", all_out));
 
   if (json_output) {
-    std::cout << cv_json(set, start, options, cv, in, out).dump(2) << "\n";
+    std::cout << cv_json(set, start, prior, options, cv, in, out).dump(2) << "\n";
     return 0;
   }
   std::cout << "leave-one-source-out: " << set.parameters().size()
             << " fitted parameters, coordinate descent (at most " << max_rounds << (max_rounds == 1 ? " round" : " rounds")
-            << ") from the shipped constants; in-sample: one fit on every source; out-of-sample: each source "
+            << ") from " << start_text << "; in-sample: one fit on every source; out-of-sample: each source "
                "predicted by a fit on the others\n\n"
             << error_table(in, out) << "\n"
             << parameter_table(set, start, cv) << "\n"

@@ -50,6 +50,10 @@ std::vector<FittedParameter> calibrated_parameters();
 /// Each parameter's value in the shipped constants (cost::default_cost_params of a GPU of the scope's
 /// generation; ampere for an all-generation one): where bench/calibrate.cpp starts.
 std::vector<double> shipped_values(const std::vector<FittedParameter>& parameters);
+/// Each parameter's value before any fit: the member initialisers of cost::CostParams (the values
+/// public measurements give, one for every GPU generation). A start that remembers no source's
+/// kernel efficiencies (the shared constants' initialisers are partly fitted; cost_params.hpp).
+std::vector<double> prior_values(const std::vector<FittedParameter>& parameters);
 
 /// The fit's objective over the compared rows (fractions, not percent).
 struct CalibrationScore {
