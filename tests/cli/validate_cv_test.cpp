@@ -95,5 +95,18 @@ TEST(ValidateCv, TextTableHasEverySourceAndPooled) {
   EXPECT_FALSE(contains(r.out, "catalog_models")) << "catalog files have no rows to cross-validate";
 }
 
+TEST(ValidateCv, CvOptionsWithoutCvAreRefused) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--cv-rounds", "2"}, {"--cv-start", "prior"}}) {
+    std::vector<std::string> args{"validate", "examples/validation/opt_and_fsdp_paper.json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    EXPECT_TRUE(contains(r.err, extra.front() + " requires --cv")) << describe(r);
+  }
+  const Result bad_start = run_cli({"validate", "--cv", "--cv-start", "blind", "examples/validation/opt_and_fsdp_paper.json"});
+  EXPECT_EQ(bad_start.exit_code, 2) << describe(bad_start);
+  EXPECT_TRUE(contains(bad_start.err, "--cv-start")) << describe(bad_start);
+}
+
 }  // namespace
 }  // namespace mgt_cli_test

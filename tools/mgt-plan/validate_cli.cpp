@@ -20,15 +20,17 @@ Subcommand add_validate_cli(CLI::App& app) {
                   "median and p90 error, the worst rows");
   validate->add_option("files", f->files, "validation JSON files")->required();
   validate->add_flag("--json", f->json, "print mgt.validation/1 (with --cv: mgt.validation_cv/1)");
-  validate->add_flag("--cv", f->cv,
+  auto* cv = validate->add_flag("--cv", f->cv,
                      "leave-one-source-out: refit the fitted constants without each source and predict it; per source "
                      "and pooled, in-sample vs out-of-sample, and the rank order per model and GPU");
   validate->add_option("--cv-rounds", f->cv_rounds, "at most this many coordinate-descent rounds per fit (with --cv)")
-      ->check(CLI::Range(1, 100));
+      ->check(CLI::Range(1, 100))
+      ->needs(cv);
   validate->add_option("--cv-start", f->cv_start,
                        "where every fit starts (with --cv): shipped (cost::default_cost_params) or prior (the "
                        "CostParams initialisers, before any fit)")
-      ->check(CLI::IsMember({"shipped", "prior"}));
+      ->check(CLI::IsMember({"shipped", "prior"}))
+      ->needs(cv);
   return {validate, [f] { return run_validate(f->files, f->json, f->cv, f->cv_rounds, f->cv_start); }};
 }
 
