@@ -60,8 +60,8 @@ std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const json& m
 namespace {
 
 /// The prediction in the units of `metric`, with a note saying how.
-double predict(const std::string& metric, const json& measured, const ValidationSource& source, const RowSetup& s,
-               const cost::Estimate& e, std::string& conversion, std::vector<std::string>& assumptions) {
+double predict(const std::string& metric, const json& measured, const std::string& citation, const std::string& notes,
+               const RowSetup& s, const cost::Estimate& e, std::string& conversion, std::vector<std::string>& assumptions) {
   const double tps_gpu = e.tokens_per_s_per_gpu;
   const double gpus = double(s.num_gpus), seq = double(s.settings.seq_len);
   constexpr double kGiB = double(1ll << 30);
@@ -95,7 +95,7 @@ double predict(const std::string& metric, const json& measured, const Validation
   }
   // FLOP-rate metrics: tokens/s/GPU times the source's own FLOPs per token.
   const std::string kind = opt_string(measured, "tflops_kind");
-  const FlopConvention c = flop_convention(kind, source.citation, source.notes);
+  const FlopConvention c = flop_convention(kind, citation, notes);
   const bool hardware = metric == "hfu" || contains(lower(kind), "hardware") || contains(lower(kind), "incl. recompute");
   const double f = flops_per_token(c, s.shape, s.settings.seq_len, s.plan.recompute, hardware);
   if (contains(lower(kind), "not stated"))
@@ -116,9 +116,10 @@ std::string list_of(const std::vector<int64_t>& values) {
 }
 
 /// Estimates s.plan with every combination of the row's unstated knobs (RowSetup::vpp_choices,
-/// micro_batch_choices) and keeps the fastest that fits in HBM, else the fastest; sets s.plan to it and
-/// records each choice. Throws the first estimator error when no combination can be estimated.
-cost::Estimate estimate_best(const cost::Estimator& estimator, RowSetup& s, std::vector<std::string>& assumptions) {
+/// micro_batch_choices) and keeps the fastest that fits in HBM, else the fastest (the estimate's
+/// plan: only vpp and micro-batch differ from s.plan), recording each choice. Throws the first
+/// estimator error when no combination can be estimated.
+cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s, std::vector<std::string>& assumptions) {
   const std::vector<int64_t> vpps = s.vpp_choices.empty() ? std::vector<int64_t>{s.plan.vpp} : s.vpp_choices;
   const std::vector<int64_t> mbs =
       s.micro_batch_choices.empty() ? std::vector<int64_t>{s.plan.micro_batch} : s.micro_batch_choices;
@@ -144,7 +145,6 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, RowSetup& s, std:
       }
     }
   if (!best) throw std::runtime_error(first_error.value_or("no plan to estimate"));
-  s.plan = best_plan;
   const std::string how = best_fits ? "the fastest that fits of " : "the fastest (none fits) of ";
   if (!s.vpp_choices.empty())
     assumptions.push_back("parallel.vpp not stated (interleaved): " + std::to_string(best_plan.vpp) + ", " + how +
@@ -157,55 +157,68 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, RowSetup& s, std:
 
 }  // namespace
 
-std::vector<ValidationResult> validate_row(const ValidationSource& source, const json& row,
-                                           const CostParamsFor& params_for) {
-  ValidationResult base;
-  base.id = row["id"].get<std::string>();
-  base.source = source.name;
-  const json measured = row.contains("measured") && row["measured"].is_object() ? row["measured"] : json::object();
-  const auto metrics = comparable_metrics(measured);
-  auto skip = [&](std::string reason) {
-    ValidationResult r = base;
-    r.skipped = std::move(reason);
-    if (!metrics.empty()) {
-      r.metric = metrics.front().first;
-      r.kind = metrics.front().second;
-      if (r.kind != MetricKind::oom) r.measured = number_in(measured[r.metric]);
-    }
-    return std::vector<ValidationResult>{r};
-  };
-  if (metrics.empty()) {
+namespace {
+/// The one result of a row that is not compared: its first comparable metric and measured value, if any.
+std::vector<ValidationResult> skipped_result(const PreparedRow& p, std::string reason) {
+  ValidationResult r = p.base;
+  r.skipped = std::move(reason);
+  if (!p.metrics.empty()) {
+    r.metric = p.metrics.front().first;
+    r.kind = p.metrics.front().second;
+    if (r.kind != MetricKind::oom) r.measured = number_in(p.measured[r.metric]);
+  }
+  return {r};
+}
+}  // namespace
+
+PreparedRow prepare_row(const ValidationSource& source, const json& row) {
+  PreparedRow p;
+  p.base.id = row["id"].get<std::string>();
+  p.base.source = source.name;
+  p.citation = source.citation;
+  p.notes = source.notes;
+  p.measured = row.contains("measured") && row["measured"].is_object() ? row["measured"] : json::object();
+  p.metrics = comparable_metrics(p.measured);
+  if (p.metrics.empty()) {
     std::string keys;
-    for (const auto& [k, v] : measured.items())
+    for (const auto& [k, v] : p.measured.items())
       if (!v.is_null() && k != "tflops_kind" && k != "memory_kind") keys += (keys.empty() ? "" : ", ") + k;
-    return skip("no comparable metric (measured has: " + (keys.empty() ? std::string("nothing") : keys) + ")");
+    p.skipped = skipped_result(p, "no comparable metric (measured has: " + (keys.empty() ? std::string("nothing") : keys) + ")");
+    return p;
   }
-  for (const auto& [metric, kind] : metrics) {
+  for (const auto& [metric, kind] : p.metrics) {
     if (kind == MetricKind::oom) continue;
-    const double v = *number_in(measured[metric]);
-    if (!std::isnormal(v))  // a subnormal makes the relative error overflow (inf, then NaN statistics)
-      return skip("measured." + metric + " " + fmt("%g", v) + " is not a normal positive number (below " +
-                  fmt("%g", std::numeric_limits<double>::min()) + ")");
+    const double v = *number_in(p.measured[metric]);
+    if (!std::isnormal(v)) {  // a subnormal makes the relative error overflow (inf, then NaN statistics)
+      p.skipped = skipped_result(p, "measured." + metric + " " + fmt("%g", v) + " is not a normal positive number (below " +
+                                        fmt("%g", std::numeric_limits<double>::min()) + ")");
+      return p;
+    }
   }
-  RowSetup s;
   try {
-    s = setup_row(source, row);
+    p.setup = setup_row(source, row);
   } catch (const RowSkipped& e) {
-    return skip(e.what());
+    p.skipped = skipped_result(p, e.what());
+    return p;
   }
-  base.assumptions = s.assumptions;
-  base.hbm_bytes = s.cluster.gpu.hbm_bytes;
+  p.base.assumptions = p.setup.assumptions;
+  p.base.hbm_bytes = p.setup.cluster.gpu.hbm_bytes;
+  return p;
+}
+
+std::vector<ValidationResult> validate_prepared(const PreparedRow& p, const cost::CostParams& params) {
+  if (p.skipped) return *p.skipped;
+  const RowSetup& s = p.setup;
+  ValidationResult base = p.base;
   cost::Estimate e;
   try {
-    const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings, params_for(s.cluster.gpu));
+    const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings, params);
     e = estimate_best(estimator, s, base.assumptions);
   } catch (const std::exception& ex) {
-    auto out = skip("estimator: " + estimator_reason(ex));
-    out.front().assumptions = s.assumptions;
-    return out;
+    return skipped_result(p, "estimator: " + estimator_reason(ex));
   }
   std::vector<ValidationResult> out;
-  for (const auto& [metric, kind] : metrics) {
+  for (const auto& [metric, kind] : p.metrics) {
     ValidationResult r = base;
     r.metric = metric;
     r.kind = kind;
@@ -217,13 +230,20 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
       r.error = e.memory.peak_bytes > s.cluster.gpu.hbm_bytes ? 0.0 : 1.0;
       r.conversion = "predicted peak GiB vs HBM GiB: error 0 when predicted not to fit, 1 otherwise";
     } else {
-      r.measured = number_in(measured[metric]);
-      r.predicted = predict(metric, measured, source, s, e, r.conversion, r.assumptions);
+      r.measured = number_in(p.measured[metric]);
+      r.predicted = predict(metric, p.measured, p.citation, p.notes, s, e, r.conversion, r.assumptions);
       r.error = (*r.predicted - *r.measured) / *r.measured;
     }
     out.push_back(std::move(r));
   }
   return out;
+}
+
+std::vector<ValidationResult> validate_row(const ValidationSource& source, const json& row,
+                                           const CostParamsFor& params_for) {
+  const PreparedRow p = prepare_row(source, row);
+  if (p.skipped) return *p.skipped;
+  return validate_prepared(p, params_for(p.setup.cluster.gpu));
 }
 
 std::vector<ValidationResult> validate_source(const ValidationSource& source, const CostParamsFor& params_for) {

@@ -86,7 +86,7 @@ std::string format_summary(const plan::ValidationSummary& s, bool details) {
 
 }  // namespace
 
-int run_validate(const std::vector<std::string>& files, bool json) {
+int run_validate(const std::vector<std::string>& files, bool json, bool cv, int cv_rounds, const std::string& cv_start) {
   std::vector<plan::ValidationSource> sources;
   std::vector<plan::KernelValidation> kernels;  // kernel-level files (top-level "category")
   try {
@@ -97,6 +97,12 @@ int run_validate(const std::vector<std::string>& files, bool json) {
   } catch (const ir::InputError& e) {
     std::cerr << "mgt-plan: " << e.what() << "\n";
     return 2;
+  }
+  if (cv) {
+    if (!kernels.empty())
+      std::cerr << "mgt-plan: validate --cv: " << kernels.size()
+                << " kernel file(s) left out (the fitted constants are fitted on training runs only)\n";
+    return run_validate_cv(sources, json, cv_rounds, cv_start);
   }
   plan::ValidationReport report;
   ProgressLine progress = ProgressLine::for_stderr(json);

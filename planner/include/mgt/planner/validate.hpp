@@ -144,6 +144,21 @@ using CostParamsFor = std::function<cost::CostParams(const ir::GpuSpec&)>;
 /// Compares one row: one result per comparable metric, or one skipped result with the reason.
 std::vector<ValidationResult> validate_row(const ValidationSource& source, const nlohmann::json& row,
                                            const CostParamsFor& params_for = cost::default_cost_params);
+/// A row read once: what it measured, its setup (or the result saying why it is skipped), ready to be
+/// estimated again with other cost constants without re-reading its model, hardware and plan
+/// (planner/calibrate.hpp refits the constants this way).
+struct PreparedRow {
+  ValidationResult base;  ///< id, source; the setup's assumptions and HBM size once set up
+  nlohmann::json measured = nlohmann::json::object();
+  std::vector<std::pair<std::string, MetricKind>> metrics;  ///< comparable_metrics(measured)
+  std::optional<std::vector<ValidationResult>> skipped;     ///< set: the row is not compared, these are its results
+  RowSetup setup;
+  std::string citation, notes;  ///< the source's, for its FLOP convention
+};
+PreparedRow prepare_row(const ValidationSource& source, const nlohmann::json& row);
+/// validate_row's results for a prepared row estimated with `params`.
+std::vector<ValidationResult> validate_prepared(const PreparedRow& row, const cost::CostParams& params);
+
 std::vector<ValidationResult> validate_source(const ValidationSource& source,
                                               const CostParamsFor& params_for = cost::default_cost_params);
 

@@ -1,0 +1,168 @@
+// Calibration of the cost model's fitted constants against published training runs
+// (docs/cost-model.md §7) and the honest score of that fit: leave-one-source-out cross-validation
+// (`mgt-plan validate --cv`, docs/validation.md). A fitted parameter is a named, physically bounded
+// constant with a scope saying which rows it applies to; nothing is keyed on a model, a source or a
+// row. bench/calibrate.cpp prints a fit over every source; cross_validate refits once per left-out
+// source and predicts it.
+#pragma once
+
+#include "mgt/cost_model/cost_params.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/planner/validate.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgt::plan {
+
+/// What a scope may ask of a row. A new kind of scope adds the row's property here (filled in
+/// CalibrationSet's constructor from the PreparedRow) and a condition to ParameterScope.
+struct RowTraits {
+  ir::GpuArch arch = ir::GpuArch::hopper;
+};
+
+/// Which rows a fitted parameter applies to: every condition that is set must hold (none set: every
+/// row).
+struct ParameterScope {
+  std::optional<ir::GpuArch> arch;  ///< one GPU generation; nullopt: all of them
+
+  bool applies_to(const RowTraits& row) const { return !arch || *arch == row.arch; }
+  /// "all", "ampere", ... (the prefix of a parameter's name).
+  std::string label() const;
+};
+
+/// One fitted constant: where it lives in the cost constants, its physical bounds and its scope.
+struct FittedParameter {
+  std::string name;  ///< "hopper.gemm_max_efficiency", "hbm_efficiency"
+  ParameterScope scope;
+  double cost::CostParams::*member = nullptr;
+  double lower = 0, upper = 0;  ///< what hardware can physically do (docs/cost-model.md §7)
+};
+
+/// The parameters bench/calibrate.cpp fits: kernel efficiencies per GPU generation (ampere, hopper),
+/// link efficiencies, overlap slowdown, allocator fragmentation and per-micro-batch overhead shared.
+std::vector<FittedParameter> calibrated_parameters();
+
+/// Each parameter's value in the shipped constants (cost::default_cost_params of a GPU of the scope's
+/// generation; ampere for an all-generation one): where bench/calibrate.cpp starts.
+std::vector<double> shipped_values(const std::vector<FittedParameter>& parameters);
+/// Each parameter's value before any fit: the member initialisers of cost::CostParams (the values
+/// public measurements give, one for every GPU generation). A start that remembers no source's
+/// kernel efficiencies (the shared constants' initialisers are partly fitted; cost_params.hpp).
+std::vector<double> prior_values(const std::vector<FittedParameter>& parameters);
+
+/// The fit's objective over the compared rows (fractions, not percent).
+struct CalibrationScore {
+  double time_median = 0, time_p90 = 0, memory_median = 0, memory_p90 = 0;
+  int oom_missed = 0;  ///< rows measured out of memory but predicted to fit
+  int64_t time_rows = 0, memory_rows = 0;
+  /// median + p90/2 of the throughput error, half that weight on memory, 0.05 per OOM row missed.
+  double objective() const {
+    return time_median + 0.5 * time_p90 + 0.5 * memory_median + 0.25 * memory_p90 + 0.05 * oom_missed;
+  }
+};
+
+/// The rows of some validation sources, set up once (model, cluster, plan, unstated-knob candidates),
+/// to be estimated again with other parameter values. Each row remembers the errors of the last few
+/// value sets it was estimated with (only the values of the parameters whose scope covers it count),
+/// so a trial that moves a hopper constant re-estimates only the hopper rows. Not thread-safe (the
+/// remembered errors); one set per thread.
+class CalibrationSet {
+ public:
+  /// Catalog sources are dropped. Throws ir::InputError when a parameter has no member or its
+  /// bounds are empty.
+  CalibrationSet(const std::vector<ValidationSource>& sources, std::vector<FittedParameter> parameters);
+  ~CalibrationSet();
+  CalibrationSet(CalibrationSet&&) noexcept;
+
+  const std::vector<FittedParameter>& parameters() const { return parameters_; }
+  size_t source_count() const;
+  const std::string& source_name(size_t source) const;
+  const std::string& source_citation(size_t source) const;
+  /// Rows of `source` set up for estimating (not skipped while reading them).
+  int64_t rows_set_up(size_t source) const;
+
+  /// The row's cost constants: cost::default_cost_params of its GPU with every parameter whose scope
+  /// covers the row set to `values` (aligned with parameters()).
+  cost::CostParams params_for(const RowTraits& row, const ir::GpuSpec& gpu, const std::vector<double>& values) const;
+  /// Every result of `source`'s rows estimated with `values` (as validate_source would give them).
+  std::vector<ValidationResult> results(size_t source, const std::vector<double>& values) const;
+  /// The objective's terms over the rows of `sources` estimated with `values`.
+  CalibrationScore score(const std::vector<size_t>& sources, const std::vector<double>& values) const;
+
+  /// Model and GPU of each row of `source`, in row order ("" for a row skipped before its setup):
+  /// the groups of the rank-order check.
+  struct RowGroup {
+    std::string id, model, gpu;
+  };
+  std::vector<RowGroup> row_groups(size_t source) const;
+
+ private:
+  struct Impl;
+  std::vector<FittedParameter> parameters_;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Coordinate descent: each round tries every parameter at `steps` times its value at the round's
+/// start of that parameter (clamped to its bounds; a value of 0 moves by 0.01 x step) and keeps a
+/// trial that lowers the objective by more than 1e-6; stops after a round with no improvement or
+/// after max_rounds.
+struct FitOptions {
+  int max_rounds = 8;
+  std::vector<double> steps{0.8, 0.9, 0.95, 1.05, 1.1, 1.25};
+  /// Called after each round with its index and the best score so far.
+  std::function<void(int round, const CalibrationScore& best)> on_round;
+};
+
+struct FitResult {
+  std::vector<double> values;  ///< aligned with CalibrationSet::parameters()
+  CalibrationScore start, score;
+  int rounds = 0;
+  int64_t evaluations = 0;  ///< score() calls
+};
+
+/// Fits the set's parameters on the rows of `sources` from `start`.
+FitResult fit(const CalibrationSet& set, const std::vector<size_t>& sources, const std::vector<double>& start,
+              const FitOptions& options = {});
+
+/// Spearman's rank correlation of two equally long lists (ties take their average rank; Pearson's r
+/// of the ranks). nullopt for fewer than two values or when one list has no spread.
+std::optional<double> spearman(const std::vector<double>& x, const std::vector<double>& y);
+
+/// Rank order of one (source, model, GPU) group: predicted vs measured tokens/s per GPU.
+struct RankGroup {
+  std::string source, model, gpu;
+  int64_t runs = 0;
+  std::optional<double> in_sample, out_of_sample;
+};
+
+inline constexpr const char* kValidationCvFormat = "mgt.validation_cv/1";
+
+/// Leave-one-source-out: one fit on every source (in-sample), then per source with compared rows a
+/// fit on the others from the same start, predicting the left-out source with it.
+struct CrossValidation {
+  FitResult in_sample_fit;
+  struct Fold {
+    size_t source = 0;
+    std::string name, citation;
+    std::optional<FitResult> fit;  ///< nullopt: no compared rows, nothing to predict
+    std::vector<ValidationResult> in_sample, out_of_sample;
+  };
+  std::vector<Fold> folds;  ///< one per source, in the set's order
+  std::vector<RankGroup> rank_order;
+};
+
+/// `min_rank_runs`: the smallest group the rank-order check reports (runs of one model on one GPU
+/// type with a compared throughput).
+CrossValidation cross_validate(const CalibrationSet& set, const std::vector<double>& start, const FitOptions& options = {},
+                               int64_t min_rank_runs = 4);
+
+/// Measured and predicted tokens/s per GPU of a compared throughput result (a time metric inverts
+/// the error); nullopt for other results.
+std::optional<std::pair<double, double>> throughput_per_gpu(const ValidationResult& result);
+
+}  // namespace mgt::plan

@@ -1,0 +1,246 @@
+// Fitted cost constants (planner/calibrate.hpp, docs/cost-model.md §7): the parameter table, rows
+// prepared once and re-estimated per trial, and the coordinate-descent fit. Cross-validation and the
+// rank-order check: cross_validate.cpp.
+#include "mgt/planner/calibrate.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace mgt::plan {
+
+using cost::CostParams;
+using ir::GpuArch;
+
+std::string ParameterScope::label() const { return arch ? ir::to_string(*arch) : "all"; }
+
+std::vector<FittedParameter> calibrated_parameters() {
+  const ParameterScope ampere{GpuArch::ampere}, hopper{GpuArch::hopper}, all{};
+  // Bounds are physical (docs/cost-model.md §7): a fit may not leave what hardware can do.
+  return {
+      {"ampere.gemm_max_efficiency", ampere, &CostParams::gemm_max_efficiency, 0.4, 0.9},
+      {"hopper.gemm_max_efficiency", hopper, &CostParams::gemm_max_efficiency, 0.3, 0.85},
+      {"ampere.attention_fwd_efficiency", ampere, &CostParams::attention_fwd_efficiency, 0.2, 0.8},
+      {"hopper.attention_fwd_efficiency", hopper, &CostParams::attention_fwd_efficiency, 0.15, 0.8},
+      {"ampere.attention_bwd_efficiency", ampere, &CostParams::attention_bwd_efficiency, 0.2, 0.7},
+      {"hopper.attention_bwd_efficiency", hopper, &CostParams::attention_bwd_efficiency, 0.2, 0.7},
+      {"hopper.fp8_gemm_max_efficiency", hopper, &CostParams::fp8_gemm_max_efficiency, 0.2, 0.8},
+      {"hbm_efficiency", all, &CostParams::hbm_efficiency, 0.6, 0.92},
+      {"gemm_half_efficiency_dim", all, &CostParams::gemm_half_efficiency_dim, 16, 512},
+      {"nvlink_efficiency", all, &CostParams::nvlink_efficiency, 0.6, 0.85},
+      {"network_efficiency", all, &CostParams::network_efficiency, 0.5, 0.92},
+      {"overlap_compute_slowdown", all, &CostParams::overlap_compute_slowdown, 0.0, 0.4},
+      {"allocator_fragmentation", all, &CostParams::allocator_fragmentation, 0.0, 0.3},
+      {"per_microbatch_overhead_s", all, &CostParams::per_microbatch_overhead_s, 0.0, 0.05},
+  };
+}
+
+std::vector<double> shipped_values(const std::vector<FittedParameter>& parameters) {
+  std::vector<double> out;
+  for (const auto& p : parameters) {
+    ir::GpuSpec gpu;
+    gpu.arch = p.scope.arch.value_or(GpuArch::ampere);
+    out.push_back(cost::default_cost_params(gpu).*p.member);
+  }
+  return out;
+}
+
+std::vector<double> prior_values(const std::vector<FittedParameter>& parameters) {
+  std::vector<double> out;
+  const CostParams prior;
+  for (const auto& p : parameters) out.push_back(prior.*p.member);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows prepared once
+
+namespace {
+
+/// What the objective needs of one row's results.
+struct RowErrors {
+  std::vector<double> time, memory;  ///< |error| of the compared throughput / memory metrics
+  int oom_missed = 0;
+};
+
+RowErrors errors_of(const std::vector<ValidationResult>& results) {
+  RowErrors e;
+  for (const auto& r : results) {
+    if (r.skipped || !r.error) continue;
+    if (r.kind == MetricKind::throughput) e.time.push_back(std::abs(*r.error));
+    if (r.kind == MetricKind::memory) e.memory.push_back(std::abs(*r.error));
+    if (r.kind == MetricKind::oom && *r.error != 0) ++e.oom_missed;
+  }
+  return e;
+}
+
+/// A row with the parameters that cover it and its last few estimates. A fit's trials mostly move a
+/// parameter that does not cover the row, or return to the accepted values, so a few entries hit.
+struct CachedRow {
+  PreparedRow prepared;
+  RowTraits traits;
+  size_t source = 0;
+  std::vector<size_t> covering;  ///< indices of the parameters whose scope covers the row
+  struct Entry {
+    std::vector<double> key;  ///< the covering parameters' values
+    RowErrors errors;
+  };
+  static constexpr size_t kEntries = 4;
+  mutable std::array<Entry, kEntries> entries;
+  mutable size_t used = 0, next = 0;
+};
+
+}  // namespace
+
+struct CalibrationSet::Impl {
+  std::vector<std::string> names, citations;
+  std::vector<int64_t> prepared_rows;
+  std::vector<CachedRow> rows;  ///< every row of every source, sources in order
+};
+
+CalibrationSet::CalibrationSet(const std::vector<ValidationSource>& sources, std::vector<FittedParameter> parameters)
+    : parameters_(std::move(parameters)), impl_(std::make_unique<Impl>()) {
+  for (const auto& p : parameters_) {
+    if (!p.member) throw ir::InputError("calibration", p.name, "no cost constant to set", "name a CostParams member");
+    if (!(p.lower <= p.upper))
+      throw ir::InputError("calibration", p.name, "bounds [" + std::to_string(p.lower) + ", " + std::to_string(p.upper) + "] are empty",
+                           "give lower <= upper");
+  }
+  for (const auto& source : sources) {
+    if (source.catalog) continue;
+    const size_t index = impl_->names.size();
+    impl_->names.push_back(source.name);
+    impl_->citations.push_back(source.citation);
+    int64_t prepared = 0;
+    for (const auto& row : source.rows) {
+      CachedRow c;
+      c.prepared = prepare_row(source, row);
+      c.source = index;
+      if (!c.prepared.skipped) {
+        ++prepared;
+        c.traits.arch = c.prepared.setup.cluster.gpu.arch;
+        for (size_t i = 0; i < parameters_.size(); ++i)
+          if (parameters_[i].scope.applies_to(c.traits)) c.covering.push_back(i);
+      }
+      impl_->rows.push_back(std::move(c));
+    }
+    impl_->prepared_rows.push_back(prepared);
+  }
+}
+
+CalibrationSet::~CalibrationSet() = default;
+CalibrationSet::CalibrationSet(CalibrationSet&&) noexcept = default;
+
+size_t CalibrationSet::source_count() const { return impl_->names.size(); }
+const std::string& CalibrationSet::source_name(size_t source) const { return impl_->names.at(source); }
+const std::string& CalibrationSet::source_citation(size_t source) const { return impl_->citations.at(source); }
+int64_t CalibrationSet::rows_set_up(size_t source) const { return impl_->prepared_rows.at(source); }
+
+CostParams CalibrationSet::params_for(const RowTraits& row, const ir::GpuSpec& gpu, const std::vector<double>& values) const {
+  CostParams p = cost::default_cost_params(gpu);
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    if (parameters_[i].scope.applies_to(row)) p.*parameters_[i].member = values.at(i);
+  return p;
+}
+
+std::vector<ValidationResult> CalibrationSet::results(size_t source, const std::vector<double>& values) const {
+  std::vector<ValidationResult> out;
+  for (const auto& row : impl_->rows) {
+    if (row.source != source) continue;
+    auto rs = row.prepared.skipped ? *row.prepared.skipped
+                                   : validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, values));
+    out.insert(out.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
+  }
+  return out;
+}
+
+CalibrationScore CalibrationSet::score(const std::vector<size_t>& sources, const std::vector<double>& values) const {
+  std::vector<char> wanted(source_count(), 0);
+  for (const size_t s : sources) wanted.at(s) = 1;
+  std::vector<double> time, memory;
+  CalibrationScore score;
+  std::vector<double> key;
+  for (const auto& row : impl_->rows) {
+    if (!wanted[row.source] || row.prepared.skipped) continue;
+    key.clear();
+    for (const size_t i : row.covering) key.push_back(values.at(i));
+    const RowErrors* errors = nullptr;
+    for (size_t e = 0; e < row.used && !errors; ++e)
+      if (row.entries[e].key == key) errors = &row.entries[e].errors;
+    if (!errors) {
+      CachedRow::Entry& slot = row.entries[row.next];
+      slot.key = key;
+      slot.errors = errors_of(validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, values)));
+      row.next = (row.next + 1) % CachedRow::kEntries;
+      row.used = std::min(row.used + 1, CachedRow::kEntries);
+      errors = &slot.errors;
+    }
+    time.insert(time.end(), errors->time.begin(), errors->time.end());
+    memory.insert(memory.end(), errors->memory.begin(), errors->memory.end());
+    score.oom_missed += errors->oom_missed;
+  }
+  score.time_median = percentile(time, 0.5);
+  score.time_p90 = percentile(time, 0.9);
+  score.memory_median = percentile(memory, 0.5);
+  score.memory_p90 = percentile(memory, 0.9);
+  score.time_rows = int64_t(time.size());
+  score.memory_rows = int64_t(memory.size());
+  return score;
+}
+
+std::vector<CalibrationSet::RowGroup> CalibrationSet::row_groups(size_t source) const {
+  std::vector<RowGroup> out;
+  for (const auto& row : impl_->rows) {
+    if (row.source != source) continue;
+    RowGroup g;
+    g.id = row.prepared.base.id;
+    if (!row.prepared.skipped) {
+      g.model = row.prepared.setup.shape.name;
+      g.gpu = row.prepared.setup.cluster.gpu.name;
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coordinate descent
+
+FitResult fit(const CalibrationSet& set, const std::vector<size_t>& sources, const std::vector<double>& start,
+              const FitOptions& options) {
+  const auto& parameters = set.parameters();
+  if (start.size() != parameters.size())
+    throw ir::InputError("calibration", "start", std::to_string(start.size()) + " values for " + std::to_string(parameters.size()) +
+                                                     " parameters", "give one start value per parameter");
+  FitResult r;
+  r.values = start;
+  r.start = r.score = set.score(sources, r.values);
+  r.evaluations = 1;
+  for (int round = 0; round < options.max_rounds; ++round) {
+    bool improved = false;
+    for (size_t k = 0; k < parameters.size(); ++k) {
+      // Steps are relative to the value at this parameter's turn, even after one of them is kept.
+      const double current = r.values[k];
+      for (const double step : options.steps) {
+        const double value = std::clamp(current * step + (current == 0 ? 0.01 * step : 0), parameters[k].lower, parameters[k].upper);
+        std::vector<double> trial = r.values;
+        trial[k] = value;
+        const CalibrationScore s = set.score(sources, trial);
+        ++r.evaluations;
+        if (s.objective() < r.score.objective() - 1e-6) {
+          r.score = s;
+          r.values = std::move(trial);
+          improved = true;
+        }
+      }
+    }
+    r.rounds = round + 1;
+    if (options.on_round) options.on_round(round, r.score);
+    if (!improved) break;
+  }
+  return r;
+}
+
+}  // namespace mgt::plan

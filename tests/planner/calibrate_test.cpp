@@ -1,0 +1,194 @@
+// Tests for planner/calibrate.hpp: the coordinate-descent fit recovers a constant it did not start
+// from, leave-one-source-out never lets the left-out source into its own fit, parameter scopes
+// reach only their rows, and Spearman's rank correlation against hand-computed values (with ties).
+#include "mgt/planner/calibrate.hpp"
+
+#include "mgt/ir/error.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+using mgt::plan::CalibrationSet;
+using mgt::plan::FittedParameter;
+using mgt::plan::ValidationSource;
+
+json h100_block() {
+  return json::parse(R"({
+    "gpu": "H100-SXM5-80GB", "peak_dense_tflops": {"bf16": 989, "fp16": 989, "fp8": 1979, "tf32": 495},
+    "hbm_gb": 80, "hbm_bw_TBps": 3.35, "nvlink_bw_GBps_per_gpu_bidir": 900, "gpus_per_node": 8,
+    "nvlink_domain_gpus": 8, "nics_per_node": 8, "nic_gbps": 400})");
+}
+
+/// A small Llama-like row on H100s; `hidden` and `gpus` vary the shapes so the rows differ.
+json row(const std::string& id, int64_t hidden, int64_t gpus, double iteration_time_s) {
+  json r = json::parse(R"({
+    "system": "h100",
+    "model": {"name": "Llama-mini", "type": "dense", "num_layers": 4, "num_attention_heads": 16,
+              "num_kv_heads": 8, "ffn_hidden_size": 8192, "vocab_size": 32000, "seq_length": 2048,
+              "activation": "swiglu", "normalization": "rmsnorm", "tied_embeddings": false},
+    "training": {"global_batch_size_seqs": 64, "micro_batch_size": 2, "seq_length": 2048},
+    "parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero_stage": 1},
+    "recompute": "none", "precision": "bf16"})");
+  r["id"] = id;
+  r["model"]["hidden_size"] = hidden;
+  r["model"]["head_dim"] = hidden / 16;
+  r["parallel"]["num_gpus"] = gpus;
+  r["parallel"]["dp"] = gpus;
+  r["measured"] = {{"iteration_time_s", iteration_time_s}};
+  return r;
+}
+
+ValidationSource source_of(const std::string& name, std::vector<json> rows) {
+  json doc{{"source", name + " (synthetic)"}, {"hardware", {{"h100", h100_block()}}}, {"rows", rows}};
+  return mgt::plan::validation_source_from_json(doc, name + ".json");
+}
+
+mgt::ir::GpuSpec hopper_gpu() {
+  mgt::ir::GpuSpec gpu;
+  gpu.arch = mgt::ir::GpuArch::hopper;
+  return gpu;
+}
+
+/// The only fitted parameter of these tests: hopper's GEMM efficiency, bounded as in the real table.
+std::vector<FittedParameter> gemm_only() {
+  return {{"hopper.gemm_max_efficiency", {mgt::ir::GpuArch::hopper}, &mgt::cost::CostParams::gemm_max_efficiency, 0.3, 0.85}};
+}
+
+/// Sets each row's measured iteration time to what the estimator predicts with hopper GEMMs at
+/// `gemm_efficiency` times `scale`: data a fit of that constant should explain exactly (scale 1).
+ValidationSource measured_at(const std::string& name, double gemm_efficiency, double scale) {
+  std::vector<json> rows{row(name + "_a", 1024, 8, 1), row(name + "_b", 2048, 8, 1), row(name + "_c", 2048, 16, 1),
+                         row(name + "_d", 4096, 16, 1)};
+  mgt::cost::CostParams params = mgt::cost::default_cost_params(hopper_gpu());
+  params.gemm_max_efficiency = gemm_efficiency;
+  const ValidationSource draft = source_of(name, rows);
+  for (auto& r : rows) {
+    const auto results = mgt::plan::validate_prepared(mgt::plan::prepare_row(draft, r), params);
+    EXPECT_FALSE(results.front().skipped) << r["id"] << ": " << results.front().skipped.value_or("");
+    r["measured"]["iteration_time_s"] = *results.front().predicted * scale;
+  }
+  return source_of(name, rows);
+}
+
+TEST(Calibrate, FitRecoversTheGemmEfficiencyThatMadeTheMeasurements) {
+  const CalibrationSet set({measured_at("synthetic", 0.62, 1.0)}, gemm_only());
+  mgt::plan::FitOptions options;
+  options.max_rounds = 20;
+  const auto result = mgt::plan::fit(set, {0}, {0.45}, options);
+  // The smallest step is 5 %: the fit lands within one step of the truth, with the errors near zero.
+  EXPECT_NEAR(result.values[0], 0.62, 0.05 * 0.62);
+  EXPECT_LT(result.score.time_median, 0.03);
+  EXPECT_GT(result.start.time_median, 0.10) << "the start must be visibly wrong for the test to mean anything";
+  EXPECT_EQ(result.score.time_rows, 4);
+}
+
+TEST(Calibrate, FitStaysWithinTheParameterBounds) {
+  // Measurements 3x slower than anything the bounds allow: the fit stops at the lower bound.
+  const CalibrationSet set({measured_at("slow", 0.62, 3.0)}, gemm_only());
+  const auto result = mgt::plan::fit(set, {0}, {0.5});
+  EXPECT_DOUBLE_EQ(result.values[0], 0.3);
+}
+
+TEST(Calibrate, LeftOutSourceNeverInfluencesItsOwnFit) {
+  // Source "a" is measured at GEMM efficiency 0.62; "b" once at 0.62 too and once absurdly (8x slower).
+  // b's out-of-sample fit comes from a alone, so b's own measurements cannot move it; a's comes from b
+  // alone, so the absurd b must move it (otherwise the check below could not fail).
+  const auto a = measured_at("a", 0.62, 1.0);
+  const CalibrationSet sane({a, measured_at("b", 0.62, 1.0)}, gemm_only());
+  const CalibrationSet absurd({a, measured_at("b", 0.62, 8.0)}, gemm_only());
+  mgt::plan::FitOptions options;
+  options.max_rounds = 20;
+  const auto cv_sane = mgt::plan::cross_validate(sane, {0.45}, options);
+  const auto cv_absurd = mgt::plan::cross_validate(absurd, {0.45}, options);
+  ASSERT_EQ(cv_sane.folds.size(), 2u);
+  ASSERT_TRUE(cv_sane.folds[1].fit && cv_absurd.folds[1].fit);
+  EXPECT_EQ(cv_sane.folds[1].fit->values, cv_absurd.folds[1].fit->values);
+  ASSERT_EQ(cv_sane.folds[1].out_of_sample.size(), cv_absurd.folds[1].out_of_sample.size());
+  for (size_t i = 0; i < cv_sane.folds[1].out_of_sample.size(); ++i)
+    EXPECT_EQ(cv_sane.folds[1].out_of_sample[i].predicted, cv_absurd.folds[1].out_of_sample[i].predicted);
+  // And the fold's fit is the fit on the other source alone, done independently.
+  const CalibrationSet only_a({a}, gemm_only());
+  EXPECT_EQ(cv_sane.folds[1].fit->values, mgt::plan::fit(only_a, {0}, {0.45}, options).values);
+
+  // a's out-of-sample prediction follows b: sane b gives ~0 error, absurd b pins the bound 0.3.
+  EXPECT_NE(cv_sane.folds[0].fit->values, cv_absurd.folds[0].fit->values);
+  EXPECT_DOUBLE_EQ(cv_absurd.folds[0].fit->values[0], 0.3);
+  EXPECT_LT(std::abs(*cv_sane.folds[0].out_of_sample.front().error), 0.03);
+  EXPECT_GT(std::abs(*cv_absurd.folds[0].out_of_sample.front().error), 0.2);
+}
+
+TEST(Calibrate, ScopeReachesOnlyItsGeneration) {
+  const CalibrationSet set({}, gemm_only());
+  mgt::ir::GpuSpec ampere;
+  ampere.arch = mgt::ir::GpuArch::ampere;
+  const auto on_ampere = set.params_for({mgt::ir::GpuArch::ampere}, ampere, {0.77});
+  EXPECT_DOUBLE_EQ(on_ampere.gemm_max_efficiency, mgt::cost::default_cost_params(ampere).gemm_max_efficiency);
+  EXPECT_DOUBLE_EQ(set.params_for({mgt::ir::GpuArch::hopper}, hopper_gpu(), {0.77}).gemm_max_efficiency, 0.77);
+}
+
+TEST(Calibrate, CalibratedParametersAreBoundedAndStartInsideTheirBounds) {
+  const auto parameters = mgt::plan::calibrated_parameters();
+  const auto start = mgt::plan::shipped_values(parameters);
+  ASSERT_EQ(parameters.size(), start.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_LT(parameters[i].lower, parameters[i].upper) << parameters[i].name;
+    EXPECT_GE(start[i], parameters[i].lower) << parameters[i].name;
+    EXPECT_LE(start[i], parameters[i].upper) << parameters[i].name;
+  }
+}
+
+TEST(Calibrate, PriorStartKnowsNoGpuGeneration) {
+  // The prior is one value per constant for every generation; the shipped values differ per generation.
+  const auto parameters = mgt::plan::calibrated_parameters();
+  const auto prior = mgt::plan::prior_values(parameters), shipped = mgt::plan::shipped_values(parameters);
+  auto index_of = [&](const std::string& name) {
+    for (size_t i = 0; i < parameters.size(); ++i)
+      if (parameters[i].name == name) return i;
+    ADD_FAILURE() << name;
+    return size_t{0};
+  };
+  const size_t ampere = index_of("ampere.gemm_max_efficiency"), hopper = index_of("hopper.gemm_max_efficiency");
+  EXPECT_EQ(prior[ampere], prior[hopper]);
+  EXPECT_NE(shipped[ampere], shipped[hopper]);
+}
+
+TEST(Calibrate, EmptyBoundsAreRefused) {
+  auto parameters = gemm_only();
+  parameters[0].lower = 0.9;
+  EXPECT_THROW(CalibrationSet({}, parameters), mgt::ir::InputError);
+}
+
+TEST(Spearman, MatchesHandComputedValueWithTies) {
+  // x ranks 1, 2.5, 2.5, 4, 5; y ranks 2, 1, 3.5, 3.5, 5 (mean 3):
+  // sum dx*dy = 2 + 1 - 0.25 + 0.5 + 4 = 7.25; sum dx^2 = sum dy^2 = 9.5 -> 7.25 / 9.5 = 29/38.
+  const auto rho = mgt::plan::spearman({1, 2, 2, 3, 5}, {2, 1, 4, 4, 5});
+  ASSERT_TRUE(rho.has_value());
+  EXPECT_NEAR(*rho, 29.0 / 38.0, 1e-12);
+  EXPECT_NEAR(*mgt::plan::spearman({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0, 1e-12);
+  EXPECT_NEAR(*mgt::plan::spearman({1, 10, 100, 1000}, {1, 2, 3, 4}), 1.0, 1e-12);  // ranks, not values
+  EXPECT_FALSE(mgt::plan::spearman({1, 1, 1}, {1, 2, 3}).has_value());              // no spread
+  EXPECT_FALSE(mgt::plan::spearman({1}, {1}).has_value());
+}
+
+TEST(Spearman, ThroughputPerGpuInvertsTheIterationTime) {
+  mgt::plan::ValidationResult r;
+  r.kind = mgt::plan::MetricKind::throughput;
+  r.estimate = mgt::cost::Estimate{};
+  r.estimate->tokens_per_s_per_gpu = 100;
+  r.error = 0.25;  // predicted 25 % above measured
+  r.metric = "mfu";
+  EXPECT_DOUBLE_EQ(mgt::plan::throughput_per_gpu(r)->first, 80.0);  // measured rate = 100 / 1.25
+  r.metric = "iteration_time_s";                                     // predicted time 25 % too long
+  EXPECT_DOUBLE_EQ(mgt::plan::throughput_per_gpu(r)->first, 125.0);
+  r.skipped = "no";
+  EXPECT_FALSE(mgt::plan::throughput_per_gpu(r).has_value());
+}
+
+}  // namespace
