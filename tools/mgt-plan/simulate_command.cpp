@@ -92,16 +92,16 @@ nlohmann::json simulation_json(const ir::Graph& graph, const ir::Schedule& sched
 
 int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
                  const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& trace_path,
-                 const std::string& svg_path, bool json) {
+                 const std::string& svg_path, bool json, const cost::CostParams& params) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster);
   ir::verify_or_throw(schedule, "lowered schedule");
   const auto t1 = clock::now();
-  const cost::Simulator simulator(graph, cluster, settings);
+  const cost::Simulator simulator(graph, cluster, settings, params);
   const cost::SimulationResult r = simulator.simulate(schedule);
   const auto t2 = clock::now();
-  const cost::Estimator estimator(graph, cluster, num_gpus, settings);
+  const cost::Estimator estimator(graph, cluster, num_gpus, settings, params);
   const cost::Estimate analytic = estimator.estimate(plan);
 
   if (!trace_path.empty()) write_file(trace_path, "--trace", cost::to_chrome_trace(schedule, r).dump());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mgt/cost_model/estimator.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/planner/export.hpp"
 #include "mgt/planner/rules.hpp"
 
@@ -26,7 +27,16 @@ struct SearchOptions {
   /// Rank only plans this framework can express (export_refusal); the others are counted among the
   /// rejections with the exporter's reason, as rule breaks are. Unset: every framework-free plan.
   std::optional<ExportFormat> emit;
+  /// ZeRO stages tried for plans with dp_shard > 1 (3 = FSDP-style parameter sharding, left unset in
+  /// the plan as before; 1 / 2 = Megatron's distributed optimizer, DeepSpeed ZeRO-1/2, FSDP
+  /// SHARD_GRAD_OP).
+  std::vector<int64_t> sharded_zero_stages = {3};
+  bool pipeline = true;  ///< pipeline parallel candidates at all (false: pp 1 only)
 };
+
+/// What `framework` offers: pipelines (interleaved or not) and its sharded ZeRO stages
+/// (cost::FrameworkProfile::offers_*), on top of `options`.
+void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile& framework);
 
 struct SearchResult {
   std::vector<cost::Estimate> plans;          ///< best first, at most `top`
