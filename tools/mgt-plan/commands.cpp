@@ -118,7 +118,7 @@ Loaded load(const PlanOptions& o, const std::string& emit = "") {
   if (o.gpus <= 0 || o.gpus > kMaxGpus)
     throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
                          "e.g. --gpus 8");
-  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}};
+  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, std::nullopt, {}};
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
   check_seq_len(settings.seq_len, l.graph);

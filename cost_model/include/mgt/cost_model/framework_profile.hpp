@@ -50,6 +50,14 @@ struct FrameworkProfile {
   /// Share of the kernel-benchmark rate that kernels reach inside a training step (launch gaps,
   /// power-limited clocks, cache interference), applied to GEMM and attention.
   double in_step_kernel_fraction = 0.85;
+  /// The same on Hopper and Blackwell: the kernels a framework version shipped were tuned for the GPU
+  /// generation of its day (llm-foundry's 2023 eager kernels for A100), so its in-step share differs
+  /// per generation.
+  double in_step_kernel_fraction_hopper = 0.85;
+  /// Share of the kernel family's benchmark rate that the framework's attention call reaches (older
+  /// kernel releases than the benchmarks, e.g. flash-attn's 2022 Triton kernel in llm-foundry's
+  /// attn_impl: triton; padding, layout transposes and mask handling around the kernel).
+  double attention_in_step_fraction = 0.85;
   /// Host time per micro-batch that the GPU waits for (dispatch, data loader hand-off), seconds.
   double host_overhead_per_microbatch_s = 1.4e-3;
   /// Share of the communication a framework overlaps that really hides (the rest waits: first and
@@ -65,6 +73,8 @@ struct ProfileFit {
 };
 inline constexpr ProfileFit kProfileFits[] = {
     {"in_step_kernel_fraction", &FrameworkProfile::in_step_kernel_fraction, 0.6, 1.0},
+    {"in_step_kernel_fraction_hopper", &FrameworkProfile::in_step_kernel_fraction_hopper, 0.6, 1.0},
+    {"attention_in_step_fraction", &FrameworkProfile::attention_in_step_fraction, 0.3, 1.0},
     {"host_overhead_per_microbatch_s", &FrameworkProfile::host_overhead_per_microbatch_s, 0.0, 20e-3},
     {"comm_hidden_fraction", &FrameworkProfile::comm_hidden_fraction, 0.0, 1.0},
 };
