@@ -96,13 +96,14 @@ TEST(FrameworkProfile, CostParamsCombineKernelModelAndProfile) {
   EXPECT_EQ(d.per_microbatch_overhead_s, f.per_microbatch_overhead_s);
 }
 
-// tp-comm-overlap: with GEMMs far longer than the TP collectives (a 1 TFLOP/s GPU), a hidden share h
+// tp-comm-overlap: with kernels far longer than the TP collectives (a 1 TFLOP/s, 1 GB/s GPU), a hidden share h
 // of every TP collective costs only the slowed kernels: exposed TP becomes comm x (1 - h + h x s), so
 // the step shrinks by exposed_tp x h x (1 - s). With nothing to hide under (a 1 EFLOP/s GPU) the
 // TP time stays.
 TEST(FrameworkProfile, TpCommOverlapHidesTheTpCollectivesUnderTheGemms) {
   ir::ClusterSpec slow = round::cluster();
   slow.gpu.peak_bf16_flops_per_s = 1e12;
+  slow.gpu.hbm_bytes_per_s = 1e9;  // the embedding lookup and the loss too outlast their collectives
   const ir::Plan tp2 = plan_of(1, 1, 2, 1);
   CostParams exposed = round::params();
   exposed.overlap_compute_slowdown = 0.1;
