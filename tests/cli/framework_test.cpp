@@ -58,11 +58,13 @@ TEST(CliFramework, SearchRanksOnlyWhatTheFrameworkOffers) {
   // PyTorch FSDP has no pipeline: no plan with pp > 1 is ranked. Megatron-Core offers ZeRO-1.
   const Result fsdp = run_cli({"examples/models/Llama-3.1-70B.json", "--gpus", "64", "--top", "20", "--json", "--framework", "pytorch-fsdp"});
   ASSERT_EQ(fsdp.exit_code, 0) << describe(fsdp);
-  for (const auto& p : parse_json_or_fail(fsdp)["plans"]) EXPECT_EQ(p["plan"]["pp"].get<int64_t>(), 1) << plan_line(p["plan"]);
+  const json fsdp_doc = parse_json_or_fail(fsdp);
+  for (const auto& p : fsdp_doc["plans"]) EXPECT_EQ(p["plan"]["pp"].get<int64_t>(), 1) << plan_line(p["plan"]);
   const Result mcore = run_cli({"examples/models/Llama-3.1-70B.json", "--gpus", "64", "--top", "50", "--json", "--framework", "megatron-core"});
   ASSERT_EQ(mcore.exit_code, 0) << describe(mcore);
   bool zero1 = false;
-  for (const auto& p : parse_json_or_fail(mcore)["plans"]) zero1 = zero1 || p["plan"]["zero_stage"].get<int64_t>() == 1;
+  const json mcore_doc = parse_json_or_fail(mcore);
+  for (const auto& p : mcore_doc["plans"]) zero1 = zero1 || p["plan"]["zero_stage"].get<int64_t>() == 1;
   EXPECT_TRUE(zero1) << mcore.out.substr(0, 2000);
 }
 
