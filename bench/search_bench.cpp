@@ -71,6 +71,27 @@ void BM_FullSearch405B_16384(benchmark::State& state) {
 }
 BENCHMARK(BM_FullSearch405B_16384)->Unit(benchmark::kMillisecond);
 
+// The same search as Megatron-Core offers it (--framework megatron-core): ZeRO-1 (distributed
+// optimizer) and FSDP for dp_shard > 1, interleaved pipelines, priced with its profile.
+void BM_FullSearch405B_16384_MegatronCore(benchmark::State& state) {
+  const Case& c = case_405b();
+  const mgt::cost::FrameworkProfile profile = mgt::cost::framework_profile("megatron-core");
+  int64_t evaluated = 0;
+  for (auto _ : state) {
+    const mgt::cost::Estimator estimator(c.graph, c.cluster, c.gpus, c.settings,
+                                         mgt::cost::cost_params_for(c.cluster.gpu, profile));
+    mgt::plan::SearchOptions options;
+    options.rules.num_gpus = c.gpus;
+    mgt::plan::restrict_to_framework(options, profile);
+    const auto result = mgt::plan::search(estimator, options);
+    evaluated = result.evaluated;
+    benchmark::DoNotOptimize(result.plans.data());
+  }
+  state.SetItemsProcessed(state.iterations() * evaluated);
+  state.counters["evaluated"] = double(evaluated);
+}
+BENCHMARK(BM_FullSearch405B_16384_MegatronCore)->Unit(benchmark::kMillisecond);
+
 void BM_FullSearchLlama8B_8(benchmark::State& state) {
   static const Case c = load_case("Llama-3.1-8B.json", 8, 4ll << 20);
   for (auto _ : state) {

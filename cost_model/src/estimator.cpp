@@ -120,8 +120,10 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
     ShapeSummary::Block b;
     b.is_layer = block.is_layer;
     b.cost = block_cost(block, ctx, cluster_, params_);
-    b.tp_fwd_s = price(b.cost.fwd_collectives, BlockCollective::Axis::tp);
-    b.tp_bwd_s = price(b.cost.bwd_collectives, BlockCollective::Axis::tp);
+    b.tp_fwd_s = exposed_under_overlap(price(b.cost.fwd_collectives, BlockCollective::Axis::tp), b.cost.fwd_compute_s,
+                                       params_.tp_comm_hidden_fraction, params_.overlap_compute_slowdown);
+    b.tp_bwd_s = exposed_under_overlap(price(b.cost.bwd_collectives, BlockCollective::Axis::tp), b.cost.bwd_compute_s,
+                                       params_.tp_comm_hidden_fraction, params_.overlap_compute_slowdown);
     b.cp_fwd_s = price(b.cost.fwd_collectives, BlockCollective::Axis::cp);
     b.cp_bwd_s = price(b.cost.bwd_collectives, BlockCollective::Axis::cp);
     b.ep_s = price(b.cost.fwd_collectives, BlockCollective::Axis::ep) +
@@ -367,7 +369,8 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
       const LinkEstimate p2p = topology_.link_between(0, x.layout.pp_stride());
-      st.pp = 2.0 * double(plan.vpp) * collective_time_s(cluster_, CollectiveKind::send_recv, 2, c.boundary_bytes, p2p);
+      st.pp = 2.0 * double(plan.vpp) * collective_time_s(cluster_, CollectiveKind::send_recv, 2, c.boundary_bytes, p2p) *
+              (1.0 - params_.p2p_hidden_fraction);
     }
   }
   st.params -= tied_on_stage(copies_per_block, s);
@@ -401,7 +404,7 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
     const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link,
                                                 ddp_bucket_copies(plan.tp));
-    const double hidden_under = params_.concurrent_streams ? slowest.bwd_window : 0.0;
+    const double hidden_under = params_.concurrent_streams ? slowest.bwd_window * params_.dp_grad_reduce_hidden_fraction : 0.0;
     return std::max(double(buckets) * per_bucket - hidden_under, per_bucket);
   }
   if (x.layout.zero_stage == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
@@ -418,7 +421,8 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   const double ag = collective(CollectiveKind::all_gather, param_bytes);
   const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, param_bytes));
   const bool concurrent = params_.concurrent_streams;  // else nothing hides (the CPU backend)
-  const double bwd = concurrent ? slowest.bwd : 0.0, fwd = concurrent ? slowest.compute - slowest.bwd : 0.0;
+  const double bwd = concurrent ? slowest.bwd * params_.dp_grad_reduce_hidden_fraction : 0.0;
+  const double fwd = concurrent ? (slowest.compute - slowest.bwd) * params_.dp_param_gather_hidden_fraction : 0.0;
   double t = (x.layout.zero_stage == 2 ? double(x.layout.grad_accum) : 1.0) * std::max(rs - bwd, rs_last);
   t += std::max(ag - fwd, ag_last);
   // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.

@@ -11,10 +11,12 @@
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace mgt::cost {
 
@@ -41,6 +43,7 @@ struct Walk {
   std::set<std::string> produced;
   std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
+  int64_t materialised_scores_bytes = 0;  // eager attention's probabilities, dropped by selective recompute
   double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
   double fwd_flops = 0;                   // local forward FLOPs so far
 
@@ -71,7 +74,15 @@ struct Walk {
   double kernel_time(const char* op, const char* phase, double work, int64_t bytes) const {
     const double rate = ir::measured_kernel_rate(cluster, op, phase);
     if (rate > 0) return work > 0 ? work / rate + params.kernel_floor_s : 0.0;
-    return memory_time(bytes);
+    return memory_time(int64_t(std::llround(double(bytes) * traffic_factor(op))));
+  }
+  /// The framework's bytes per fused-kernel byte for this op (CostParams::*_traffic_factor).
+  double traffic_factor(const char* op) const {
+    const std::string_view name(op);
+    if (name == "norm") return params.norm_traffic_factor;
+    if (name == "activation") return params.activation_traffic_factor;
+    if (name == "softmax_cross_entropy") return params.loss_traffic_factor;
+    return 1.0;
   }
   /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
   /// returns the forward seconds, which selective recompute repeats for norms and activations.
@@ -243,6 +254,46 @@ void cost_contraction(Walk& w, const ir::Op& op) {
   if (!b.is_parameter) w.saved.insert(b.name);
 }
 
+// One attention op's local sizes: batch x heads, queries, keys (full sequence or window), head dims.
+struct AttentionDims {
+  double batch_heads, s_q, s_kv, d_qk, d_v;
+  bool causal;
+};
+
+// Forward and backward seconds of one attention op without measured rates (docs/cost-model.md §2, §9).
+// Flash kernels: `flops` (causal-halved) at the family's efficiency times the kernel model's shape
+// curve. Eager (CostParams::attention_materialised): Q.K^T and P.V as batched GEMMs over the full
+// s_q x s_kv square (the mask is applied to the scores, nothing is skipped), backward four GEMMs of
+// the same sizes (dS.K, dS^T.Q, dO.V^T, P^T.dO); the scores go through HBM: the fused scale-mask-softmax
+// reads bf16 scores and writes bf16 probabilities (4 bytes per score), its backward reads the
+// probabilities and their gradient and writes the score gradient (6 bytes).
+std::pair<double, double> attention_model_times(const Walk& w, const AttentionDims& a, double flops) {
+  const CostParams& p = w.params;
+  if (p.attention_materialised) {
+    const int64_t bh = int64_t(a.batch_heads), sq = int64_t(a.s_q), skv = int64_t(a.s_kv);
+    const int64_t dqk = int64_t(a.d_qk), dv = int64_t(a.d_v);
+    const double scores = a.batch_heads * a.s_q * a.s_kv;
+    const double qk = gemm_time_s(bh * sq, skv, dqk, w.cluster, w.ctx.dtype, p);
+    const double pv = gemm_time_s(bh * sq, dv, skv, w.cluster, w.ctx.dtype, p);
+    const double softmax_fwd = w.memory_time(int64_t(scores * 4));
+    const double softmax_bwd = w.memory_time(int64_t(scores * 6));
+    return {qk + pv + softmax_fwd, 2.0 * (qk + pv) + softmax_bwd};
+  }
+  double shape = 1.0;
+  if (p.attention_half_kv > 0 && a.s_q > 0) {
+    // Mean keys per query row: causal rows see i + 1 of s_kv keys (also on average over a cp rank's
+    // load-balanced query blocks); a window, W.
+    const double mean_kv = a.causal ? (a.s_kv + 1) / 2 : a.s_kv;
+    shape *= mean_kv / (mean_kv + p.attention_half_kv);
+  }
+  if (p.attention_half_head_dim > 0) {
+    const double d = 0.5 * (a.d_qk + a.d_v), h = p.attention_half_head_dim;
+    shape *= (d / (d + h)) / (128.0 / (128.0 + h));
+  }
+  return {attention_time_s(flops, p.attention_fwd_efficiency * shape, w.cluster, w.ctx.dtype, p),
+          attention_time_s(2.5 * flops, p.attention_bwd_efficiency * shape, w.cluster, w.ctx.dtype, p)};
+}
+
 void cost_attention(Walk& w, const ir::Op& op) {
   const auto& q = w.tensor(op.inputs[0]);
   const auto& k = w.tensor(op.inputs[1]);
@@ -273,12 +324,14 @@ void cost_attention(Walk& w, const ir::Op& op) {
   // FlashAttention-2 (Dao 2023, §3.1): backward does 5 GEMM-like products to forward's 2.
   const double fwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "fwd");
   const double bwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "bwd");
-  const double fwd_s = fwd_rate > 0 ? local_flops / fwd_rate + w.params.kernel_floor_s
-                                    : attention_time_s(local_flops, w.params.attention_fwd_efficiency, w.cluster,
-                                                       w.ctx.dtype, w.params);
-  const double bwd_s = bwd_rate > 0 ? local_flops / bwd_rate + w.params.kernel_floor_s
-                                    : attention_time_s(2.5 * local_flops, w.params.attention_bwd_efficiency, w.cluster,
-                                                       w.ctx.dtype, w.params);
+  const AttentionDims dims{double(size_at(q, 0, true)) * double(size_at(q, 2, true)), double(size_at(q, 1, true)),
+                           op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len ? double(op.sliding_window)
+                                                                                      : double(w.ctx.seq_len),
+                           double(q.dims[3].size), double(v.dims[3].size),
+                           op.causal && !(op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len)};
+  const auto [fwd_model_s, bwd_model_s] = attention_model_times(w, dims, local_flops);
+  const double fwd_s = fwd_rate > 0 ? local_flops / fwd_rate + w.params.kernel_floor_s : fwd_model_s;
+  const double bwd_s = bwd_rate > 0 ? local_flops / bwd_rate + w.params.kernel_floor_s : bwd_model_s;
   w.cost.fwd_compute_s += fwd_s;
   w.cost.bwd_compute_s += bwd_s;
   w.cost.attention_fwd_s += fwd_s;
@@ -293,6 +346,12 @@ void cost_attention(Walk& w, const ir::Op& op) {
   w.cp_collective(w.cost.bwd_collectives, CollectiveKind::reduce_scatter, kv_gathered,
                   {"grad(" + k.name + ")", "grad(" + v.name + ")"}, /*before=*/false);
 
+  if (w.params.attention_materialised && fwd_rate <= 0) {
+    // Eager attention keeps the bf16 probabilities for backward (Korthikanti et al. 2022 §4.1: 2as^2b
+    // per layer, without dropout); selective recompute drops them and recomputes the core (§5).
+    w.materialised_scores_bytes += int64_t(dims.batch_heads * dims.s_q * dims.s_kv) * 2;
+    w.cost.selective_recompute_s += fwd_s;
+  }
   for (const auto* t : {&q, &k, &v, &o}) w.saved.insert(t->name);
   // log-sum-exp per (b, head, query), fp32.
   w.extra_saved_bytes += int64_t(size_at(q, 0, true) * size_at(q, 1, true) * size_at(q, 2, true)) * 4;
@@ -415,7 +474,7 @@ namespace {
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
   for (const auto& op : block.ops) {
     const BlockCost before = w.cost;
     const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;
@@ -462,7 +521,7 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
     w.cost.saved_bytes_none += bytes;
     if (!w.recomputed.count(name)) w.cost.saved_bytes_selective += bytes;
   }
-  w.cost.saved_bytes_none += w.extra_saved_bytes;
+  w.cost.saved_bytes_none += w.extra_saved_bytes + w.materialised_scores_bytes;
   w.cost.saved_bytes_selective += w.extra_saved_bytes;
   // Full recompute keeps only what enters the block (Chen et al. 2016 checkpointing; Megatron
   // "full" granularity keeps each layer's input).

@@ -14,32 +14,34 @@ namespace mgt::plan {
 using cost::CostParams;
 using ir::GpuArch;
 
-std::string ParameterScope::label() const { return arch ? ir::to_string(*arch) : "all"; }
+std::string ParameterScope::label() const {
+  std::string out = framework.value_or("");
+  if (arch) out += (out.empty() ? "" : ".") + ir::to_string(*arch);
+  return out.empty() ? "all" : out;
+}
 
 std::vector<FittedParameter> calibrated_parameters() {
-  const ParameterScope ampere{GpuArch::ampere}, hopper{GpuArch::hopper}, all{};
-  // Bounds are physical (docs/cost-model.md §7): a fit may not leave what hardware can do.
-  return {
-      {"ampere.gemm_max_efficiency", ampere, &CostParams::gemm_max_efficiency, 0.4, 0.9},
-      {"hopper.gemm_max_efficiency", hopper, &CostParams::gemm_max_efficiency, 0.3, 0.85},
-      {"ampere.attention_fwd_efficiency", ampere, &CostParams::attention_fwd_efficiency, 0.2, 0.8},
-      {"hopper.attention_fwd_efficiency", hopper, &CostParams::attention_fwd_efficiency, 0.15, 0.8},
-      {"ampere.attention_bwd_efficiency", ampere, &CostParams::attention_bwd_efficiency, 0.2, 0.7},
-      {"hopper.attention_bwd_efficiency", hopper, &CostParams::attention_bwd_efficiency, 0.2, 0.7},
-      {"hopper.fp8_gemm_max_efficiency", hopper, &CostParams::fp8_gemm_max_efficiency, 0.2, 0.8},
-      {"hbm_efficiency", all, &CostParams::hbm_efficiency, 0.6, 0.92},
-      {"gemm_half_efficiency_dim", all, &CostParams::gemm_half_efficiency_dim, 16, 512},
-      {"nvlink_efficiency", all, &CostParams::nvlink_efficiency, 0.6, 0.85},
-      {"network_efficiency", all, &CostParams::network_efficiency, 0.5, 0.92},
-      {"overlap_compute_slowdown", all, &CostParams::overlap_compute_slowdown, 0.0, 0.4},
-      {"allocator_fragmentation", all, &CostParams::allocator_fragmentation, 0.0, 0.3},
-      {"per_microbatch_overhead_s", all, &CostParams::per_microbatch_overhead_s, 0.0, 0.05},
-  };
+  std::vector<FittedParameter> out;
+  for (const std::string& profile : cost::framework_profile_names())
+    for (const cost::ProfileFit& fit : cost::kProfileFits) {
+      FittedParameter p;
+      p.name = profile + "." + fit.name;
+      p.scope.framework = profile;
+      p.lower = fit.lo;
+      p.upper = fit.hi;
+      p.profile_member = fit.member;
+      out.push_back(std::move(p));
+    }
+  return out;
 }
 
 std::vector<double> shipped_values(const std::vector<FittedParameter>& parameters) {
   std::vector<double> out;
   for (const auto& p : parameters) {
+    if (p.profile_member) {
+      out.push_back(cost::select_framework(p.scope.framework.value_or("")).profile.*p.profile_member);
+      continue;
+    }
     ir::GpuSpec gpu;
     gpu.arch = p.scope.arch.value_or(GpuArch::ampere);
     out.push_back(cost::default_cost_params(gpu).*p.member);
@@ -50,7 +52,8 @@ std::vector<double> shipped_values(const std::vector<FittedParameter>& parameter
 std::vector<double> prior_values(const std::vector<FittedParameter>& parameters) {
   std::vector<double> out;
   const CostParams prior;
-  for (const auto& p : parameters) out.push_back(prior.*p.member);
+  const cost::FrameworkProfile prior_profile;
+  for (const auto& p : parameters) out.push_back(p.profile_member ? prior_profile.*p.profile_member : prior.*p.member);
   return out;
 }
 
@@ -103,7 +106,9 @@ struct CalibrationSet::Impl {
 CalibrationSet::CalibrationSet(const std::vector<ValidationSource>& sources, std::vector<FittedParameter> parameters)
     : parameters_(std::move(parameters)), impl_(std::make_unique<Impl>()) {
   for (const auto& p : parameters_) {
-    if (!p.member) throw ir::InputError("calibration", p.name, "no cost constant to set", "name a CostParams member");
+    if (!p.member == !p.profile_member)
+      throw ir::InputError("calibration", p.name, "needs exactly one value to set",
+                           "name a CostParams member or a FrameworkProfile member");
     if (!(p.lower <= p.upper))
       throw ir::InputError("calibration", p.name, "bounds [" + std::to_string(p.lower) + ", " + std::to_string(p.upper) + "] are empty",
                            "give lower <= upper");
@@ -121,6 +126,7 @@ CalibrationSet::CalibrationSet(const std::vector<ValidationSource>& sources, std
       if (!c.prepared.skipped) {
         ++prepared;
         c.traits.arch = c.prepared.setup.cluster.gpu.arch;
+        c.traits.framework = c.prepared.setup.framework.name;
         for (size_t i = 0; i < parameters_.size(); ++i)
           if (parameters_[i].scope.applies_to(c.traits)) c.covering.push_back(i);
       }
@@ -138,10 +144,16 @@ const std::string& CalibrationSet::source_name(size_t source) const { return imp
 const std::string& CalibrationSet::source_citation(size_t source) const { return impl_->citations.at(source); }
 int64_t CalibrationSet::rows_set_up(size_t source) const { return impl_->prepared_rows.at(source); }
 
-CostParams CalibrationSet::params_for(const RowTraits& row, const ir::GpuSpec& gpu, const std::vector<double>& values) const {
-  CostParams p = cost::default_cost_params(gpu);
+CostParams CalibrationSet::params_for(const RowTraits& row, const ir::GpuSpec& gpu, const cost::FrameworkProfile& framework,
+                                      const std::vector<double>& values) const {
+  // Profile members first (cost_params_for turns them into cost constants), then cost constants.
+  cost::FrameworkProfile profile = framework;
   for (size_t i = 0; i < parameters_.size(); ++i)
-    if (parameters_[i].scope.applies_to(row)) p.*parameters_[i].member = values.at(i);
+    if (parameters_[i].profile_member && parameters_[i].scope.applies_to(row))
+      profile.*parameters_[i].profile_member = values.at(i);
+  CostParams p = cost::cost_params_for(gpu, profile);
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    if (parameters_[i].member && parameters_[i].scope.applies_to(row)) p.*parameters_[i].member = values.at(i);
   return p;
 }
 
@@ -150,7 +162,7 @@ std::vector<ValidationResult> CalibrationSet::results(size_t source, const std::
   for (const auto& row : impl_->rows) {
     if (row.source != source) continue;
     auto rs = row.prepared.skipped ? *row.prepared.skipped
-                                   : validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, values));
+                                   : validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, row.prepared.setup.framework, values));
     out.insert(out.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
   }
   return out;
@@ -172,7 +184,7 @@ CalibrationScore CalibrationSet::score(const std::vector<size_t>& sources, const
     if (!errors) {
       CachedRow::Entry& slot = row.entries[row.next];
       slot.key = key;
-      slot.errors = errors_of(validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, values)));
+      slot.errors = errors_of(validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, row.prepared.setup.framework, values)));
       row.next = (row.next + 1) % CachedRow::kEntries;
       row.used = std::min(row.used + 1, CachedRow::kEntries);
       errors = &slot.errors;

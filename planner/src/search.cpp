@@ -52,15 +52,19 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
       for (int64_t cp : divisors(rest / tp)) {
         const int64_t dp = rest / tp / cp;
         for (int64_t dp_shard : divisors(dp)) {
+          static const std::vector<int64_t> kReplicated{0};
+          const std::vector<int64_t>& zeros = dp_shard > 1 ? options.sharded_zero_stages : kReplicated;
           std::vector<int64_t> eps{1};
           if (options.num_experts > 0)
             for (int64_t ep : divisors(dp_shard * cp))
               if (ep > 1 && options.num_experts % ep == 0) eps.push_back(ep);
+          for (int64_t zero : zeros)
           for (int64_t vpp : vpps)
             for (int64_t ep : eps)
               for (int64_t mbs : options.micro_batches)
                 for (ir::Recompute r : options.recompute_modes) {
                   ir::Plan p;
+                  if (zero == 1 || zero == 2) p.zero_stage = zero;
                   p.pp = pp;
                   p.vpp = vpp;
                   p.dp_replicate = dp / dp_shard;
@@ -109,11 +113,20 @@ std::optional<std::string> estimate_out_of_range(const cost::Estimate& e) {
   return std::nullopt;
 }
 
+void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile& framework) {
+  options.pipeline = options.pipeline && framework.offers_pipeline;
+  if (!framework.offers_interleaved) options.max_vpp = 1;
+  options.sharded_zero_stages.clear();
+  for (int64_t z = 1; z <= 3; ++z)
+    if (framework.offers_zero[z]) options.sharded_zero_stages.push_back(z);
+}
+
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options) {
   SearchResult result;
   const ModelFacts facts = model_facts(estimator.graph());
   SearchOptions enumerate = options;
   if (enumerate.num_layers == 0) enumerate.num_layers = facts.num_layers;
+  if (!options.pipeline) enumerate.num_layers = 0;  // no pp > 1 candidate
   if (enumerate.num_experts == 0) enumerate.num_experts = facts.num_experts;
   const int64_t hbm = estimator.cluster().gpu.hbm_bytes;
   int64_t max_rejected_peak = 0;

@@ -97,7 +97,7 @@ double predict(const std::string& metric, const json& measured, const std::strin
   const std::string kind = opt_string(measured, "tflops_kind");
   const FlopConvention c = flop_convention(kind, citation, notes);
   const bool hardware = metric == "hfu" || contains(lower(kind), "hardware") || contains(lower(kind), "incl. recompute");
-  const double f = flops_per_token(c, s.shape, s.settings.seq_len, s.plan.recompute, hardware);
+  const double f = flops_per_token(c, s.shape, s.settings.seq_len, e.plan.recompute, hardware);
   if (contains(lower(kind), "not stated"))
     assumptions.push_back("FLOP definition not stated by the source: " + to_string(c) + " assumed");
   conversion = to_string(c) + (hardware ? ", hardware (incl. recompute)" : "") + ": " + fmt("%.4g", f) + " FLOPs/token";
@@ -115,35 +115,67 @@ std::string list_of(const std::vector<int64_t>& values) {
   return out;
 }
 
-/// Estimates s.plan with every combination of the row's unstated knobs (RowSetup::vpp_choices,
-/// micro_batch_choices) and keeps the fastest that fits in HBM, else the fastest (the estimate's
-/// plan: only vpp and micro-batch differ from s.plan), recording each choice. Throws the first
-/// estimator error when no combination can be estimated.
+std::string list_of(const std::vector<ir::Recompute>& values) {
+  std::string out;
+  for (const ir::Recompute v : values) out += (out.empty() ? "" : ", ") + ir::to_string(v);
+  return out;
+}
+
+std::string list_of(const std::vector<bool>& values) {
+  std::string out;
+  for (const bool v : values) out += (out.empty() ? "" : ", ") + std::string(v ? "on" : "off");
+  return out;
+}
+
+/// Every plan the row's unstated knobs allow (RowSetup::*_choices), s.plan first.
+std::vector<ir::Plan> plans_to_try(const RowSetup& s) {
+  std::vector<ir::Plan> out{s.plan};
+  auto expand = [&out](const auto& choices, auto&& set) {
+    if (choices.empty()) return;
+    std::vector<ir::Plan> next;
+    for (const auto& plan : out)
+      for (const auto& value : choices) {
+        ir::Plan p = plan;
+        set(p, value);
+        next.push_back(p);
+      }
+    out = std::move(next);
+  };
+  expand(s.vpp_choices, [](ir::Plan& p, int64_t v) { p.vpp = v; });
+  expand(s.micro_batch_choices, [](ir::Plan& p, int64_t v) { p.micro_batch = v; });
+  expand(s.zero_stage_choices, [](ir::Plan& p, int64_t z) {
+    // ZeRO-1/2 shard the optimizer over the data-parallel ranks; 0 replicates.
+    const int64_t dp = p.dp_replicate * p.dp_shard;
+    p.zero_stage = z;
+    p.dp_shard = z == 0 ? 1 : dp;
+    p.dp_replicate = z == 0 ? dp : 1;
+  });
+  expand(s.recompute_choices, [](ir::Plan& p, ir::Recompute r) { p.recompute = r; });
+  expand(s.sequence_parallel_choices, [](ir::Plan& p, bool sp) { p.sequence_parallel = sp; });
+  return out;
+}
+
+/// Estimates every plan of plans_to_try and keeps the fastest that fits in HBM, else the fastest;
+/// records each chosen value (the estimate's plan is the one chosen). Throws the first estimator error when no plan
+/// can be estimated.
 cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s, std::vector<std::string>& assumptions) {
-  const std::vector<int64_t> vpps = s.vpp_choices.empty() ? std::vector<int64_t>{s.plan.vpp} : s.vpp_choices;
-  const std::vector<int64_t> mbs =
-      s.micro_batch_choices.empty() ? std::vector<int64_t>{s.plan.micro_batch} : s.micro_batch_choices;
   std::optional<cost::Estimate> best;
   ir::Plan best_plan;
   bool best_fits = false;
   std::optional<std::string> first_error;
-  for (const int64_t vpp : vpps)
-    for (const int64_t mb : mbs) {
-      ir::Plan plan = s.plan;
-      plan.vpp = vpp;
-      plan.micro_batch = mb;
-      try {
-        cost::Estimate e = estimator.estimate(plan);
-        const bool fits = e.memory.peak_bytes <= s.cluster.gpu.hbm_bytes;
-        if (!best || (fits && !best_fits) || (fits == best_fits && e.step_time_s < best->step_time_s)) {
-          best = std::move(e);
-          best_plan = plan;
-          best_fits = fits;
-        }
-      } catch (const std::exception& ex) {
-        if (!first_error) first_error = estimator_reason(ex);
+  for (const ir::Plan& plan : plans_to_try(s)) {
+    try {
+      cost::Estimate e = estimator.estimate(plan);
+      const bool fits = e.memory.peak_bytes <= s.cluster.gpu.hbm_bytes;
+      if (!best || (fits && !best_fits) || (fits == best_fits && e.step_time_s < best->step_time_s)) {
+        best = std::move(e);
+        best_plan = plan;
+        best_fits = fits;
       }
+    } catch (const std::exception& ex) {
+      if (!first_error) first_error = estimator_reason(ex);
     }
+  }
   if (!best) throw std::runtime_error(first_error.value_or("no plan to estimate"));
   const std::string how = best_fits ? "the fastest that fits of " : "the fastest (none fits) of ";
   if (!s.vpp_choices.empty())
@@ -152,6 +184,16 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s
   if (!s.micro_batch_choices.empty())
     assumptions.push_back("training.micro_batch_size not stated: " + std::to_string(best_plan.micro_batch) + ", " + how +
                           list_of(s.micro_batch_choices));
+  if (!s.zero_stage_choices.empty())
+    assumptions.push_back("parallel.zero_stage not stated: " + std::to_string(best_plan.zero_stage.value_or(0)) + ", " + how +
+                          list_of(s.zero_stage_choices) + " (what " + s.framework.name + " offers)");
+  if (!s.recompute_choices.empty())
+    assumptions.push_back("recompute not stated: " + ir::to_string(best_plan.recompute) + ", " + how +
+                          list_of(s.recompute_choices));
+  if (!s.sequence_parallel_choices.empty())
+    assumptions.push_back("parallel.sequence_parallel not stated: " +
+                          std::string(best_plan.sequence_parallel.value_or(false) ? "on" : "off") + ", " + how +
+                          list_of(s.sequence_parallel_choices));
   return *best;
 }
 
@@ -243,7 +285,7 @@ std::vector<ValidationResult> validate_row(const ValidationSource& source, const
                                            const CostParamsFor& params_for) {
   const PreparedRow p = prepare_row(source, row);
   if (p.skipped) return *p.skipped;
-  return validate_prepared(p, params_for(p.setup.cluster.gpu));
+  return validate_prepared(p, params_for(p.setup.cluster.gpu, p.setup.framework));
 }
 
 std::vector<ValidationResult> validate_source(const ValidationSource& source, const CostParamsFor& params_for) {

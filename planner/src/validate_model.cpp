@@ -24,6 +24,7 @@ ValidationSource validation_source_from_json(const json& doc, const std::string&
   s.name = std::filesystem::path(path).stem().string();
   s.citation = opt_string(doc, "source");
   s.notes = opt_string(doc, "source_notes");
+  if (doc.contains("framework")) s.framework = doc["framework"];
   if (!doc.contains("rows")) {
     if (doc.contains("models") || doc.contains("gpus") || doc.contains("systems")) {
       s.catalog = true;

@@ -142,11 +142,14 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
 
 namespace {
 
-ir::Recompute parse_recompute(const json& row, std::optional<int64_t>& layers, std::vector<std::string>& assumptions) {
+/// The row's recompute; an unstated one is a knob (s.recompute_choices: none, selective, full, the
+/// fastest that fits is taken).
+ir::Recompute parse_recompute(const json& row, RowSetup& s) {
   const std::string raw = row.contains("recompute") && row["recompute"].is_string() ? row["recompute"].get<std::string>() : "";
   const std::string r = lower(raw);
+  std::optional<int64_t>& layers = s.plan.recompute_layers;
   if (r.empty() || contains(r, "not stated")) {
-    assumptions.push_back("recompute not stated: none (the Megatron-Core, torchtitan and nanotron default)");
+    s.recompute_choices = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
     return ir::Recompute::none;
   }
   if (r.rfind("none", 0) == 0 || r == "no") return ir::Recompute::none;
@@ -296,7 +299,14 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
       as.push_back("parallel.zero_stage not stated: --overlap-param-gather implies Megatron's distributed optimizer (ZeRO-1)");
     } else {
       zero = 0;
-      as.push_back("parallel.zero_stage not stated: 0 (DDP, replicated optimizer)");
+      // A knob: the stages the framework offers without FSDP-style parameter sharding (which a row
+      // would state), the fastest that fits taken (validate.cpp estimate_best).
+      for (int64_t z = 0; z <= 2 && dp > 1; ++z)
+        if (s.framework.offers_zero[z]) s.zero_stage_choices.push_back(z);
+      if (s.zero_stage_choices.size() < 2) {
+        s.zero_stage_choices.clear();
+        as.push_back("parallel.zero_stage not stated: 0 (DDP, replicated optimizer)");
+      }
     }
   }
   p.zero_stage = *zero;
@@ -317,7 +327,8 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
   if (par.contains("sequence_parallel") && par["sequence_parallel"].is_boolean()) {
     p.sequence_parallel = par["sequence_parallel"].get<bool>();
   } else if (tp > 1) {
-    as.push_back("parallel.sequence_parallel not stated: on with tp > 1");
+    p.sequence_parallel = true;
+    s.sequence_parallel_choices = {true, false};
   }
 }
 
@@ -420,6 +431,42 @@ void setup_precision(const ValidationSource& source, const json& row, RowSetup& 
 
 }  // namespace
 
+cost::FrameworkProfile row_framework(const ValidationSource& source, const json& row, std::vector<std::string>& assumptions) {
+  const bool own = row.contains("framework") && !row["framework"].is_null();
+  const json& field = own ? row["framework"] : source.framework;
+  const std::string where = own ? "framework" : "the file's framework";
+  if (field.is_null()) {
+    assumptions.push_back("framework not stated: the default profile " + cost::default_framework_profile().name);
+    return cost::default_framework_profile();
+  }
+  std::string name;
+  std::vector<std::string> features;
+  if (field.is_string()) {
+    name = field.get<std::string>();
+  } else if (field.is_object() && field.contains("name") && field["name"].is_string()) {
+    name = field["name"].get<std::string>();
+    if (field.contains("features") && !field["features"].is_null()) {
+      if (!field["features"].is_array())
+        throw RowSkipped(where + ".features is " + field["features"].dump() + ": expected an array of strings");
+      for (const auto& f : field["features"]) {
+        if (!f.is_string()) throw RowSkipped(where + ".features holds " + f.dump() + ": expected strings");
+        features.push_back(f.get<std::string>());
+      }
+    }
+  } else {
+    throw RowSkipped(where + " is " + field.dump() + ": expected {\"name\": ..., \"features\": [...]}");
+  }
+  cost::FrameworkSelection selected = cost::select_framework(name, features);
+  if (!selected.known)
+    cost::warn_once("validation framework \"" + name + "\" has no profile; the default " + selected.profile.name +
+                    " profile is used (docs/cost-model.md §9 lists the profiles)");
+  std::string stated = selected.profile.name;
+  for (const auto& f : features) stated += (f == features.front() ? " with " : ", ") + f;
+  assumptions.push_back("framework: " + stated);
+  for (const auto& note : selected.notes) assumptions.push_back(note);
+  return selected.profile;
+}
+
 RowSetup setup_row(const ValidationSource& source, const json& row) {
   RowSetup s;
   const std::string task = lower(opt_string(row, "task"));
@@ -428,12 +475,13 @@ RowSetup setup_row(const ValidationSource& source, const json& row) {
   if (!model.is_object()) throw RowSkipped("model is not an inline object");
   const json& training = row.contains("training") && row["training"].is_object() ? row["training"] : json::object();
   const json& par = row.contains("parallel") && row["parallel"].is_object() ? row["parallel"] : json::object();
+  s.framework = row_framework(source, row, s.assumptions);
   const int64_t seq = setup_model(source, row, model, training, s);
   s.system = row["system"].get<std::string>();
   s.cluster = cluster_from_hardware(s.system, source.hardware[s.system], s.assumptions);
   const int64_t dp = setup_parallel_sizes(par, s);
   setup_sharding(par, dp, s);
-  s.plan.recompute = parse_recompute(row, s.plan.recompute_layers, s.assumptions);
+  s.plan.recompute = parse_recompute(row, s);
   setup_batch(training, seq, s);
   setup_precision(source, row, s);
   return s;

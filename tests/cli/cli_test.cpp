@@ -333,15 +333,8 @@ TEST(CliNoPlan, EveryCandidateBreaksARule) {
 
 std::string num(const json& v) { return std::to_string(v.get<int64_t>()); }
 
-TEST(CliEmit, EveryFormatMatchesTheTopPlan) {
-  const Result j = run_cli({kLlama8B, "--gpus", "16", "--json"});
-  ASSERT_EQ(j.exit_code, 0) << describe(j);
-  const json doc = parse_json_or_fail(j);
-  ASSERT_FALSE(doc.at("plans").empty());
-  const json plan = doc.at("plans")[0].at("plan");
-  const int64_t seqs = doc.at("settings").at("global_batch_seqs").get<int64_t>();
-  const std::string recommended = "recommended: " + plan_line(plan) + " -- ";
-
+// The expected lines of each format for `plan` (the top plan of the search --emit runs).
+std::vector<std::string> expected_lines(const std::string& format, const json& plan, int64_t seqs) {
   const std::map<std::string, std::vector<std::string>> expected = {
       {"accelerate",
        {"num_processes: 16", "parallelism_config_dp_shard_size: " + num(plan["dp_shard"]),
@@ -366,8 +359,24 @@ TEST(CliEmit, EveryFormatMatchesTheTopPlan) {
         "\"train_micro_batch_size_per_gpu\": " + num(plan["micro_batch"]),
         "\"gradient_accumulation_steps\": " + num(plan["grad_accum"])}},
   };
-  for (const auto& [format, lines] : expected) {
+  return expected.at(format);
+}
+
+// --emit X writes the top plan of the search that X's framework offers and prices (--framework).
+TEST(CliEmit, EveryFormatMatchesTheTopPlan) {
+  const std::map<std::string, std::string> framework_of = {{"accelerate", "pytorch-fsdp"}, {"axolotl", "pytorch-fsdp"},
+                                                           {"torchtitan", "torchtitan"}, {"megatron", "megatron-core"},
+                                                           {"deepspeed", "deepspeed"}};
+  for (const auto& [format, framework] : framework_of) {
     SCOPED_TRACE("--emit " + format);
+    const Result j = run_cli({kLlama8B, "--gpus", "16", "--json", "--framework", framework});
+    ASSERT_EQ(j.exit_code, 0) << describe(j);
+    const json doc = parse_json_or_fail(j);
+    ASSERT_FALSE(doc.at("plans").empty());
+    const json plan = doc.at("plans")[0].at("plan");
+    const int64_t seqs = doc.at("settings").at("global_batch_seqs").get<int64_t>();
+    const std::string recommended = "recommended: " + plan_line(plan) + " -- ";
+    const std::vector<std::string> lines = expected_lines(format, plan, seqs);
     const Result r = run_cli({kLlama8B, "--gpus", "16", "--emit", format});
     const int64_t tp = plan.at("tp"), cp = plan.at("cp"), pp = plan.value("pp", int64_t(1)),
                   ep = plan.value("ep", int64_t(1));

@@ -58,7 +58,7 @@ mgt::ir::GpuSpec hopper_gpu() {
 
 /// The only fitted parameter of these tests: hopper's GEMM efficiency, bounded as in the real table.
 std::vector<FittedParameter> gemm_only() {
-  return {{"hopper.gemm_max_efficiency", {mgt::ir::GpuArch::hopper}, &mgt::cost::CostParams::gemm_max_efficiency, 0.3, 0.85}};
+  return {{"hopper.gemm_max_efficiency", {mgt::ir::GpuArch::hopper, std::nullopt}, &mgt::cost::CostParams::gemm_max_efficiency, 0.3, 0.85}};
 }
 
 /// Sets each row's measured iteration time to what the estimator predicts with hopper GEMMs at
@@ -128,9 +128,28 @@ TEST(Calibrate, ScopeReachesOnlyItsGeneration) {
   const CalibrationSet set({}, gemm_only());
   mgt::ir::GpuSpec ampere;
   ampere.arch = mgt::ir::GpuArch::ampere;
-  const auto on_ampere = set.params_for({mgt::ir::GpuArch::ampere}, ampere, {0.77});
+  const auto fsdp = mgt::cost::default_framework_profile();
+  const auto on_ampere = set.params_for({mgt::ir::GpuArch::ampere, fsdp.name}, ampere, fsdp, {0.77});
   EXPECT_DOUBLE_EQ(on_ampere.gemm_max_efficiency, mgt::cost::default_cost_params(ampere).gemm_max_efficiency);
-  EXPECT_DOUBLE_EQ(set.params_for({mgt::ir::GpuArch::hopper}, hopper_gpu(), {0.77}).gemm_max_efficiency, 0.77);
+  EXPECT_DOUBLE_EQ(set.params_for({mgt::ir::GpuArch::hopper, fsdp.name}, hopper_gpu(), fsdp, {0.77}).gemm_max_efficiency, 0.77);
+}
+
+TEST(Calibrate, ProfileScopeReachesOnlyItsFramework) {
+  // A profile member reaches cost constants through cost_params_for, on that framework's rows only.
+  mgt::plan::FittedParameter host;
+  host.name = "megatron-core.host_overhead_per_microbatch_s";
+  host.scope.framework = "megatron-core";
+  host.lower = 0;
+  host.upper = 20e-3;
+  host.profile_member = &mgt::cost::FrameworkProfile::host_overhead_per_microbatch_s;
+  const CalibrationSet set({}, {host});
+  const auto mcore = mgt::cost::select_framework("megatron-core").profile;
+  const auto fsdp = mgt::cost::default_framework_profile();
+  EXPECT_DOUBLE_EQ(set.params_for({mgt::ir::GpuArch::hopper, "megatron-core"}, hopper_gpu(), mcore, {7e-3})
+                       .per_microbatch_overhead_s,
+                   7e-3);
+  EXPECT_DOUBLE_EQ(set.params_for({mgt::ir::GpuArch::hopper, fsdp.name}, hopper_gpu(), fsdp, {7e-3}).per_microbatch_overhead_s,
+                   fsdp.host_overhead_per_microbatch_s);
 }
 
 TEST(Calibrate, CalibratedParametersAreBoundedAndStartInsideTheirBounds) {
@@ -144,8 +163,9 @@ TEST(Calibrate, CalibratedParametersAreBoundedAndStartInsideTheirBounds) {
   }
 }
 
-TEST(Calibrate, PriorStartKnowsNoGpuGeneration) {
-  // The prior is one value per constant for every generation; the shipped values differ per generation.
+TEST(Calibrate, PriorStartKnowsNoFramework) {
+  // The prior is one value per profile member for every framework (FrameworkProfile's initialisers);
+  // the shipped values are each profile's own fit, so at least one member differs between two profiles.
   const auto parameters = mgt::plan::calibrated_parameters();
   const auto prior = mgt::plan::prior_values(parameters), shipped = mgt::plan::shipped_values(parameters);
   auto index_of = [&](const std::string& name) {
@@ -154,9 +174,14 @@ TEST(Calibrate, PriorStartKnowsNoGpuGeneration) {
     ADD_FAILURE() << name;
     return size_t{0};
   };
-  const size_t ampere = index_of("ampere.gemm_max_efficiency"), hopper = index_of("hopper.gemm_max_efficiency");
-  EXPECT_EQ(prior[ampere], prior[hopper]);
-  EXPECT_NE(shipped[ampere], shipped[hopper]);
+  bool some_shipped_differ = false;
+  for (const auto& fit : mgt::cost::kProfileFits) {
+    const size_t mcore = index_of(std::string("megatron-core.") + fit.name);
+    const size_t fsdp = index_of(std::string("pytorch-fsdp.") + fit.name);
+    EXPECT_EQ(prior[mcore], prior[fsdp]) << fit.name;
+    some_shipped_differ = some_shipped_differ || shipped[mcore] != shipped[fsdp];
+  }
+  EXPECT_TRUE(some_shipped_differ);
 }
 
 TEST(Calibrate, EmptyBoundsAreRefused) {

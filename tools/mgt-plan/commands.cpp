@@ -6,6 +6,8 @@
 #include "report.hpp"
 #include "simulate_command.hpp"
 
+#include "mgt/cost_model/framework_profile.hpp"
+#include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/export.hpp"
@@ -44,6 +46,18 @@ int64_t parse_size(const std::string& text, const std::string& flag) {
   if (value <= 0) throw ir::InputError(flag, "", "must be positive, got " + text, hint);
   if (value > (INT64_MAX >> shift)) throw ir::InputError(flag, "", "size \"" + text + "\" overflows 64 bits", hint);
   return int64_t(value) << shift;
+}
+
+std::string framework_of_emit(const std::string& emit) {
+  switch (plan::export_format_from_string(emit)) {
+    case plan::ExportFormat::accelerate:
+    case plan::ExportFormat::axolotl: return "pytorch-fsdp";
+    case plan::ExportFormat::torchtitan:
+    case plan::ExportFormat::torchtitan_0_2: return "torchtitan";
+    case plan::ExportFormat::megatron: return "megatron-core";
+    case plan::ExportFormat::deepspeed: return "deepspeed";
+  }
+  return "";
 }
 
 int64_t parse_gpu_count(const std::string& text) {
@@ -87,13 +101,29 @@ struct Loaded {
   ir::ClusterSpec cluster;
   RunContext run;
   ProgressLine* progress = nullptr;  ///< shown by the extra searches behind an answer (search_with)
+  std::optional<cost::FrameworkProfile> framework;  ///< --framework (or --emit's); none: the defaults
+  cost::CostParams params;                          ///< what the estimator prices with
 };
 
-Loaded load(const PlanOptions& o) {
+// --framework, else --emit's framework; an unknown name gets the default profile, said on stderr.
+std::optional<cost::FrameworkProfile> resolve_framework(const PlanOptions& o, const std::string& emit) {
+  const std::string name = !o.framework.empty() ? o.framework : (emit.empty() ? "" : framework_of_emit(emit));
+  if (name.empty()) return std::nullopt;
+  const cost::FrameworkSelection selected = cost::select_framework(name);
+  if (!selected.known) {
+    std::string names;
+    for (const auto& n : cost::framework_profile_names()) names += (names.empty() ? "" : ", ") + n;
+    cost::warn_once("--framework " + name + " has no profile; the default " + selected.profile.name +
+                    " profile is used (profiles: " + names + ")");
+  }
+  return selected.profile;
+}
+
+Loaded load(const PlanOptions& o, const std::string& emit = "") {
   if (o.gpus <= 0 || o.gpus > kMaxGpus)
     throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
                          "e.g. --gpus 8");
-  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, nullptr};
+  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, nullptr, std::nullopt, {}};
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
   check_seq_len(settings.seq_len, l.graph);
@@ -129,6 +159,8 @@ Loaded load(const PlanOptions& o) {
   } else {
     throw ir::InputError("--precision", "", "unknown precision \"" + precision + "\"", "use bf16, fp16, fp8 or fp32");
   }
+  l.framework = resolve_framework(o, emit);
+  l.params = l.framework ? cost::cost_params_for(l.cluster.gpu, *l.framework) : cost::default_cost_params(l.cluster.gpu);
   l.run.model_path = o.model_path;
   l.run.cluster_arg = o.cluster;
   l.run.num_gpus = o.gpus;
@@ -153,7 +185,7 @@ plan::SearchResult search_with(const Loaded& l, const PlanOptions& o, int64_t gp
                                std::optional<plan::ExportFormat> emit) {
   cost::TrainingSettings settings = l.run.settings;
   settings.global_batch_tokens = batch_tokens;
-  const cost::Estimator estimator(l.graph, l.cluster, gpus, settings);
+  const cost::Estimator estimator(l.graph, l.cluster, gpus, settings, l.params);
   plan::SearchOptions options;
   options.rules = {gpus, o.allow_cross_node_tp};
   options.top = 1;
@@ -163,6 +195,7 @@ plan::SearchResult search_with(const Loaded& l, const PlanOptions& o, int64_t gp
       l.progress->update("trying " + std::to_string(gpus) + " GPUs, " + std::to_string(batch_tokens) + " tokens", done,
                          total);
     };
+  if (l.framework) plan::restrict_to_framework(options, *l.framework);
   return plan::search(estimator, options);
 }
 
@@ -297,16 +330,17 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   if (top <= 0) throw ir::InputError("--top", "", "must be positive, got " + std::to_string(top));
   std::optional<plan::ExportFormat> format;
   if (!emit.empty()) format = plan::export_format_from_string(emit);
-  Loaded l = load(o);
+  Loaded l = load(o, emit);
   l.run.graph = &l.graph;
   l.run.cluster = &l.cluster;
-  const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings);
+  const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   plan::SearchOptions options;
   options.rules = {o.gpus, o.allow_cross_node_tp};
   options.top = top;
   options.emit = format;  // rank only what the target framework can express
   ProgressLine progress = ProgressLine::for_stderr(o.json);
   options.on_progress = [&progress](int64_t done, int64_t total) { progress.update("searching plans", done, total); };
+  if (l.framework) plan::restrict_to_framework(options, *l.framework);  // ... and what its profile offers
   const plan::SearchResult result = plan::search(estimator, options);
   progress.finish();
   l.progress = &progress;  // the searches behind an answer show it too
@@ -355,8 +389,8 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
 
 namespace {
 // Loads everything a single-plan command needs and checks the plan against the planner's rules.
-Loaded load_for_plan(const PlanOptions& o, const ir::Plan& plan) {
-  Loaded l = load(o);
+Loaded load_for_plan(const PlanOptions& o, const ir::Plan& plan, const std::string& emit = "") {
+  Loaded l = load(o, emit);
   const plan::ModelFacts facts = plan::model_facts(l.graph);
   if (auto broken = plan::first_broken_rule(plan, facts, l.cluster, l.run.settings, {o.gpus, o.allow_cross_node_tp}))
     throw ir::InputError("--plan", "", *broken, "change the plan or the flags");
@@ -368,7 +402,7 @@ int run_simulate(const PlanOptions& o, const std::string& plan_text, const std::
                  const std::string& svg_path) {
   const ir::Plan plan = ir::parse_plan_argument(plan_text);
   const Loaded l = load_for_plan(o, plan);
-  return run_simulate(l.graph, l.cluster, plan, l.run.settings, o.gpus, trace_path, svg_path, o.json);
+  return run_simulate(l.graph, l.cluster, plan, l.run.settings, o.gpus, trace_path, svg_path, o.json, l.params);
 }
 
 int run_compile(const PlanOptions& o, const std::string& plan_text, const std::string& out_path, bool text) {
@@ -381,10 +415,10 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
   std::optional<plan::ExportFormat> format;
   if (!emit.empty()) format = plan::export_format_from_string(emit);
   const ir::Plan plan = ir::parse_plan_argument(plan_text);
-  Loaded l = load_for_plan(o, plan);
+  Loaded l = load_for_plan(o, plan, emit);
   l.run.graph = &l.graph;
   l.run.cluster = &l.cluster;
-  const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings);
+  const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   const cost::Estimate e = estimator.estimate(plan);
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
   if (format) {

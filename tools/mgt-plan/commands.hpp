@@ -21,7 +21,14 @@ struct PlanOptions {
   std::string precision;
   bool json = false;
   bool allow_cross_node_tp = false;
+  /// --framework: the training software whose profile prices the plans (docs/cost-model.md §9);
+  /// empty: --emit's framework, else none named (the default constants, every plan shape searched).
+  std::string framework;
 };
+
+/// The framework an --emit format writes for: accelerate and axolotl run PyTorch FSDP, megatron
+/// Megatron-Core, torchtitan and deepspeed themselves.
+std::string framework_of_emit(const std::string& emit);
 
 int run_search(const PlanOptions& options, int64_t top, const std::string& emit);
 /// `estimate`; with `emit` (an --emit format name) it prints the given plan as that framework's config.

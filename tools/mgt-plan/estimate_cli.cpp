@@ -16,6 +16,7 @@ Subcommand add_estimate_cli(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* estimate = app.add_subcommand("estimate", "estimate one given plan, no search");
   add_plan_flags(*estimate, f->plan, /*required=*/true);
+  add_framework_flag(*estimate, f->plan);
   estimate->add_option("--plan", f->plan_text, "plan as inline JSON ('{\"dp_shard\":4,\"tp\":2}') or a mgt.plan/1 file")
       ->required();
   estimate->add_option("--emit", f->emit, "print this plan as a framework config (formats as for the search)");

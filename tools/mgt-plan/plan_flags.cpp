@@ -25,6 +25,14 @@ void add_plan_flags(CLI::App& app, PlanFlags& f, bool required) {
   app.add_flag("--allow-cross-node-tp", f.options.allow_cross_node_tp, "allow tensor parallel groups to span nodes");
 }
 
+void add_framework_flag(CLI::App& app, PlanFlags& f) {
+  app.add_option("--framework", f.options.framework,
+                 "the training software whose kernels, overlap and overheads price the plans: megatron-lm, "
+                 "megatron-core (also nemo, megatron-bridge), megatron-deepspeed, deepspeed, pytorch-fsdp (also "
+                 "llm-foundry, accelerate, axolotl, metaseq), torchtitan, nanotron (default: --emit's framework, "
+                 "else the pytorch-fsdp constants with every plan shape searched)");
+}
+
 void check_one_batch_flag(bool tokens_given, bool sequences_given) {
   if (tokens_given && sequences_given)
     throw ir::InputError("--global-batch-tokens", "",

@@ -28,7 +28,7 @@ int run_search_cli(const CLI::App& app, const SearchFlags& f) {
   if (is_roleless_model(o.model_path)) {
     // The role-less search has no sequence, batch or framework export: such flags are errors, not ignored.
     for (const char* flag : {"--seq-len", "--global-batch-tokens", "--global-batch", "--precision", "--emit",
-                             "--allow-cross-node-tp"})
+                             "--allow-cross-node-tp", "--framework"})
       if (app.get_option(flag)->count() > 0)
         throw ir::InputError(flag, "", "does not apply to role-less models (.mlir or graphs imported from MLIR)",
                              "drop it; the sizes come from the model's tensors (docs/mlir.md)");
@@ -41,6 +41,7 @@ int run_search_cli(const CLI::App& app, const SearchFlags& f) {
 Subcommand add_search_cli(CLI::App& app) {
   auto f = std::make_shared<SearchFlags>();
   add_plan_flags(app, f->plan, /*required=*/false);  // checked in the handler: subcommands need neither
+  add_framework_flag(app, f->plan);
   app.add_option("--top", f->top, "plans to show (default 5)");
   app.add_option("--emit", f->emit, "print the top plan as a framework config instead of the table: "
                                     "accelerate, axolotl, torchtitan, megatron, deepspeed, torchtitan@0.2");

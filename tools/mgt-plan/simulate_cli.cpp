@@ -14,6 +14,7 @@ Subcommand add_simulate_cli(CLI::App& app) {
   auto* simulate = app.add_subcommand("simulate", "one plan in detail: the compiled schedule simulated, step "
                                                   "breakdown, memory over time, Chrome trace and SVG");
   add_plan_flags(*simulate, f->plan, /*required=*/true);
+  add_framework_flag(*simulate, f->plan);
   simulate->add_option("--plan", f->plan_text, "plan as inline JSON or a mgt.plan/1 file")->required();
   simulate->add_option("--trace", f->trace_path, "write a Chrome-trace JSON (open in Perfetto)");
   simulate->add_option("--svg", f->svg_path, "write an SVG with the step breakdown and memory over time");

@@ -35,7 +35,7 @@ void write_file(const std::string& path, const std::string& flag, const std::str
 
 int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
                  const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& trace_path,
-                 const std::string& svg_path, bool json) {
+                 const std::string& svg_path, bool json, const cost::CostParams& params) {
   using clock = std::chrono::steady_clock;
   ProgressLine progress = ProgressLine::for_stderr(json);
   ProgressTicker ticker(progress);  // the phases below are single long calls: keep the time moving
@@ -47,10 +47,10 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   int64_t instructions = 0;
   for (const auto& p : schedule.programs) instructions += int64_t(p.instructions.size());
   progress.update("simulating " + std::to_string(instructions) + " instructions", 0, 0);
-  const cost::Simulator simulator(graph, cluster, settings);
+  const cost::Simulator simulator(graph, cluster, settings, params);
   const cost::SimulationResult r = simulator.simulate(schedule);
   const auto t2 = clock::now();
-  const cost::Estimator estimator(graph, cluster, num_gpus, settings);
+  const cost::Estimator estimator(graph, cluster, num_gpus, settings, params);
   const cost::Estimate analytic = estimator.estimate(plan);
 
   progress.update("writing the trace and report", 0, 0);

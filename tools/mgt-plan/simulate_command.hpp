@@ -3,6 +3,8 @@
 // breakdown, peak memory by category and when it happens, beside the analytic estimate.
 #pragma once
 
+#include "mgt/cost_model/cost_params.hpp"
+
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/graph.hpp"
@@ -19,6 +21,6 @@ namespace mgt::cli {
 /// plan the lowering rejects or a file it cannot write.
 int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
                  const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& trace_path,
-                 const std::string& svg_path, bool json);
+                 const std::string& svg_path, bool json, const cost::CostParams& params);
 
 }  // namespace mgt::cli

@@ -46,6 +46,8 @@ struct PlanFlags {
 /// `required`: the model and --gpus are required by the parser (false for the top-level search, which
 /// checks them itself so that a subcommand needs neither).
 void add_plan_flags(CLI::App& app, PlanFlags& flags, bool required);
+/// --framework NAME (the search, estimate and simulate; docs/cost-model.md §9).
+void add_framework_flag(CLI::App& app, PlanFlags& flags);
 
 /// The options as given: a flag given (even as "") is a value to validate, never the default.
 /// Throws ir::InputError when both --global-batch-tokens and --global-batch are given.

@@ -54,7 +54,9 @@ std::string error_table(const std::vector<plan::ValidationSummary>& in, const st
 }
 
 std::string parameter_table(const plan::CalibrationSet& set, const std::vector<double>& start, const plan::CrossValidation& cv) {
-  std::string text = pad("parameter", 36) + pad("bounds", 16) + pad("start", 10) + pad("in-sample", 11) +
+  size_t name_width = 10;  // profile.member names run to ~50 characters
+  for (const auto& p : set.parameters()) name_width = std::max(name_width, p.name.size() + 2);
+  std::string text = pad("parameter", name_width) + pad("bounds", 16) + pad("start", 10) + pad("in-sample", 11) +
                      "out-of-sample (min .. max over folds)\n";
   for (size_t i = 0; i < set.parameters().size(); ++i) {
     const auto& p = set.parameters()[i];
@@ -67,7 +69,7 @@ std::string parameter_table(const plan::CalibrationSet& set, const std::vector<d
       hi = any ? std::max(hi, v) : v;
       any = true;
     }
-    text += pad(p.name, 36) + pad(fmt("%.4g", p.lower) + " .. " + fmt("%.4g", p.upper), 16) + pad(fmt("%.4g", start[i]), 10) +
+    text += pad(p.name, name_width) + pad(fmt("%.4g", p.lower) + " .. " + fmt("%.4g", p.upper), 16) + pad(fmt("%.4g", start[i]), 10) +
             pad(fmt("%.4g", cv.in_sample_fit.values[i]), 11) + (any ? fmt("%.4g", lo) + " .. " + fmt("%.4g", hi) : "—") + "\n";
   }
   return text;

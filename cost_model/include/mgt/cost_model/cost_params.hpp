@@ -1,6 +1,7 @@
-// Named, documented constants of the cost model. Each is a physical quantity with a default taken
-// from public measurements; docs/cost-model.md gives the derivation. `mgt-plan validate` (issue 3)
-// calibrates them against ../shared/validation.
+// Named, documented constants of the cost model. Each is a physical quantity; docs/cost-model.md gives
+// the derivation. For a GPU they come from cost_params_for (framework_profile.hpp): the hardware side
+// from the kernel model's fit to kernel measurements, the software side from the training
+// framework's profile. The member defaults below are only what a hand-built CostParams starts from.
 #pragma once
 
 #include "mgt/ir/cluster_spec.hpp"
@@ -26,9 +27,22 @@ struct CostParams {
   /// `attention_bwd_efficiency` (FA2 backward is ~20 % slower per FLOP than forward).
   double attention_fwd_efficiency = 0.45;
   double attention_bwd_efficiency = 0.35;
+  /// The kernel model's shape curve (kernel_model.hpp): attention reaches L/(L + attention_half_kv)
+  /// of its rate at L mean keys per query row, and (d/(d+h))/(128/(128+h)) at head dim d with h =
+  /// attention_half_head_dim. 0 = flat (the efficiencies above at every shape).
+  double attention_half_kv = 0;
+  double attention_half_head_dim = 0;
+  /// Eager attention (no flash kernel): the s x s scores are written to HBM, softmaxed and read back,
+  /// and both batched GEMMs run over the full square even when causal (docs/cost-model.md §9).
+  bool attention_materialised = false;
   /// Fraction of HBM bandwidth that elementwise / norm / softmax kernels reach in eager PyTorch
   /// (fitted 0.60: unfused kernels re-read their inputs; STREAM-like copies reach ~0.9).
   double hbm_efficiency = 0.60;
+  /// Bytes an implementation moves per byte of the fused kernel's traffic for norms, gated
+  /// activations and the loss (1 = fused; framework_profile.cpp counts the eager ATen kernels).
+  double norm_traffic_factor = 1.0;
+  double activation_traffic_factor = 1.0;
+  double loss_traffic_factor = 1.0;
   /// Launch + tail floor of one kernel (CUDA launch ~3-5 us plus tail; Megatron profiles).
   double kernel_floor_s = 4.0e-6;
 
@@ -45,6 +59,18 @@ struct CostParams {
   /// of 132 on H100; measured 5-15 % in overlap studies, e.g. Megatron "Reducing activation
   /// recomputation" §5, torchtitan FSDP2 notes).
   double overlap_compute_slowdown = 0.10;
+  /// Share of the communication that the framework overlaps which really hides under compute
+  /// (FrameworkProfile::comm_hidden_fraction where it overlaps, else 0 / 1 as below):
+  ///   TP all-gather / reduce-scatter under the block's GEMMs (TE userbuffers, async TP), capped by
+  ///   the block's compute; 0 = every TP collective is exposed.
+  double tp_comm_hidden_fraction = 0.0;
+  ///   DP gradient reduction (DDP buckets, ZeRO-1/2 reduce-scatter) under backward, as a share of the
+  ///   backward window; 1 = the whole window hides it (PyTorch DDP).
+  double dp_grad_reduce_hidden_fraction = 1.0;
+  ///   ZeRO-1/2 parameter all-gather under the next forward, as a share of the forward window.
+  double dp_param_gather_hidden_fraction = 1.0;
+  ///   Pipeline sends / receives beside compute; 0 = exposed.
+  double p2p_hidden_fraction = 0.0;
   /// Whether a rank runs its streams concurrently (GPUs: CUDA streams overlap communication with
   /// compute). The CPU backend runs a rank's instructions one after another in program order, so
   /// the simulator then serialises every stream of a program (docs/simulator.md §1).
@@ -67,8 +93,20 @@ struct CostParams {
   double per_step_overhead_s = 10.0e-3;
 };
 
-/// The calibrated defaults for a GPU generation (docs/cost-model.md §7): the physical constants above
-/// with kernel efficiencies per architecture. What `Estimator` uses unless given explicit params.
+/// What a collective of `comm_s` seconds adds when a framework overlaps `hidden_fraction` of it with
+/// `compute_s` of kernels (TP comm overlap): the hidden part, at most the compute, costs only the
+/// kernels' slow-down while NCCL shares the SMs; the rest is exposed.
+inline double exposed_under_overlap(double comm_s, double compute_s, double hidden_fraction, double slowdown) {
+  const double hidden = hidden_fraction * comm_s < compute_s ? hidden_fraction * comm_s : compute_s;
+  return comm_s - hidden + slowdown * hidden;
+}
+
+/// The constants for `gpu` when no framework is named: cost_params_for(gpu, the pytorch-fsdp profile)
+/// (framework_profile.hpp). What `Estimator` uses unless given explicit params.
 CostParams default_cost_params(const ir::GpuSpec& gpu);
+
+/// The CPU backend's constants (gpu.arch cpu; docs/cost-model.md §7): what the executor itself does,
+/// whatever framework a GPU run would use.
+CostParams cpu_cost_params();
 
 }  // namespace mgt::cost

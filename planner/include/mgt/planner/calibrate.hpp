@@ -7,6 +7,7 @@
 #pragma once
 
 #include "mgt/cost_model/cost_params.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/planner/validate.hpp"
 
@@ -23,35 +24,44 @@ namespace mgt::plan {
 /// CalibrationSet's constructor from the PreparedRow) and a condition to ParameterScope.
 struct RowTraits {
   ir::GpuArch arch = ir::GpuArch::hopper;
+  std::string framework;  ///< the canonical profile name the row ran under (cost::FrameworkProfile::name)
 };
 
 /// Which rows a fitted parameter applies to: every condition that is set must hold (none set: every
 /// row).
 struct ParameterScope {
-  std::optional<ir::GpuArch> arch;  ///< one GPU generation; nullopt: all of them
+  std::optional<ir::GpuArch> arch;       ///< one GPU generation; nullopt: all of them
+  std::optional<std::string> framework;  ///< rows that ran under one framework profile; nullopt: every row
 
-  bool applies_to(const RowTraits& row) const { return !arch || *arch == row.arch; }
-  /// "all", "ampere", ... (the prefix of a parameter's name).
+  bool applies_to(const RowTraits& row) const {
+    return (!arch || *arch == row.arch) && (!framework || *framework == row.framework);
+  }
+  /// "all", "ampere", "megatron-core", "megatron-core.hopper" ... (the prefix of a parameter's name).
   std::string label() const;
 };
 
-/// One fitted constant: where it lives in the cost constants, its physical bounds and its scope.
+/// One fitted constant: where it lives (a framework profile's fitted member, which cost_params_for
+/// turns into cost constants, or a cost constant set after it), its physical bounds and its scope.
 struct FittedParameter {
-  std::string name;  ///< "hopper.gemm_max_efficiency", "hbm_efficiency"
+  std::string name;  ///< "megatron-core.comm_hidden_fraction", "hopper.gemm_max_efficiency"
   ParameterScope scope;
   double cost::CostParams::*member = nullptr;
-  double lower = 0, upper = 0;  ///< what hardware can physically do (docs/cost-model.md §7)
+  double lower = 0, upper = 0;  ///< what hardware or software can physically do (docs/cost-model.md §9)
+  double cost::FrameworkProfile::*profile_member = nullptr;  ///< set instead of `member` for a profile's value
 };
 
-/// The parameters bench/calibrate.cpp fits: kernel efficiencies per GPU generation (ampere, hopper),
-/// link efficiencies, overlap slowdown, allocator fragmentation and per-micro-batch overhead shared.
+/// The parameters bench/calibrate.cpp and validate --cv fit: each framework profile's few software
+/// members (cost::kProfileFits, bounded there), scoped to the rows that ran under that profile. The
+/// hardware side (GEMM, attention, HBM and NCCL fractions) comes from the kernel model, fitted to
+/// kernel measurements only, and is not refitted on training rows.
 std::vector<FittedParameter> calibrated_parameters();
 
-/// Each parameter's value in the shipped constants (cost::default_cost_params of a GPU of the scope's
-/// generation; ampere for an all-generation one): where bench/calibrate.cpp starts.
+/// Each parameter's value in the shipped constants (the profile's table value; for a cost constant,
+/// cost::default_cost_params of a GPU of the scope's generation, ampere for an all-generation one):
+/// where bench/calibrate.cpp starts.
 std::vector<double> shipped_values(const std::vector<FittedParameter>& parameters);
-/// Each parameter's value before any fit: the member initialisers of cost::CostParams (the values
-/// public measurements give, one for every GPU generation). A start that remembers no source's
+/// Each parameter's value before any fit: the member initialisers of cost::FrameworkProfile and
+/// cost::CostParams (the values public measurements give, one for every framework and GPU generation). A start that remembers no source's
 /// kernel efficiencies (the shared constants' initialisers are partly fitted; cost_params.hpp).
 std::vector<double> prior_values(const std::vector<FittedParameter>& parameters);
 
@@ -86,9 +96,10 @@ class CalibrationSet {
   /// Rows of `source` set up for estimating (not skipped while reading them).
   int64_t rows_set_up(size_t source) const;
 
-  /// The row's cost constants: cost::default_cost_params of its GPU with every parameter whose scope
-  /// covers the row set to `values` (aligned with parameters()).
-  cost::CostParams params_for(const RowTraits& row, const ir::GpuSpec& gpu, const std::vector<double>& values) const;
+  /// The row's cost constants: cost::cost_params_for of its GPU and its framework profile, with every
+  /// parameter whose scope covers the row set to `values` (aligned with parameters()).
+  cost::CostParams params_for(const RowTraits& row, const ir::GpuSpec& gpu, const cost::FrameworkProfile& framework,
+                              const std::vector<double>& values) const;
   /// Every result of `source`'s rows estimated with `values` (as validate_source would give them).
   std::vector<ValidationResult> results(size_t source, const std::vector<double>& values) const;
   /// The objective's terms over the rows of `sources` estimated with `values`.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mgt/cost_model/estimator.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/planner/export.hpp"
 #include "mgt/planner/rules.hpp"
 
@@ -30,7 +31,16 @@ struct SearchOptions {
   /// Called every few hundred candidates with (candidates done, candidates in all), for a progress
   /// display (tools/mgt-plan/progress.hpp); unset: none. It must not throw.
   std::function<void(int64_t done, int64_t total)> on_progress;
+  /// ZeRO stages tried for plans with dp_shard > 1 (3 = FSDP-style parameter sharding, left unset in
+  /// the plan as before; 1 / 2 = Megatron's distributed optimizer, DeepSpeed ZeRO-1/2, FSDP
+  /// SHARD_GRAD_OP).
+  std::vector<int64_t> sharded_zero_stages = {3};
+  bool pipeline = true;  ///< pipeline parallel candidates at all (false: pp 1 only)
 };
+
+/// What `framework` offers: pipelines (interleaved or not) and its sharded ZeRO stages
+/// (cost::FrameworkProfile::offers_*), on top of `options`.
+void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile& framework);
 
 struct SearchResult {
   std::vector<cost::Estimate> plans;          ///< best first, at most `top`

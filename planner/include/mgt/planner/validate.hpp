@@ -6,6 +6,7 @@
 #pragma once
 
 #include "mgt/cost_model/estimator.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/graph.hpp"
 #include "mgt/ir/plan.hpp"
@@ -35,6 +36,8 @@ struct ValidationSource {
   std::string citation;  ///< the file's "source"
   std::string notes;     ///< the file's "source_notes"
   nlohmann::json hardware = nlohmann::json::object();  ///< system id -> hardware block
+  /// The file's "framework" ({"name", "version", "features"}); a row's own "framework" wins.
+  nlohmann::json framework;
   std::vector<nlohmann::json> rows;
   bool catalog = false;  ///< catalog_*.json: shared definitions, no rows
 };
@@ -86,12 +89,23 @@ struct RowSetup {
   cost::TrainingSettings settings;
   double peak_flops_per_s = 0;  ///< the hardware block's dense peak at the row's precision (MFU denominator)
   std::vector<std::string> assumptions;
+  /// The software that ran the row (its "framework", else the file's; docs/cost-model.md §9).
+  cost::FrameworkProfile framework = cost::default_framework_profile();
   /// Knobs the row leaves unstated, as the values to try (empty: stated, plan holds it). plan holds
   /// the first; validate_row estimates every combination and keeps the fastest that fits in HBM
   /// (else the fastest), recording the choice in the result's assumptions.
   std::vector<int64_t> vpp_choices;          ///< "interleaved" without V: 2..8 dividing layers / pp
   std::vector<int64_t> micro_batch_choices;  ///< micro_batch_size null: 1, 2, 4, 8, 16 dividing the per-replica batch
+  std::vector<int64_t> zero_stage_choices;   ///< zero_stage unstated, dp > 1: the framework's stages 0-2
+  std::vector<ir::Recompute> recompute_choices;  ///< recompute unstated: none, selective, full
+  std::vector<bool> sequence_parallel_choices;   ///< sequence_parallel unstated, tp > 1: on, off
 };
+
+/// The framework a row ran under: the row's "framework" object, else the file's, else none stated
+/// (the default profile, listed in `assumptions`). An unknown name gets the default profile and a
+/// warning on stderr (once per name).
+cost::FrameworkProfile row_framework(const ValidationSource& source, const nlohmann::json& row,
+                                     std::vector<std::string>& assumptions);
 
 /// Builds the row's model, cluster, plan and settings; throws RowSkipped with the reason when a
 /// field the estimate needs is missing or does not map.
@@ -137,13 +151,13 @@ struct ValidationResult {
 /// priority, then memory metrics, then "oom" (only when true).
 std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const nlohmann::json& measured);
 
-/// The cost constants to estimate with, per GPU: cost::default_cost_params unless a calibration run
-/// supplies others (bench/calibrate.cpp).
-using CostParamsFor = std::function<cost::CostParams(const ir::GpuSpec&)>;
+/// The cost constants to estimate with, per GPU and framework profile: cost::cost_params_for unless a
+/// calibration run supplies others (bench/calibrate.cpp).
+using CostParamsFor = std::function<cost::CostParams(const ir::GpuSpec&, const cost::FrameworkProfile&)>;
 
 /// Compares one row: one result per comparable metric, or one skipped result with the reason.
 std::vector<ValidationResult> validate_row(const ValidationSource& source, const nlohmann::json& row,
-                                           const CostParamsFor& params_for = cost::default_cost_params);
+                                           const CostParamsFor& params_for = cost::cost_params_for);
 /// A row read once: what it measured, its setup (or the result saying why it is skipped), ready to be
 /// estimated again with other cost constants without re-reading its model, hardware and plan
 /// (planner/calibrate.hpp refits the constants this way).
@@ -160,7 +174,7 @@ PreparedRow prepare_row(const ValidationSource& source, const nlohmann::json& ro
 std::vector<ValidationResult> validate_prepared(const PreparedRow& row, const cost::CostParams& params);
 
 std::vector<ValidationResult> validate_source(const ValidationSource& source,
-                                              const CostParamsFor& params_for = cost::default_cost_params);
+                                              const CostParamsFor& params_for = cost::cost_params_for);
 
 /// Linear interpolation between closest ranks (numpy's default), p in [0, 1]; 0 for an empty list.
 double percentile(std::vector<double> values, double p);

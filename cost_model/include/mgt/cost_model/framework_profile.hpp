@@ -1,0 +1,116 @@
+// What the training software does, as data (docs/cost-model.md §9): which attention kernel it runs,
+// which non-GEMM kernels it fuses, which communication it overlaps, its host overhead, its memory
+// overheads, and which pipeline schedules and ZeRO stages it offers. The hardware side (how fast a
+// GEMM, an attention kernel family, HBM and NCCL run on a GPU generation) comes from the kernel model
+// (kernel_model.hpp), fitted to kernel measurements only; cost_params_for combines the two into the
+// estimator's CostParams. Only the few `fitted` members below are fitted to training runs
+// (bench/calibrate.cpp), each bounded (kProfileFits).
+#pragma once
+
+#include "mgt/cost_model/cost_params.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mgt::cost {
+
+/// The attention implementation a framework runs. `eager` materialises the s x s scores (two batched
+/// GEMMs around a softmax kernel, no flash attention); the others are kernel-model families.
+enum class AttentionImpl { eager, fa2, fa3, cudnn, triton };
+std::string to_string(AttentionImpl impl);
+
+/// How the host launches a micro-batch's kernels.
+enum class HostDispatch { eager, torch_compile, cuda_graphs };
+std::string to_string(HostDispatch dispatch);
+
+struct FrameworkProfile {
+  std::string name;  ///< canonical name (framework_profile_names)
+  // --- kernels ---
+  AttentionImpl attention = AttentionImpl::fa2;
+  bool fused_norm = false;           ///< one kernel per norm (apex / TE / Triton), else eager ATen ops
+  bool fused_activation = false;     ///< gated activation in one kernel (silu(a) * b), else two
+  bool fused_cross_entropy = false;  ///< vocab-parallel / fused CE without an fp32 copy of the logits
+  HostDispatch dispatch = HostDispatch::eager;
+  // --- communication it overlaps with compute ---
+  bool tp_comm_overlap = false;       ///< TP all-gather / reduce-scatter pipelined with the GEMMs (TE userbuffers, async TP)
+  bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)
+  bool overlap_param_gather = true;   ///< ZeRO-1/2 parameter all-gather under the next forward
+  bool p2p_overlap = false;           ///< pipeline sends / receives beside compute
+  // --- what it offers the planner ---
+  bool offers_pipeline = false;
+  bool offers_interleaved = false;  ///< interleaved 1F1B (virtual pipeline stages)
+  bool offers_zero[4] = {true, false, false, false};  ///< ZeRO stages 0-3 (3 = FSDP-style sharding)
+  // --- memory overheads per GPU ---
+  int64_t context_bytes = 768ll << 20;     ///< CUDA context + cuBLAS / cuDNN / TE workspaces
+  int64_t nccl_buffer_bytes = 256ll << 20;
+  double allocator_fragmentation = 0.115;  ///< reserved / allocated - 1 at peak
+  // --- fitted on training rows (bounds in kProfileFits; docs/cost-model.md §9) ---
+  /// Share of the kernel-benchmark rate that kernels reach inside a training step (launch gaps,
+  /// power-limited clocks, cache interference), applied to GEMM and attention.
+  double in_step_kernel_fraction = 0.85;
+  /// The same on Hopper and Blackwell: the kernels a framework version shipped were tuned for the GPU
+  /// generation of its day (llm-foundry's 2023 eager kernels for A100), so its in-step share differs
+  /// per generation.
+  double in_step_kernel_fraction_hopper = 0.85;
+  /// Share of the kernel family's benchmark rate that the framework's attention call reaches (older
+  /// kernel releases than the benchmarks, e.g. flash-attn's 2022 Triton kernel in llm-foundry's
+  /// attn_impl: triton; padding, layout transposes and mask handling around the kernel).
+  double attention_in_step_fraction = 0.85;
+  /// Host time per micro-batch that the GPU waits for (dispatch, data loader hand-off), seconds.
+  double host_overhead_per_microbatch_s = 1.4e-3;
+  /// Share of the communication a framework overlaps that really hides (the rest waits: first and
+  /// last chunks, stream synchronisation, SM contention beyond overlap_compute_slowdown).
+  double comm_hidden_fraction = 0.9;
+};
+
+/// A fitted member with its physical bounds: what a fitter may change (by member pointer).
+struct ProfileFit {
+  const char* name;
+  double FrameworkProfile::*member;
+  double lo, hi;
+};
+inline constexpr ProfileFit kProfileFits[] = {
+    {"in_step_kernel_fraction", &FrameworkProfile::in_step_kernel_fraction, 0.6, 1.0},
+    {"in_step_kernel_fraction_hopper", &FrameworkProfile::in_step_kernel_fraction_hopper, 0.6, 1.0},
+    {"attention_in_step_fraction", &FrameworkProfile::attention_in_step_fraction, 0.3, 1.0},
+    {"host_overhead_per_microbatch_s", &FrameworkProfile::host_overhead_per_microbatch_s, 0.0, 20e-3},
+    {"comm_hidden_fraction", &FrameworkProfile::comm_hidden_fraction, 0.0, 1.0},
+};
+
+/// Canonical profile names, in table order.
+std::vector<std::string> framework_profile_names();
+
+/// The profile a framework name selects: a canonical name or an alias (nemo and megatron-bridge are
+/// megatron-core; llm-foundry, accelerate, axolotl and metaseq run PyTorch FSDP). nullopt-like
+/// behaviour for unknown names: `known` false and the default profile (pytorch-fsdp).
+struct FrameworkSelection {
+  FrameworkProfile profile;
+  bool known = true;
+  std::vector<std::string> notes;  ///< what was read and how (aliases, features applied or ignored)
+};
+/// `name` (case-insensitive) with `features` applied (transformer-engine, tp-comm-overlap,
+/// overlap-grad-reduce, overlap-param-gather, torch.compile, float8, fsdp2, zero-1 ...; unknown
+/// features are listed in notes and change nothing).
+FrameworkSelection select_framework(const std::string& name, const std::vector<std::string>& features = {});
+
+/// The profile without features; unknown names give the default profile.
+FrameworkProfile framework_profile(const std::string& name);
+
+/// The default for a caller that names no framework: pytorch-fsdp (what the calibration set mostly
+/// measured, and what default_cost_params describes).
+const FrameworkProfile& default_framework_profile();
+
+/// Prints `message` to stderr the first time it is given in this process (thread-safe): an unknown
+/// framework name in many rows is said once.
+void warn_once(const std::string& message);
+
+/// The estimator's constants for `gpu` under `profile`: kernel efficiencies from the kernel model's
+/// per-generation fit (kernel_model_params, attention_peak_fraction of the profile's family) times
+/// the profile's in-step fraction; memory-bound kernels at the kernel model's copy bandwidth with
+/// the profile's unfused traffic; NCCL efficiencies from the kernel model; overlap, host overhead and
+/// memory overheads from the profile. A CPU cluster (gpu.arch cpu) ignores the profile.
+CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profile);
+
+}  // namespace mgt::cost

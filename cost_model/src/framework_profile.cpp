@@ -1,0 +1,369 @@
+// Framework profiles (docs/cost-model.md §9): one row of data per training framework, with where
+// its documentation or code says each claim, and how a profile and the kernel model become the
+// estimator's CostParams.
+#include "mgt/cost_model/framework_profile.hpp"
+
+#include "mgt/cost_model/kernel_model.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <iostream>
+#include <mutex>
+#include <set>
+
+namespace mgt::cost {
+
+std::string to_string(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::eager: return "eager";
+    case AttentionImpl::fa2: return "fa2";
+    case AttentionImpl::fa3: return "fa3";
+    case AttentionImpl::cudnn: return "cudnn";
+    case AttentionImpl::triton: return "triton";
+  }
+  return "?";
+}
+
+std::string to_string(HostDispatch dispatch) {
+  switch (dispatch) {
+    case HostDispatch::eager: return "eager";
+    case HostDispatch::torch_compile: return "torch.compile";
+    case HostDispatch::cuda_graphs: return "cuda-graphs";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+// The profile table. Each claim names where the framework says it; the fitted members (the last
+// three) are set by bench/calibrate.cpp on the rows of examples/validation that ran under that
+// framework (docs/cost-model.md §9 gives the rows and the result); a profile no row ran under keeps
+// the starting values of FrameworkProfile.
+std::vector<FrameworkProfile> profile_table() {
+  std::vector<FrameworkProfile> t;
+  {
+    // Megatron-LM as published 2021-2023 (Narayanan et al. 2021; Korthikanti et al. 2022), before
+    // Transformer Engine and megatron/core.
+    FrameworkProfile p;
+    p.name = "megatron-lm";
+    // megatron/model/fused_softmax.py FusedScaleMaskSoftmax: the s x s scores are materialised and
+    // softmaxed by one CUDA kernel (megatron/fused_kernels); flash attention arrived with
+    // --use-flash-attn in mid-2023.
+    p.attention = AttentionImpl::eager;
+    // megatron/model/fused_layer_norm.py MixedFusedLayerNorm (apex); megatron/model/fused_bias_gelu.py
+    // (--bias-gelu-fusion). Cross entropy: mpu/cross_entropy.py _VocabParallelCrossEntropy, several
+    // fp32 kernels (not fused).
+    p.fused_norm = true;
+    p.fused_activation = true;
+    // megatron/training.py train_step: model.allreduce_gradients() after the backward of the last
+    // micro-batch (no bucketed overlap); the distributed optimizer (2022) all-gathers parameters
+    // after optimizer.step(); p2p_communication.py blocks on its sends in the 1F1B schedule.
+    p.overlap_grad_reduce = false;
+    p.overlap_param_gather = false;
+    // schedules.py: forward_backward_pipelining_without_interleaving and _with_interleaving
+    // (--num-layers-per-virtual-pipeline-stage); --use-distributed-optimizer (ZeRO-1, 2022).
+    p.offers_pipeline = p.offers_interleaved = true;
+    p.offers_zero[1] = true;
+    // Fitted (bench/calibrate.cpp) on megatron2021_narayanan + korthikanti2022 (31 A100 rows).
+    p.in_step_kernel_fraction = 1.0;
+    p.host_overhead_per_microbatch_s = 0.05e-3;
+    t.push_back(p);
+  }
+  {
+    // Megatron-Core (megatron/core, 2023-), also NeMo 2 and Megatron-Bridge, which build on it.
+    FrameworkProfile p;
+    p.name = "megatron-core";
+    // TE DotProductAttention: cuDNN fused attention on Hopper and later, flash attention otherwise
+    // (--attention-backend auto); TE LayerNormLinear fuses the norm into the GEMM's input; bias_swiglu
+    // fusion (--swiglu with fused bias-activation); --cross-entropy-loss-fusion.
+    p.attention = AttentionImpl::cudnn;
+    p.fused_norm = p.fused_activation = p.fused_cross_entropy = true;
+    // The tuned setup of the Megatron-LM README and NeMo recipes: --tp-comm-overlap (TE userbuffers),
+    // --overlap-grad-reduce and --overlap-param-gather with --use-distributed-optimizer, and
+    // overlap_p2p_comm (default on for interleaved schedules, core/model_parallel_config.py).
+    p.tp_comm_overlap = true;
+    p.overlap_grad_reduce = p.overlap_param_gather = true;
+    p.p2p_overlap = true;
+    p.offers_pipeline = p.offers_interleaved = true;
+    p.offers_zero[1] = true;
+    p.offers_zero[3] = true;  // --use-megatron-fsdp / --use-torch-fsdp2
+    // Fitted on megatronlm_readme_h100_scaling (9 H100 rows); Ampere not fitted (no rows).
+    p.in_step_kernel_fraction_hopper = 0.81;
+    p.attention_in_step_fraction = 1.0;
+    p.host_overhead_per_microbatch_s = 0.93e-3;
+    t.push_back(p);
+  }
+  {
+    // Megatron-DeepSpeed (the BigScience and Microsoft forks of 2021-era Megatron-LM on DeepSpeed).
+    FrameworkProfile p;
+    p.name = "megatron-deepspeed";
+    // The Megatron-LM 2021 model code: FusedScaleMaskSoftmax, MixedFusedLayerNorm, bias-gelu fusion.
+    p.attention = AttentionImpl::eager;
+    p.fused_norm = p.fused_activation = true;
+    // DeepSpeed's PipelineEngine reduces gradients once per step after the last backward
+    // (_exec_reduce_grads) and its ZeRO-1 / BF16_Optimizer all-gathers the updated bf16 weights
+    // after the step; overlap_comm defaults to false (deepspeed/runtime/zero/config.py).
+    p.overlap_grad_reduce = false;
+    p.overlap_param_gather = false;
+    // deepspeed/runtime/pipe/schedule.py TrainSchedule: 1F1B only; ZeRO-2/3 are not supported with
+    // pipeline parallelism (engine asserts), so the offered stages are 0 and 1.
+    p.offers_pipeline = true;
+    p.offers_zero[1] = true;
+    // Fitted on bloom_176b_bigscience (30 A100 rows).
+    p.in_step_kernel_fraction = 0.89;
+    p.host_overhead_per_microbatch_s = 0.05e-3;
+    t.push_back(p);
+  }
+  {
+    // DeepSpeed with Hugging Face models (ZeRO 0-3, no tensor-parallel model code of its own).
+    FrameworkProfile p;
+    p.name = "deepspeed";
+    // transformers' sdpa / flash_attention_2 implementations (FA2 kernels); eager ATen norms and
+    // activations.
+    p.attention = AttentionImpl::fa2;
+    // zero_optimization.overlap_comm: default false for stages 1-2 (deepspeed/runtime/zero/config.py).
+    p.overlap_grad_reduce = false;
+    p.overlap_param_gather = false;
+    p.offers_pipeline = true;  // PipelineModule, TrainSchedule (1F1B)
+    p.offers_zero[1] = p.offers_zero[2] = p.offers_zero[3] = true;
+    t.push_back(p);
+  }
+  {
+    // PyTorch FSDP (FullyShardedDataParallel, Zhao et al. 2023), as llm-foundry / Composer,
+    // Accelerate, axolotl and metaseq drive it.
+    FrameworkProfile p;
+    p.name = "pytorch-fsdp";
+    // F.scaled_dot_product_attention dispatches to its flash backend, FlashAttention-2 since torch 2.2
+    // (llm-foundry attn_impl: flash); eager ATen norms and activations under autocast.
+    p.attention = AttentionImpl::fa2;
+    // BackwardPrefetch.BACKWARD_PRE and the post-backward reduce-scatter hooks overlap communication
+    // with compute (torch.distributed.fsdp docs); DDP buckets (NO_SHARD) likewise.
+    // ShardingStrategy NO_SHARD (0), SHARD_GRAD_OP (2), FULL_SHARD / HYBRID_SHARD (3); no pipeline.
+    p.offers_zero[2] = p.offers_zero[3] = true;
+    // Fitted on mosaicml_llmfoundry_mpt + opt_and_fsdp_paper (217 A100 / H100 rows, llm-foundry's
+    // 2023-24 kernels: triton / flash2 attn_impl, eager LayerNorm and GELU).
+    p.in_step_kernel_fraction = 1.0;
+    p.in_step_kernel_fraction_hopper = 0.66;
+    p.attention_in_step_fraction = 0.61;
+    p.host_overhead_per_microbatch_s = 0.43e-3;
+    t.push_back(p);
+  }
+  {
+    // torchtitan (FSDP2 fully_shard, DTensor TP, torch.distributed.pipelining).
+    FrameworkProfile p;
+    p.name = "torchtitan";
+    p.attention = AttentionImpl::fa2;  // SDPA flash backend (models/llama attention)
+    // FSDP2 prefetches the next all-gather and reduce-scatters under backward; pipelining offers
+    // ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble.
+    p.offers_pipeline = p.offers_interleaved = true;
+    // FSDP2 reshard_after_forward=False is ZeRO-2; True is ZeRO-3; DDP (data_parallel_replicate) is 0.
+    p.offers_zero[2] = p.offers_zero[3] = true;
+    t.push_back(p);
+  }
+  {
+    // nanotron (Hugging Face): README lists DP+TP+PP, AFAB and 1F1B schedules, ZeRO-1; interleaved
+    // 1F1B and ZeRO-3 on its roadmap.
+    FrameworkProfile p;
+    p.name = "nanotron";
+    // flash_attn's flash_attn_varlen_func (FA2) and its fused RMSNorm (TritonRMSNorm); eager activation.
+    p.attention = AttentionImpl::fa2;
+    p.fused_norm = true;
+    // DDP-style gradient buckets with hooks under backward; ZeRO-1 all-gathers the updated
+    // parameters after the optimizer step (optim/zero.py), not under the next forward.
+    p.overlap_param_gather = false;
+    p.offers_pipeline = true;
+    p.offers_zero[1] = true;
+    // Fitted on ultrascale_playbook_nanotron (25 H100 rows); Ampere not fitted (no rows).
+    p.in_step_kernel_fraction_hopper = 0.72;
+    p.attention_in_step_fraction = 0.81;
+    p.host_overhead_per_microbatch_s = 1.12e-3;
+    p.comm_hidden_fraction = 0.48;
+    t.push_back(p);
+  }
+  return t;
+}
+
+const std::vector<FrameworkProfile>& table() {
+  static const std::vector<FrameworkProfile> t = profile_table();
+  return t;
+}
+
+struct Alias {
+  const char* name;
+  const char* profile;
+};
+// Frameworks that run another profile's code paths.
+constexpr Alias kAliases[] = {
+    {"nemo", "megatron-core"},          // NeMo 2 trains through megatron.core (MegatronStrategy)
+    {"megatron-bridge", "megatron-core"},
+    {"megatron", "megatron-core"},      // --emit megatron writes Megatron-Core flags
+    {"llm-foundry", "pytorch-fsdp"},    // Composer's FSDP integration
+    {"accelerate", "pytorch-fsdp"},     // FullyShardedDataParallelPlugin
+    {"axolotl", "pytorch-fsdp"},        // through Accelerate
+    {"metaseq", "pytorch-fsdp"},        // fairscale FSDP, the PyTorch FSDP prototype (Zhao et al. 2023 §1)
+    {"fsdp", "pytorch-fsdp"},
+};
+
+std::string canonical(const std::string& raw) {
+  const std::string n = lower(raw);
+  for (const auto& a : kAliases)
+    if (n == a.name) return a.profile;
+  return n;
+}
+
+// A stated feature: what it changes. Returns false when the feature is not one we know.
+bool apply_feature(const std::string& raw, FrameworkProfile& p) {
+  const std::string f = lower(raw);
+  if (f == "transformer-engine" || f == "te") {
+    // TE: fused norm + GEMM, fused activations, cuDNN attention (fused_attn) on Hopper+.
+    p.attention = AttentionImpl::cudnn;
+    p.fused_norm = p.fused_activation = true;
+  } else if (f == "tp-comm-overlap" || f == "async-tp") {
+    p.tp_comm_overlap = true;
+  } else if (f == "overlap-grad-reduce") {
+    p.overlap_grad_reduce = true;
+  } else if (f == "overlap-param-gather") {
+    p.overlap_param_gather = true;
+    p.offers_zero[1] = true;  // Megatron: needs --use-distributed-optimizer
+  } else if (f == "overlap-p2p" || f == "overlap-p2p-comm") {
+    p.p2p_overlap = true;
+  } else if (f == "torch.compile" || f == "compile") {
+    // Inductor fuses the elementwise chains (norms, activations, CE) into Triton kernels.
+    p.dispatch = HostDispatch::torch_compile;
+    p.fused_norm = p.fused_activation = p.fused_cross_entropy = true;
+  } else if (f == "cuda-graphs" || f == "cuda-graph") {
+    p.dispatch = HostDispatch::cuda_graphs;
+  } else if (f == "flash-attention" || f == "flash-attn" || f == "fa2") {
+    p.attention = AttentionImpl::fa2;
+  } else if (f == "fa3" || f == "flash-attention-3") {
+    p.attention = AttentionImpl::fa3;
+  } else if (f == "cudnn-attention") {
+    p.attention = AttentionImpl::cudnn;
+  } else if (f == "zero-1" || f == "distributed-optimizer") {
+    p.offers_zero[1] = true;
+  } else if (f == "zero-2") {
+    p.offers_zero[2] = true;
+  } else if (f == "zero-3" || f == "fsdp2" || f == "pytorch-fsdp") {
+    p.offers_zero[3] = true;
+  } else if (f == "float8" || f == "fp8") {
+    // Precision is a row / CLI setting (TrainingSettings::fp8_linears), not a profile property.
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> framework_profile_names() {
+  std::vector<std::string> out;
+  for (const auto& p : table()) out.push_back(p.name);
+  return out;
+}
+
+const FrameworkProfile& default_framework_profile() {
+  static const FrameworkProfile p = *std::find_if(table().begin(), table().end(),
+                                                  [](const FrameworkProfile& q) { return q.name == "pytorch-fsdp"; });
+  return p;
+}
+
+FrameworkSelection select_framework(const std::string& name, const std::vector<std::string>& features) {
+  FrameworkSelection out;
+  const std::string c = canonical(name);
+  const auto it = std::find_if(table().begin(), table().end(), [&c](const FrameworkProfile& p) { return p.name == c; });
+  if (it == table().end()) {
+    out.known = false;
+    out.profile = default_framework_profile();
+    out.notes.push_back("framework \"" + name + "\" has no profile: the default " + out.profile.name + " is used");
+  } else {
+    out.profile = *it;
+    if (c != lower(name)) out.notes.push_back("framework " + name + ": the " + c + " profile");
+  }
+  for (const auto& f : features)
+    if (!apply_feature(f, out.profile)) out.notes.push_back("framework feature \"" + f + "\" changes nothing in the model");
+  return out;
+}
+
+FrameworkProfile framework_profile(const std::string& name) { return select_framework(name).profile; }
+
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(message).second) std::cerr << "mgt-plan: " << message << "\n";
+}
+
+namespace {
+
+// The kernel model's family for a profile's attention on `arch`, falling back to a family that runs
+// there when the kernel rows have none for the requested one (FA3 and cuDNN on Ampere run at FA2's
+// rate; Blackwell has cuDNN and FA4 rows only).
+double attention_fraction(AttentionImpl impl, ir::GpuArch arch, bool backward) {
+  AttentionKernel wanted = AttentionKernel::flash_attention_2;
+  switch (impl) {
+    case AttentionImpl::fa3: wanted = AttentionKernel::flash_attention_3; break;
+    case AttentionImpl::cudnn: wanted = AttentionKernel::cudnn; break;
+    case AttentionImpl::triton: wanted = AttentionKernel::triton; break;
+    default: break;
+  }
+  for (AttentionKernel k : {wanted, AttentionKernel::flash_attention_2, AttentionKernel::cudnn, AttentionKernel::flash_attention_4}) {
+    const double f = attention_peak_fraction(k, arch, backward, ir::DType::bf16);
+    if (f > 0) return f;
+  }
+  return 0.3;  // no family measured on this generation (Ada): a mid-range flash-attention rate
+}
+
+// Bytes an unfused implementation moves per byte a fused kernel moves (counted from the ATen kernels
+// each launches under bf16 autocast; docs/cost-model.md §9):
+//   norm: autocast runs layer_norm / the RMSNorm chain in fp32, so the output is written (and the
+//     next op reads it) at 4 bytes: 6 bytes per element forward instead of 4.
+//   gated activation: silu(a) and the product are two kernels: a, silu(a), b read, silu(a), out
+//     written: 5 tensor passes instead of 3.
+//   cross entropy: the estimator's loss (10 bytes per logit each way) already is the eager fp32
+//     path; a fused kernel reads the bf16 logits once and writes the bf16 gradient once: 4 of 10.
+constexpr double kEagerNormTraffic = 1.5;
+constexpr double kEagerActivationTraffic = 5.0 / 3.0;
+constexpr double kFusedLossTraffic = 0.4;
+
+}  // namespace
+
+CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profile) {
+  if (gpu.arch == ir::GpuArch::cpu) return cpu_cost_params();
+  const KernelModelParams k = kernel_model_params(gpu);
+  CostParams p;
+  const bool hopper_or_later = gpu.arch == ir::GpuArch::hopper || gpu.arch == ir::GpuArch::blackwell;
+  const double in_step = hopper_or_later ? profile.in_step_kernel_fraction_hopper : profile.in_step_kernel_fraction;
+  p.gemm_max_efficiency = k.gemm_peak_fraction * in_step;
+  // Transformer Engine fp8 linears also cast, transpose and track amax per GEMM; the kernel model's
+  // fp8 fraction is for the GEMM alone, so fp8 keeps the bf16 share of it.
+  p.fp8_gemm_max_efficiency = k.gemm_fp8_peak_fraction * in_step;
+  p.attention_materialised = profile.attention == AttentionImpl::eager;
+  const double attention_in_step = profile.attention_in_step_fraction;
+  p.attention_fwd_efficiency = attention_fraction(profile.attention, gpu.arch, false) * attention_in_step;
+  p.attention_bwd_efficiency = attention_fraction(profile.attention, gpu.arch, true) * attention_in_step;
+  p.attention_half_kv = k.attention_half_kv;
+  p.attention_half_head_dim = k.attention_half_head_dim;
+  p.hbm_efficiency = k.hbm_copy_fraction;
+  p.norm_traffic_factor = profile.fused_norm ? 1.0 : kEagerNormTraffic;
+  p.activation_traffic_factor = profile.fused_activation ? 1.0 : kEagerActivationTraffic;
+  p.loss_traffic_factor = profile.fused_cross_entropy ? kFusedLossTraffic : 1.0;
+  p.nvlink_efficiency = k.nvlink_fraction;
+  p.network_efficiency = k.network_fraction;
+  const double hidden = profile.comm_hidden_fraction;
+  p.tp_comm_hidden_fraction = profile.tp_comm_overlap ? hidden : 0.0;
+  p.dp_grad_reduce_hidden_fraction = profile.overlap_grad_reduce ? hidden : 0.0;
+  p.dp_param_gather_hidden_fraction = profile.overlap_param_gather ? hidden : 0.0;
+  p.p2p_hidden_fraction = profile.p2p_overlap ? hidden : 0.0;
+  p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
+  p.cuda_context_bytes = profile.context_bytes;
+  p.nccl_buffer_bytes = profile.nccl_buffer_bytes;
+  p.allocator_fragmentation = profile.allocator_fragmentation;
+  return p;
+}
+
+}  // namespace mgt::cost

@@ -1,0 +1,78 @@
+// `--framework NAME` on the search, `estimate` and `simulate`, and `--emit X` implying X's framework
+// (docs/cost-model.md §9).
+#include "cli_util.hpp"
+
+namespace mgt_cli_test {
+namespace {
+
+const std::string kPlan = R"({"dp_shard":4,"tp":2})";
+
+double step_time(const Result& r) { return parse_json_or_fail(r)["step_time_s"].get<double>(); }
+
+TEST(CliFramework, EstimatePricesWithTheNamedFramework) {
+  const Result none = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json"});
+  const Result fsdp = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json", "--framework", "pytorch-fsdp"});
+  const Result mcore = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json", "--framework", "nemo"});
+  ASSERT_EQ(none.exit_code, 0) << describe(none);
+  ASSERT_EQ(mcore.exit_code, 0) << describe(mcore);
+  // No framework named is the pytorch-fsdp profile; Megatron-Core's fused kernels, cuDNN attention and
+  // TP overlap make the same plan faster on H100.
+  EXPECT_EQ(step_time(none), step_time(fsdp));
+  EXPECT_LT(step_time(mcore), step_time(none));
+}
+
+TEST(CliFramework, SimulateTakesTheFramework) {
+  const Result none = run_cli({"simulate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json"});
+  const Result mcore = run_cli({"simulate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json", "--framework", "megatron-core"});
+  ASSERT_EQ(none.exit_code, 0) << describe(none);
+  ASSERT_EQ(mcore.exit_code, 0) << describe(mcore);
+  EXPECT_LT(parse_json_or_fail(mcore)["step_time_s"].get<double>(), parse_json_or_fail(none)["step_time_s"].get<double>());
+}
+
+TEST(CliFramework, UnknownFrameworkUsesTheDefaultAndSaysSo) {
+  const Result known = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json"});
+  const Result r = run_cli({"estimate", kLlama8B, "--gpus", "8", "--plan", kPlan, "--json", "--framework", "my-trainer"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.err, "my-trainer has no profile")) << r.err;
+  EXPECT_TRUE(contains(r.err, "pytorch-fsdp")) << r.err;
+  EXPECT_EQ(step_time(r), step_time(known));
+}
+
+TEST(CliFramework, EmitImpliesItsFrameworkUnlessOneIsGiven) {
+  const std::vector<std::string> base{kLlama8B, "--gpus", "16", "--top", "1", "--emit", "megatron"};
+  auto with = [&base](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  };
+  const Result implied = with({}), named = with({"--framework", "megatron-core"}), other = with({"--framework", "megatron-lm"});
+  ASSERT_EQ(implied.exit_code, 0) << describe(implied);
+  ASSERT_EQ(named.exit_code, 0) << describe(named);
+  ASSERT_EQ(other.exit_code, 0) << describe(other);
+  EXPECT_EQ(implied.out, named.out);
+  EXPECT_EQ(implied.err, named.err);  // the recommendation with its step time
+  EXPECT_NE(implied.err, other.err);  // megatron-lm 2021 prices the plans otherwise
+}
+
+TEST(CliFramework, SearchRanksOnlyWhatTheFrameworkOffers) {
+  // PyTorch FSDP has no pipeline: no plan with pp > 1 is ranked. Megatron-Core offers ZeRO-1.
+  const Result fsdp = run_cli({"examples/models/Llama-3.1-70B.json", "--gpus", "64", "--top", "20", "--json", "--framework", "pytorch-fsdp"});
+  ASSERT_EQ(fsdp.exit_code, 0) << describe(fsdp);
+  const json fsdp_doc = parse_json_or_fail(fsdp);
+  for (const auto& p : fsdp_doc["plans"]) EXPECT_EQ(p["plan"]["pp"].get<int64_t>(), 1) << plan_line(p["plan"]);
+  const Result mcore = run_cli({"examples/models/Llama-3.1-70B.json", "--gpus", "64", "--top", "50", "--json", "--framework", "megatron-core"});
+  ASSERT_EQ(mcore.exit_code, 0) << describe(mcore);
+  bool zero1 = false;
+  const json mcore_doc = parse_json_or_fail(mcore);
+  for (const auto& p : mcore_doc["plans"]) zero1 = zero1 || p["plan"]["zero_stage"].get<int64_t>() == 1;
+  EXPECT_TRUE(zero1) << mcore.out.substr(0, 2000);
+}
+
+TEST(CliFramework, RolelessModelsRefuseTheFlag) {
+  const Result r = run_cli({"tests/mlir/data/attention_scores.mlir", "--gpus", "8", "--framework", "megatron-core"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--framework")) << r.err;
+}
+
+}  // namespace
+}  // namespace mgt_cli_test

@@ -1,0 +1,174 @@
+// Framework profiles (docs/cost-model.md §9): selection by name, alias and feature; CostParams from
+// the kernel model and the profile, checked against the published fractions by hand; and each
+// profile claim that changes a number, with the expected difference written out.
+#include "mgt/cost_model/framework_profile.hpp"
+
+#include "mgt/cost_model/estimator.hpp"
+#include "mgt/cost_model/kernel_model.hpp"
+#include "mgt/cost_model/layer_cost.hpp"
+
+#include "../common/plans.hpp"
+#include "round_hardware.hpp"
+#include "tiny_llama.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mgt::cost {
+namespace {
+
+using round::expect_near_rel;
+using test::plan_of;
+
+ir::Graph tiny_graph(int64_t layers) {
+  ir::Graph g;
+  g.info.name = "tiny";
+  g.info.num_layers = layers;
+  g.blocks = {tiny::embed(), tiny::layer(layers), tiny::head()};
+  return g;
+}
+
+TEST(FrameworkProfile, AliasesSelectTheFrameworkTheyRun) {
+  EXPECT_EQ(select_framework("NeMo").profile.name, "megatron-core");
+  EXPECT_EQ(select_framework("megatron-bridge").profile.name, "megatron-core");
+  EXPECT_EQ(select_framework("llm-foundry").profile.name, "pytorch-fsdp");
+  EXPECT_EQ(select_framework("axolotl").profile.name, "pytorch-fsdp");
+  EXPECT_EQ(select_framework("metaseq").profile.name, "pytorch-fsdp");
+  for (const auto& name : framework_profile_names()) EXPECT_TRUE(select_framework(name).known) << name;
+}
+
+TEST(FrameworkProfile, UnknownNameGetsTheDefaultAndSaysSo) {
+  const FrameworkSelection s = select_framework("megascale-internal-2030");
+  EXPECT_FALSE(s.known);
+  EXPECT_EQ(s.profile.name, "pytorch-fsdp");
+  ASSERT_FALSE(s.notes.empty());
+  EXPECT_NE(s.notes.front().find("has no profile"), std::string::npos);
+}
+
+TEST(FrameworkProfile, FeaturesAdjustTheProfile) {
+  const FrameworkProfile plain = framework_profile("torchtitan");
+  EXPECT_FALSE(plain.tp_comm_overlap);
+  EXPECT_FALSE(plain.fused_norm);
+  const FrameworkSelection s = select_framework("torchtitan", {"torch.compile", "async-tp", "float8", "no-such-feature"});
+  EXPECT_TRUE(s.profile.tp_comm_overlap);
+  EXPECT_TRUE(s.profile.fused_norm && s.profile.fused_activation && s.profile.fused_cross_entropy);
+  EXPECT_EQ(s.profile.dispatch, HostDispatch::torch_compile);
+  ASSERT_EQ(s.notes.size(), 1u);  // only the unknown feature is noted
+  EXPECT_NE(s.notes.front().find("no-such-feature"), std::string::npos);
+  const FrameworkProfile te = select_framework("megatron-lm", {"transformer-engine"}).profile;
+  EXPECT_EQ(te.attention, AttentionImpl::cudnn);
+}
+
+TEST(FrameworkProfile, WhatEachFrameworkOffersThePlanner) {
+  const FrameworkProfile fsdp = framework_profile("pytorch-fsdp"), mcore = framework_profile("megatron-core"),
+                         nano = framework_profile("nanotron"), mds = framework_profile("megatron-deepspeed");
+  EXPECT_FALSE(fsdp.offers_pipeline);
+  EXPECT_TRUE(fsdp.offers_zero[2] && fsdp.offers_zero[3] && !fsdp.offers_zero[1]);
+  EXPECT_TRUE(mcore.offers_interleaved && mcore.offers_zero[1]);
+  EXPECT_TRUE(nano.offers_pipeline && !nano.offers_interleaved && nano.offers_zero[1] && !nano.offers_zero[3]);
+  EXPECT_TRUE(mds.offers_pipeline && !mds.offers_interleaved && !mds.offers_zero[2]);
+}
+
+TEST(FrameworkProfile, CostParamsCombineKernelModelAndProfile) {
+  const ir::GpuSpec h100 = ir::cluster_preset("h100-sxm").gpu, a100 = ir::cluster_preset("a100-80g-sxm").gpu;
+  const FrameworkProfile mcore = framework_profile("megatron-core"), fsdp = framework_profile("pytorch-fsdp");
+  const CostParams m = cost_params_for(h100, mcore);
+  // Hopper: cuBLAS bf16 at 0.86 of peak (kernel rows), cuDNN attention 0.73 / 0.60 (docs §8.1).
+  expect_near_rel(m.gemm_max_efficiency, 0.86 * mcore.in_step_kernel_fraction_hopper);
+  expect_near_rel(m.attention_fwd_efficiency, 0.73 * mcore.attention_in_step_fraction);
+  expect_near_rel(m.attention_bwd_efficiency, 0.60 * mcore.attention_in_step_fraction);
+  EXPECT_FALSE(m.attention_materialised);
+  EXPECT_EQ(m.norm_traffic_factor, 1.0);  // TE fuses the norm
+  expect_near_rel(m.tp_comm_hidden_fraction, mcore.comm_hidden_fraction);
+  expect_near_rel(m.nvlink_efficiency, 0.81);
+  const CostParams f = cost_params_for(a100, fsdp);
+  // Ampere: GEMM 0.75, FlashAttention-2 0.62 / 0.50; eager LayerNorm under autocast moves 6 of 4 bytes.
+  expect_near_rel(f.gemm_max_efficiency, 0.75 * fsdp.in_step_kernel_fraction);
+  expect_near_rel(f.attention_fwd_efficiency, 0.62 * fsdp.attention_in_step_fraction);
+  expect_near_rel(f.norm_traffic_factor, 1.5);
+  EXPECT_EQ(f.tp_comm_hidden_fraction, 0.0);
+  expect_near_rel(f.dp_grad_reduce_hidden_fraction, fsdp.comm_hidden_fraction);
+  // Megatron-LM 2021: all-reduce after backward, nothing hidden.
+  EXPECT_EQ(cost_params_for(a100, framework_profile("megatron-lm")).dp_grad_reduce_hidden_fraction, 0.0);
+  // The profile-less default is the pytorch-fsdp profile.
+  const CostParams d = default_cost_params(a100);
+  EXPECT_EQ(d.gemm_max_efficiency, f.gemm_max_efficiency);
+  EXPECT_EQ(d.attention_bwd_efficiency, f.attention_bwd_efficiency);
+  EXPECT_EQ(d.per_microbatch_overhead_s, f.per_microbatch_overhead_s);
+}
+
+// tp-comm-overlap: with kernels far longer than the TP collectives (a 1 TFLOP/s, 1 GB/s GPU), a hidden share h
+// of every TP collective costs only the slowed kernels: exposed TP becomes comm x (1 - h + h x s), so
+// the step shrinks by exposed_tp x h x (1 - s). With nothing to hide under (a 1 EFLOP/s GPU) the
+// TP time stays.
+TEST(FrameworkProfile, TpCommOverlapHidesTheTpCollectivesUnderTheGemms) {
+  ir::ClusterSpec slow = round::cluster();
+  slow.gpu.peak_bf16_flops_per_s = 1e12;
+  slow.gpu.hbm_bytes_per_s = 1e9;  // the embedding lookup and the loss too outlast their collectives
+  const ir::Plan tp2 = plan_of(1, 1, 2, 1);
+  CostParams exposed = round::params();
+  exposed.overlap_compute_slowdown = 0.1;
+  CostParams hidden = exposed;
+  hidden.tp_comm_hidden_fraction = 0.5;
+  const Estimate a = Estimator(tiny_graph(2), slow, 2, round::settings(8), exposed).estimate(tp2);
+  const Estimate b = Estimator(tiny_graph(2), slow, 2, round::settings(8), hidden).estimate(tp2);
+  ASSERT_GT(a.time.exposed_tp_s, 0.0);
+  expect_near_rel(b.time.exposed_tp_s, a.time.exposed_tp_s * (1 - 0.5 + 0.5 * 0.1), 1e-9);
+  expect_near_rel(a.step_time_s - b.step_time_s, a.time.exposed_tp_s * 0.5 * (1 - 0.1), 1e-9);
+
+  ir::ClusterSpec fast = round::cluster();
+  fast.gpu.peak_bf16_flops_per_s = 1e18;
+  fast.gpu.hbm_bytes_per_s = 1e18;
+  hidden.tp_comm_hidden_fraction = 1.0;
+  const Estimate c = Estimator(tiny_graph(2), fast, 2, round::settings(8), exposed).estimate(tp2);
+  const Estimate d = Estimator(tiny_graph(2), fast, 2, round::settings(8), hidden).estimate(tp2);
+  EXPECT_GT(d.time.exposed_tp_s, 0.99 * c.time.exposed_tp_s);
+}
+
+// P2P overlap: a pipeline's sends hidden by share h leave (1 - h) of them exposed.
+TEST(FrameworkProfile, P2pOverlapHidesThePipelineSends) {
+  CostParams exposed = round::params();
+  CostParams hidden = exposed;
+  hidden.p2p_hidden_fraction = 0.75;
+  const ir::Plan pp2 = plan_of(1, 1, 1, 1, 2, 1, 1);
+  const Estimate a = Estimator(tiny_graph(4), round::cluster(), 2, round::settings(8), exposed).estimate(pp2);
+  const Estimate b = Estimator(tiny_graph(4), round::cluster(), 2, round::settings(8), hidden).estimate(pp2);
+  ASSERT_GT(a.time.exposed_pp_s, 0.0);
+  expect_near_rel(b.time.exposed_pp_s, 0.25 * a.time.exposed_pp_s, 1e-9);
+}
+
+// Eager attention (Megatron-LM 2021's fused softmax): one micro-batch of 1 x 1024 tokens, 4 heads of
+// 16 on the round GPU (GEMMs at 0.5 of 1 PFLOP/s, HBM 1 TB/s, no floor). Forward: Q.K^T and P.V over
+// the full 1024 x 1024 square, 2 x 4096 x 1024 x 16 FLOPs each, and the softmax's 4 bytes per score;
+// backward: four GEMMs of the same size and 6 bytes per score. The probabilities (2 bytes per
+// score) are kept for backward.
+TEST(FrameworkProfile, EagerAttentionMaterialisesTheScores) {
+  CostParams p = round::params();
+  p.attention_materialised = true;
+  const ShardContext ctx{1, round::kSeq, 1, 1, false, ir::DType::bf16};
+  const ir::Block layer = tiny::layer(1);
+  const auto ops = op_costs(layer, ctx, round::cluster(), p);
+  size_t at = 0;
+  while (layer.ops[at].kind != ir::OpKind::attention_core) ++at;
+  const double gemm_s = 2.0 * 4096 * 1024 * 16 / (0.5 * 1e15);
+  const double scores = 4.0 * 1024 * 1024;
+  expect_near_rel(ops[at].fwd_s, 2 * gemm_s + scores * 4 / 1e12);
+  expect_near_rel(ops[at].bwd_data_s + ops[at].bwd_weight_s, 4 * gemm_s + scores * 6 / 1e12);
+  CostParams flash = round::params();
+  const BlockCost eager = block_cost(layer, ctx, round::cluster(), p), fa = block_cost(layer, ctx, round::cluster(), flash);
+  EXPECT_EQ(eager.saved_bytes_none - fa.saved_bytes_none, int64_t(scores) * 2);
+  EXPECT_EQ(eager.saved_bytes_selective, fa.saved_bytes_selective);  // selective recompute drops them
+}
+
+// Unfused norms move norm_traffic_factor times the fused kernel's bytes: forward reads x and writes y.
+TEST(FrameworkProfile, UnfusedNormMovesMoreBytes) {
+  CostParams p = round::params();
+  p.norm_traffic_factor = 1.5;
+  const ShardContext ctx{1, round::kSeq, 1, 1, false, ir::DType::bf16};
+  const ir::Block layer = tiny::layer(1);
+  const auto ops = op_costs(layer, ctx, round::cluster(), p);
+  ASSERT_EQ(layer.ops[0].kind, ir::OpKind::norm);
+  expect_near_rel(ops[0].fwd_s, 1.5 * (2.0 * 1024 * 64 * 2) / 1e12);
+}
+
+}  // namespace
+}  // namespace mgt::cost

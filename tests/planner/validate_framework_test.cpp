@@ -1,0 +1,123 @@
+// `mgt-plan validate` and the framework field (docs/cost-model.md §9): the file's framework, a
+// row's own winning over it, the profile's constants used for the estimate, and unstated knobs taken
+// as tuned within what the framework offers, each choice listed.
+#include "mgt/planner/validate.hpp"
+
+#include "mgt/cost_model/estimator.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+using mgt::plan::ValidationSource;
+
+json gpt_row() {
+  return json::parse(R"({
+    "id": "gpt_row", "system": "a100",
+    "model": {"name": "GPT-mini", "type": "dense", "num_layers": 4, "hidden_size": 2048, "num_attention_heads": 16,
+              "num_kv_heads": 16, "head_dim": 128, "ffn_hidden_size": 8192, "vocab_size": 51200, "seq_length": 2048,
+              "activation": "gelu", "normalization": "layernorm", "tied_embeddings": false, "params_B": 0.33},
+    "training": {"global_batch_size_seqs": 64, "micro_batch_size": 1, "seq_length": 2048},
+    "parallel": {"num_gpus": 8, "dp": 4, "tp": 2, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": false},
+    "recompute": "full", "precision": "bf16",
+    "measured": {"iteration_time_s": 1.0}})");
+}
+
+ValidationSource source_with(const json& row, const json& framework) {
+  json block = json::parse(R"({"gpu": "A100-SXM4-80GB", "peak_dense_tflops": {"bf16": 312}, "hbm_gb": 80,
+    "hbm_bw_TBps": 2.039, "nvlink_bw_GBps_per_gpu_bidir": 600, "gpus_per_node": 8, "nics_per_node": 8, "nic_gbps": 200})");
+  json doc = {{"source", "synthetic"}, {"hardware", {{"a100", block}}}, {"rows", {row}}};
+  if (!framework.is_null()) doc["framework"] = framework;
+  return mgt::plan::validation_source_from_json(doc, "synthetic.json");
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+TEST(ValidationFramework, TheFilesFrameworkSelectsTheProfileAndARowsOwnWins) {
+  const json file_fw = {{"name", "megatron-lm"}, {"version", "2021"}, {"features", json::array()}};
+  auto s = mgt::plan::setup_row(source_with(gpt_row(), file_fw), gpt_row());
+  EXPECT_EQ(s.framework.name, "megatron-lm");
+  EXPECT_TRUE(has(s.assumptions, "framework: megatron-lm"));
+  json row = gpt_row();
+  row["framework"] = {{"name", "nemo"}, {"features", {"tp-comm-overlap"}}};
+  s = mgt::plan::setup_row(source_with(row, file_fw), row);
+  EXPECT_EQ(s.framework.name, "megatron-core");
+  EXPECT_TRUE(s.framework.tp_comm_overlap);
+  EXPECT_TRUE(has(s.assumptions, "framework: megatron-core with tp-comm-overlap"));
+  EXPECT_TRUE(has(s.assumptions, "framework nemo: the megatron-core profile"));
+}
+
+TEST(ValidationFramework, TheEstimateUsesTheProfilesConstants) {
+  const json fw = {{"name", "megatron-lm"}};
+  const ValidationSource src = source_with(gpt_row(), fw);
+  const auto results = mgt::plan::validate_row(src, gpt_row());
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results.front().estimate.has_value()) << results.front().skipped.value_or("");
+  // The same plan estimated by hand with the megatron-lm constants.
+  auto s = mgt::plan::setup_row(src, gpt_row());
+  const mgt::cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings,
+                                       mgt::cost::cost_params_for(s.cluster.gpu, mgt::cost::framework_profile("megatron-lm")));
+  const double by_hand = estimator.estimate(results.front().estimate->plan).step_time_s;
+  EXPECT_DOUBLE_EQ(results.front().estimate->step_time_s, by_hand);
+  // A different framework prices the same row differently.
+  const auto fsdp = mgt::plan::validate_row(source_with(gpt_row(), json{{"name", "pytorch-fsdp"}}), gpt_row());
+  EXPECT_NE(fsdp.front().estimate->step_time_s, by_hand);
+}
+
+TEST(ValidationFramework, UnstatedZeroStageIsTheFastestTheFrameworkOffers) {
+  json row = gpt_row();  // zero_stage, sequence_parallel stated? zero_stage not stated
+  row["parallel"].erase("sequence_parallel");
+  const ValidationSource src = source_with(row, json{{"name", "megatron-lm"}});
+  auto s = mgt::plan::setup_row(src, row);
+  EXPECT_EQ(s.zero_stage_choices, (std::vector<int64_t>{0, 1}));  // Megatron-LM: DDP or distributed optimizer
+  EXPECT_EQ(s.sequence_parallel_choices, (std::vector<bool>{true, false}));
+  const auto results = mgt::plan::validate_row(src, row);
+  ASSERT_TRUE(results.front().estimate.has_value());
+  const auto& a = results.front().assumptions;
+  EXPECT_TRUE(has(a, "parallel.zero_stage not stated: ")) << a.size();
+  EXPECT_TRUE(has(a, "(what megatron-lm offers)"));
+  EXPECT_TRUE(has(a, "parallel.sequence_parallel not stated: "));
+  // The chosen plan is the fastest that fits of the four combinations.
+  double fastest = 1e300;
+  const mgt::cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings,
+                                       mgt::cost::cost_params_for(s.cluster.gpu, s.framework));
+  for (int64_t z : {0, 1})
+    for (bool sp : {true, false}) {
+      mgt::ir::Plan p = s.plan;
+      p.zero_stage = z;
+      p.dp_shard = z == 0 ? 1 : 4;
+      p.dp_replicate = z == 0 ? 4 : 1;
+      p.sequence_parallel = sp;
+      const auto e = estimator.estimate(p);
+      if (e.memory.peak_bytes <= s.cluster.gpu.hbm_bytes) fastest = std::min(fastest, e.step_time_s);
+    }
+  EXPECT_DOUBLE_EQ(results.front().estimate->step_time_s, fastest);
+  // pytorch-fsdp offers no ZeRO-1: DDP or SHARD_GRAD_OP.
+  EXPECT_EQ(mgt::plan::setup_row(source_with(row, json{{"name", "pytorch-fsdp"}}), row).zero_stage_choices,
+            (std::vector<int64_t>{0, 2}));
+}
+
+TEST(ValidationFramework, UnknownNameIsTheDefaultProfileListed) {
+  const json fw = {{"name", "someones-trainer"}};
+  auto s = mgt::plan::setup_row(source_with(gpt_row(), fw), gpt_row());
+  EXPECT_EQ(s.framework.name, "pytorch-fsdp");
+  EXPECT_TRUE(has(s.assumptions, "\"someones-trainer\" has no profile"));
+}
+
+TEST(ValidationFramework, MalformedFrameworkIsASkipNamingTheField) {
+  json row = gpt_row();
+  row["framework"] = {{"name", "nemo"}, {"features", "tp-comm-overlap"}};
+  const auto r = mgt::plan::validate_row(source_with(row, nullptr), row);
+  ASSERT_TRUE(r.front().skipped.has_value());
+  EXPECT_NE(r.front().skipped->find("framework.features"), std::string::npos) << *r.front().skipped;
+}
+
+}  // namespace
