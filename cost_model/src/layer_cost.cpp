@@ -8,6 +8,7 @@
 #include "mgt/cost_model/layer_cost.hpp"
 
 #include "mgt/cost_model/compute.hpp"
+#include "mgt/cost_model/ssm_cost.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -435,6 +436,62 @@ void cost_loss(Walk& w, const ir::Op& op) {
   }
 }
 
+// State-space scan (ssm_cost.hpp for the formulas). SSD runs as chunked matmuls on tensor cores and is
+// priced like attention; Mamba-1's scan runs on CUDA cores: its fp32 FLOPs or its bytes, whichever is
+// slower. Context parallel as Megatron-Core's MambaContextParallel does it: all-to-alls turn sequence
+// shards into head shards before the conv and scan (x, dt, B, C and the gate z, z the size of y) and
+// back after (y); the same again in backward.
+void cost_ssm_scan(Walk& w, const ir::Op& op) {
+  const auto& x = w.tensor(op.inputs[0]);
+  const auto& dt = w.tensor(op.inputs[1]);
+  const auto& b = w.tensor(op.inputs[2]);
+  const auto& c = w.tensor(op.inputs[3]);
+  const auto& y = w.tensor(op.output);
+  const auto shape = [&](bool local) {
+    const auto size = [&](const ir::Dim& d) { return local ? local_dim_size(d, w.ctx, true) : d.size; };
+    SsmScanShape s;
+    s.chunk = op.chunk_size;
+    s.state = b.dims.back().size;
+    if (s.chunk > 0) {
+      s.heads = size(x.dims[2]), s.head_dim = x.dims[3].size, s.groups = size(b.dims[2]);
+    } else {
+      s.head_dim = size(x.dims[2]);
+    }
+    return s;
+  };
+  const SsmScanShape local = shape(true);
+  const double tokens = double(w.ctx.micro_batch * local_dim_size(x.dims[1], w.ctx, true));
+  const double fwd = ssm_scan_fwd_flops_per_token(local) * tokens;
+  const double bwd = ssm_scan_bwd_flops_per_token(local) * tokens;
+  const int64_t bytes = int64_t(ssm_scan_bytes_per_token(local, ir::dtype_bytes(w.ctx.dtype)) * tokens);
+  if (op.chunk_size > 0) {
+    w.cost.fwd_compute_s += attention_time_s(fwd, w.params.attention_fwd_efficiency, w.cluster, w.ctx.dtype, w.params);
+    w.cost.bwd_compute_s += attention_time_s(bwd, w.params.attention_bwd_efficiency, w.cluster, w.ctx.dtype, w.params);
+  } else {
+    const double fp32 = w.cluster.gpu.peak_fp32_flops_per_s;
+    const auto time = [&](const char* phase, double flops, int64_t moved) {
+      return std::max(w.kernel_time("ssm_scan", phase, flops, moved), fp32 > 0 ? flops / fp32 : 0.0);
+    };
+    w.cost.fwd_compute_s += time("fwd", fwd, bytes);
+    w.cost.bwd_compute_s += time("bwd", bwd, 2 * bytes);
+  }
+  w.fwd_flops += fwd;
+  const double global_tokens = double(w.ctx.micro_batch * w.ctx.seq_len);
+  w.cost.model_flops += 3.0 * ssm_scan_fwd_flops_per_token(shape(false)) * global_tokens;
+  for (const auto* t : {&x, &dt, &b, &c}) w.saved.insert(t->name);
+  if (op.chunk_size > 0) w.saved.insert(y.name);
+  w.extra_saved_bytes += int64_t(ssm_scan_extra_saved_bytes_per_token(local) * tokens);
+  const int64_t in_bytes = w.tp_region_bytes(x) + w.tp_region_bytes(dt) + w.tp_region_bytes(b) +
+                           w.tp_region_bytes(c) + w.tp_region_bytes(y);
+  const int64_t out_bytes = w.tp_region_bytes(y);
+  w.cp_collective(w.cost.fwd_collectives, CollectiveKind::all_to_all, in_bytes, {x.name, dt.name, b.name, c.name}, true);
+  w.cp_collective(w.cost.fwd_collectives, CollectiveKind::all_to_all, out_bytes, {y.name}, false);
+  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::all_to_all, out_bytes, {"grad(" + y.name + ")"}, true);
+  w.cp_collective(w.cost.bwd_collectives, CollectiveKind::all_to_all, in_bytes,
+                  {"grad(" + x.name + ")", "grad(" + dt.name + ")", "grad(" + b.name + ")", "grad(" + c.name + ")"},
+                  false);
+}
+
 }  // namespace
 
 ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& settings) {
@@ -483,6 +540,7 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
       case ir::OpKind::attention_core: cost_attention(w, op); break;
       case ir::OpKind::embedding: cost_embedding(w, op); break;
       case ir::OpKind::softmax_cross_entropy: cost_loss(w, op); break;
+      case ir::OpKind::ssm_scan: cost_ssm_scan(w, op); break;
       default: cost_elementwise(w, op); break;
     }
     if (!op.output.empty()) w.produced.insert(op.output);

@@ -38,7 +38,7 @@ std::optional<DType> dtype_from_string(std::string_view text) {
 }
 
 namespace {
-constexpr std::array<std::pair<OpKind, const char*>, 9> kOpKindNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 10> kOpKindNames{{
     {OpKind::contraction, "contraction"},
     {OpKind::embedding, "embedding"},
     {OpKind::norm, "norm"},
@@ -48,6 +48,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 9> kOpKindNames{{
     {OpKind::residual, "residual"},
     {OpKind::router, "router"},
     {OpKind::softmax_cross_entropy, "softmax_cross_entropy"},
+    {OpKind::ssm_scan, "ssm_scan"},
 }};
 }  // namespace
 
@@ -197,6 +198,7 @@ class OpChecker {
       case OpKind::residual: check_residual(); break;
       case OpKind::router: check_router(); break;
       case OpKind::softmax_cross_entropy: check_loss(); break;
+      case OpKind::ssm_scan: check_ssm_scan(); break;
     }
   }
 
@@ -310,6 +312,29 @@ class OpChecker {
     if (!out_ || out_->dims.size() != 3 || out_->dims[0].name != 'b' || out_->dims[1].name != 's' ||
         out_->dims[2] != w.dims[1])
       fail(".output", "output must have dims [b, s, " + std::string(1, w.dims[1].name) + "]");
+  }
+
+  /// The operand convention of OpKind::ssm_scan (graph.hpp): dims by position, so that the cost
+  /// model can read heads, head dim, groups and state size without names.
+  void check_ssm_scan() {
+    require_inputs(6, 6);
+    for (size_t i = 0; i < 4; ++i) require_activation(i);
+    for (size_t i = 4; i < 6; ++i)
+      if (!in_[i]->is_parameter) fail(".inputs[" + std::to_string(i) + "]", describe(*in_[i]) + " must be a parameter");
+    if (op_.chunk_size < 0) fail(".chunk_size", "must be 0 (Mamba-1) or a positive SSD chunk length");
+    const bool ssd = op_.chunk_size > 0;
+    const char* want[] = {ssd ? "bsad" : "bsf", ssd ? "bsa" : "bsf", ssd ? "bskn" : "bsn", ssd ? "bskn" : "bsn",
+                          ssd ? "a" : "fn", ssd ? "a" : "f"};
+    for (size_t i = 0; i < 6; ++i)
+      if (dims_string(*in_[i]) != want[i])
+        fail(".inputs[" + std::to_string(i) + "]",
+             describe(*in_[i]) + " must have dims \"" + want[i] + "\" (" + (ssd ? "Mamba-2 SSD" : "Mamba-1") + ")",
+             "see \"State-space layers\" in docs/graph_format.md");
+    if (!out_) fail(".output", "missing output tensor");
+    require_same(*in_[0], *out_, ".output");
+    require_same(*in_[2], *in_[3], ".inputs[3]");
+    if (ssd && in_[0]->dims[2].size % in_[2]->dims[2].size != 0)
+      fail(".inputs[2]", "groups " + describe(*in_[2]) + " must divide the heads of " + describe(*in_[0]));
   }
 
   void check_norm() {

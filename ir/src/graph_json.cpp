@@ -193,6 +193,7 @@ Op read_op(const Reader& r, const json& o, const std::string& path) {
       r.only_keys(o, path, {"name", "kind", "inputs", "output", "causal", "sliding_window"});
       break;
     case OpKind::router: r.only_keys(o, path, {"name", "kind", "inputs", "output", "top_k"}); break;
+    case OpKind::ssm_scan: r.only_keys(o, path, {"name", "kind", "inputs", "output", "chunk_size"}); break;
     default: r.only_keys(o, path, {"name", "kind", "inputs", "output"}); break;
   }
   const json& inputs = r.array(o, "inputs", path, /*is_required=*/true);
@@ -215,6 +216,7 @@ Op read_op(const Reader& r, const json& o, const std::string& path) {
   }
   if (op.kind == OpKind::router) op.top_k = r.integer(o, "top_k", path, 0, 1);
   if (op.kind == OpKind::router && op.top_k == 0) r.required(o, "top_k", path);
+  if (op.kind == OpKind::ssm_scan) op.chunk_size = r.integer(o, "chunk_size", path, 0, 0);
   return op;
 }
 
@@ -333,6 +335,7 @@ json op_to_json(const Op& op) {
       out["sliding_window"] = op.sliding_window;
       break;
     case OpKind::router: out["top_k"] = op.top_k; break;
+    case OpKind::ssm_scan: out["chunk_size"] = op.chunk_size; break;
     default: break;
   }
   return out;

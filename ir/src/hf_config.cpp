@@ -21,6 +21,7 @@ namespace {
 using DimSizes = std::map<char, int64_t>;
 using hf::HfModel;
 using hf::LayerKind;
+using hf::Mixer;
 using hf::Parallel;
 using hf::QkNorm;
 
@@ -160,7 +161,7 @@ std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& 
     q = b.norm("q_norm", q, "ad", m.norm, false, "q_normed");
     k = b.norm("k_norm", k, "kd", m.norm, false, "k_normed");
   }
-  if (m.positions == 0) {
+  if (m.positions == 0 && m.rope) {
     q = b.rope("q_rope", q, "q_rot");
     k = b.rope("k_rope", k, "k_rot");
   }
@@ -254,13 +255,83 @@ std::string add_moe_ffn(BlockBuilder& b, const HfModel& m, const std::string& in
   return b.residual("shared_add", routed, shared, "ffn_out");
 }
 
+/// Mamba-1 mixer (Gu & Dao 2023, Algorithm 2; transformers' MambaMixer): in_proj to x and the gate z,
+/// depthwise causal conv over x (a contraction over the kernel taps c), SiLU, x_proj to the low-rank
+/// dt and to B, C, dt_proj back to the channels, the selective scan, y * SiLU(z), out_proj. Channels
+/// are f, so tp splits them as Megatron splits an MLP: in_proj and dt_proj column-parallel, x_proj
+/// and out_proj row-parallel.
+std::string add_mamba1(BlockBuilder& b, const HfModel& m, const std::string& in) {
+  const bool bias = m.ssm.proj_bias;
+  const std::string x = b.contract("in_proj_x", in, "w_in_x", "bsh,hf->bsf", "ssm_x", bias ? "b_in_x" : "");
+  const std::string z = b.contract("in_proj_z", in, "w_in_z", "bsh,hf->bsf", "ssm_z", bias ? "b_in_z" : "");
+  const std::string conv = b.contract("conv1d", x, "w_conv", "bsf,fc->bsf", "conv_out", m.ssm.conv_bias ? "b_conv" : "");
+  const std::string xc = b.activation("conv_act", {conv}, ActivationKind::silu, "conv_act_out");
+  std::string dt_low = b.contract("x_proj_dt", xc, "w_x_dt", "bsf,fr->bsr", "dt_low");
+  std::string bm = b.contract("x_proj_b", xc, "w_x_b", "bsf,fn->bsn", "ssm_b");
+  std::string cm = b.contract("x_proj_c", xc, "w_x_c", "bsf,fn->bsn", "ssm_c");
+  if (m.ssm.dt_bc_norms) {  // Jamba
+    dt_low = b.norm("dt_norm", dt_low, "r", NormKind::rms, false, "dt_low_normed");
+    bm = b.norm("b_norm", bm, "n", NormKind::rms, false, "ssm_b_normed");
+    cm = b.norm("c_norm", cm, "n", NormKind::rms, false, "ssm_c_normed");
+  }
+  const std::string dt = b.contract("dt_proj", dt_low, "w_dt", "bsr,rf->bsf", "ssm_dt", "b_dt");
+  b.declare("A_log", "fn", /*parameter=*/true);
+  b.declare("D", "f", /*parameter=*/true);
+  b.add(make_op("selective_scan", OpKind::ssm_scan, {xc, dt, bm, cm, "A_log", "D"}, "ssm_y"), "bsf");
+  const std::string y = b.activation("gate", {z, "ssm_y"}, ActivationKind::silu_glu, "gated");
+  return b.contract("out_proj", y, "w_out", "bsf,fh->bsh", "mixer_out", bias ? "b_out" : "");
+}
+
+/// Mamba-2 mixer (Dao & Gu 2024, §7; Megatron-Core MambaMixer): in_proj to z, x (a heads x d head
+/// dim), B, C (k groups x n state) and dt (one per head, plus dt_bias); depthwise conv and SiLU over
+/// x, B, C; the SSD scan in chunks; gated RMSNorm over the channels; out_proj. As in Megatron-Core,
+/// tp splits heads and groups (in_proj column-parallel, out_proj row-parallel, the norm local).
+std::string add_mamba2(BlockBuilder& b, const HfModel& m, const std::string& in) {
+  const bool bias = m.ssm.proj_bias;
+  const std::string z = b.contract("in_proj_z", in, "w_in_z", "bsh,had->bsad", "ssm_z", bias ? "b_in_z" : "");
+  const std::string x = b.contract("in_proj_x", in, "w_in_x", "bsh,had->bsad", "ssm_x", bias ? "b_in_x" : "");
+  const std::string bm = b.contract("in_proj_b", in, "w_in_b", "bsh,hkn->bskn", "ssm_b", bias ? "b_in_b" : "");
+  const std::string cm = b.contract("in_proj_c", in, "w_in_c", "bsh,hkn->bskn", "ssm_c", bias ? "b_in_c" : "");
+  const std::string dt = b.contract("in_proj_dt", in, "w_in_dt", "bsh,ha->bsa", "ssm_dt", "dt_bias");
+  const bool cb = m.ssm.conv_bias;
+  const std::string xc = b.contract("conv1d_x", x, "w_conv_x", "bsad,adc->bsad", "conv_x", cb ? "b_conv_x" : "");
+  const std::string bc = b.contract("conv1d_b", bm, "w_conv_b", "bskn,knc->bskn", "conv_b", cb ? "b_conv_b" : "");
+  const std::string cc = b.contract("conv1d_c", cm, "w_conv_c", "bskn,knc->bskn", "conv_c", cb ? "b_conv_c" : "");
+  const std::string xa = b.activation("conv_act_x", {xc}, ActivationKind::silu, "conv_x_act");
+  const std::string ba = b.activation("conv_act_b", {bc}, ActivationKind::silu, "conv_b_act");
+  const std::string ca = b.activation("conv_act_c", {cc}, ActivationKind::silu, "conv_c_act");
+  b.declare("A_log", "a", /*parameter=*/true);
+  b.declare("D", "a", /*parameter=*/true);
+  Op scan = make_op("ssd_scan", OpKind::ssm_scan, {xa, dt, ba, ca, "A_log", "D"}, "ssm_y");
+  scan.chunk_size = m.ssm.chunk;
+  b.add(std::move(scan), "bsad");
+  const std::string gated = b.activation("gate", {z, "ssm_y"}, ActivationKind::silu_glu, "gated");
+  const std::string normed = b.norm("gated_norm", gated, "ad", NormKind::rms, false, "gated_normed");
+  return b.contract("out_proj", normed, "w_out", "bsad,adh->bsh", "mixer_out", bias ? "b_out" : "");
+}
+
+/// The layer's dim table: a Mamba-1 layer's f is its channels (its MLP declares its own f), a
+/// Mamba-2 layer's a, d, k are its heads, head dim and groups.
+DimSizes layer_dims(const HfModel& m, Mixer mixer) {
+  DimSizes t = dim_table(m);
+  if (mixer == Mixer::mamba1)
+    t.insert_or_assign('f', m.ssm.inner), t['n'] = m.ssm.state, t['r'] = m.ssm.dt_rank, t['c'] = m.ssm.conv;
+  if (mixer == Mixer::mamba2) {
+    t.insert_or_assign('a', m.ssm.heads), t.insert_or_assign('d', m.ssm.head_dim);
+    t.insert_or_assign('k', m.ssm.groups), t['n'] = m.ssm.state, t['c'] = m.ssm.conv;
+  }
+  return t;
+}
+
 /// One transformer layer: attention and feed-forward sublayers, each wrapped with the family's
 /// norm placement (pre: norm before, post: norm on the sublayer output) and a residual add.
 /// Parallel layers (GPT-NeoX, Falcon) feed both sublayers from the layer input and add both.
 Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, LayerKind kind) {
-  BlockBuilder b(name, repeat, /*is_layer=*/true, dim_table(m));
+  BlockBuilder b(name, repeat, /*is_layer=*/true, layer_dims(m, kind.mixer));
   b.declare("x", "bsh", false);
   const auto attention = [&](const std::string& in) {
+    if (kind.mixer == Mixer::mamba1) return add_mamba1(b, m, in);
+    if (kind.mixer == Mixer::mamba2) return add_mamba2(b, m, in);
     return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window);
   };
   const auto ffn = [&](const std::string& in) {
@@ -280,10 +351,13 @@ Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, Lay
     if (m.post_norm) y = b.norm(tag + "_post_norm", y, "h", m.norm, m.norm_bias, tag + "_normed");
     return y;
   };
-  const std::string attn = sublayer("attn", "x", attention);
-  const std::string h1 = b.residual("attn_residual", "x", attn, "h1");
-  const std::string mlp = sublayer("mlp", h1, ffn);
-  b.residual("mlp_residual", h1, mlp, "out");
+  // A layer may be its mixer only (Mamba) or its MLP only (Nemotron-H '-'); the last residual is "out".
+  std::string h1 = "x";
+  if (kind.mixer != Mixer::none) {
+    const std::string tag = kind.mixer == Mixer::attention ? "attn" : "mixer";
+    h1 = b.residual(tag + "_residual", "x", sublayer(tag, "x", attention), kind.ffn ? "h1" : "out");
+  }
+  if (kind.ffn) b.residual("mlp_residual", h1, sublayer("mlp", h1, ffn), "out");
   return b.take();
 }
 
@@ -291,6 +365,11 @@ Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, Lay
 /// prefixed "local_"/"global_" when windows differ between layers.
 std::string run_name(const HfModel& m, LayerKind kind) {
   std::string name = m.experts == 0 ? "layer" : kind.moe ? "moe_layer" : "dense_layer";
+  if (m.ssm.inner > 0) {  // state-space and hybrid models: named by mixer, then MLP
+    const char* mixer = kind.mixer == Mixer::attention ? "attn" : kind.mixer == Mixer::none ? "" : "mamba";
+    const char* ffn = !kind.ffn ? "" : m.experts == 0 ? "mlp" : kind.moe ? "moe" : "mlp";
+    name = std::string(mixer) + (*mixer && *ffn ? "_" : "") + ffn + "_layer";
+  }
   for (const LayerKind& k : m.layer_kinds)
     if (k.sliding_window != m.layer_kinds.front().sliding_window)
       return (kind.sliding_window > 0 ? "local_" : "global_") + name;
@@ -352,7 +431,7 @@ ModelInfo model_info(const HfModel& m, const std::string& source) {
   info.architecture = m.architecture;
   info.num_layers = m.layers;
   info.hidden_size = m.hidden;
-  info.num_attention_heads = m.heads;
+  info.num_attention_heads = m.heads;  // 0 for pure Mamba stacks
   info.num_kv_heads = m.kv_heads;
   info.vocab_size = m.vocab;
   info.max_seq_len = m.max_pos;

@@ -165,6 +165,7 @@ std::string supported_list() {
   std::string out;
   for (const FamilySpec& f : kFamilies) out += (out.empty() ? "" : ", ") + std::string(f.model_type);
   for (std::string_view w : kTextConfigWrappers) out += ", " + std::string(w);
+  for (const auto& [type, arch] : ssm_families()) out += ", " + type;
   return out;
 }
 
@@ -198,6 +199,8 @@ std::string model_type_of(const json& config, const std::string& source) {
   const std::string arch = archs[0].get<std::string>();
   for (const FamilySpec& f : kFamilies)
     if (arch == f.architecture) return f.model_type;
+  for (const auto& [type, ssm_arch] : ssm_families())
+    if (arch == ssm_arch) return type;
   throw InputError(source, "architectures", "unsupported architecture \"" + arch + "\"", unsupported_hint());
 }
 
@@ -431,6 +434,7 @@ HfModel read_hf_model(const json& c, const std::string& source) {
     return read_family(text, *f, m, source);
   }
   const FamilySpec* f = find_family(m.model_type);
+  if (!f && read_ssm_family(c, m, source)) return m;
   if (!f)
     throw InputError(source, "model_type",
                      "unsupported model_type \"" + m.model_type + "\" (architecture \"" + m.architecture + "\")",

@@ -19,11 +19,26 @@ enum class QkNorm { none, per_head, full_width };
 /// input with their outputs summed into one residual (GPT-NeoX, Falcon) under one norm or two.
 enum class Parallel { none, shared_norm, two_norms };
 
+/// The token mixer of a layer: attention, a Mamba-1 or Mamba-2 state-space layer, or none (an
+/// MLP-only layer of Nemotron-H).
+enum class Mixer { attention, mamba1, mamba2, none };
+
 /// What one decoder layer holds; runs of equal kinds become one Block.
 struct LayerKind {
   bool moe = false;
   int64_t sliding_window = 0;  ///< 0 = full attention
+  Mixer mixer = Mixer::attention;
+  bool ffn = true;  ///< false: the layer is its mixer only (Mamba stacks, Nemotron-H's M and * layers)
   bool operator==(const LayerKind&) const = default;
+};
+
+/// State-space layer sizes (Mamba-1: inner channels, state, conv, dt rank; Mamba-2: heads x head_dim
+/// channels in groups, SSD chunk length).
+struct SsmSizes {
+  int64_t inner = 0, state = 0, conv = 0, dt_rank = 0;  ///< Mamba-1 and Mamba-2
+  int64_t heads = 0, head_dim = 0, groups = 0, chunk = 0;  ///< Mamba-2 only
+  bool conv_bias = true, proj_bias = false;
+  bool dt_bc_norms = false;  ///< Jamba: RMSNorms with weights on dt, B and C
 };
 
 /// The sizes read from a config, validated once; builders only read this struct.
@@ -47,6 +62,8 @@ struct HfModel {
   // Multi-head latent attention (DeepSeek).
   bool mla = false;
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  SsmSizes ssm;
+  bool rope = true;  ///< false: attention without positions (Jamba, Nemotron-H)
   /// One entry per decoder layer, in order.
   std::vector<LayerKind> layer_kinds;
   std::map<char, std::string> dim_sources;
@@ -54,5 +71,11 @@ struct HfModel {
 
 /// Reads and validates a config (a top-level one, or the "text_config" of a multimodal one).
 HfModel read_hf_model(const nlohmann::json& config, const std::string& source);
+
+/// The state-space families (mamba, falcon_mamba, mamba2, jamba, nemotron_h: hf_ssm_families.cpp);
+/// false when `model_type` is none of them.
+bool read_ssm_family(const nlohmann::json& config, HfModel& m, const std::string& source);
+/// Their model_types and architectures, for the unsupported-type hint and architecture lookup.
+std::vector<std::pair<std::string, std::string>> ssm_families();
 
 }  // namespace mgt::ir::hf

@@ -17,8 +17,13 @@ ModelFacts model_facts(const ir::Graph& graph) {
   if (graph.info.architecture == "GPT2LMHeadModel") facts.layers_field = "n_layer";
   std::set<std::pair<char, int64_t>> seen;
   for (const auto& block : graph.blocks) {
-    for (const auto& op : block.ops)
+    for (const auto& op : block.ops) {
       if (op.kind == ir::OpKind::attention_core) facts.has_attention = true;
+      if (op.kind == ir::OpKind::ssm_scan && op.chunk_size == 0) facts.has_mamba1 = true;
+      if (op.kind == ir::OpKind::ssm_scan && op.chunk_size > 0)
+        if (const ir::TensorDecl* x = ir::find_tensor(block, op.inputs.front()); x && x->dims.size() == 4)
+          facts.ssd_heads = x->dims[2].size;
+    }
     for (const auto& t : block.tensors)
       for (const auto& d : t.dims) {
         // The vocabulary is padded to a multiple of tp (Megatron --make-vocab-size-divisible-by).
@@ -50,7 +55,14 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
     return tp + " exceeds one " + where + " (pass --allow-cross-node-tp to allow)";
   if (!options.allow_cross_node_tp && domain % plan.tp != 0)
     return tp + " must divide the " + where + " so no tp group straddles two (pass --allow-cross-node-tp to allow)";
-  if (plan.cp > 1 && !facts.has_attention) return cp + " needs attention layers to split the sequence";
+  if (plan.cp > 1 && !facts.has_attention && facts.ssd_heads == 0)
+    return cp + " needs attention or Mamba-2 layers to split the sequence";
+  // Megatron-Core splits Mamba-2 layers over cp by heads (MambaContextParallel); Mamba-1 has no split.
+  if (plan.cp > 1 && facts.has_mamba1)
+    return cp + ": Mamba-1 layers scan the whole sequence and no framework splits them over cp (use tp or pp)";
+  if (plan.cp > 1 && facts.ssd_heads % (plan.tp * plan.cp) != 0)
+    return "tp*cp=" + std::to_string(plan.tp * plan.cp) + " must divide the Mamba-2 heads (" +
+           std::to_string(facts.ssd_heads) + "): Megatron-Core's context parallel splits heads over tp*cp";
   // Pipeline: the layers split into pp * vpp chunks (ir::PipelineSplit: equal chunks, or the first
   // and last one layer lighter), and the schedule needs micro-batches to fill the pipe.
   if (plan.pp > 1 || plan.vpp > 1) {

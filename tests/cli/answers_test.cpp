@@ -98,6 +98,66 @@ TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
   EXPECT_EQ(run_cli({kLlama8B, "--gpus", "12", "--global-batch-tokens", "4227072"}).exit_code, 0);
 }
 
+// The GPU count the CLI names in "needs at least N GPUs of this kind", or 0.
+int64_t needed_gpus(const std::string& err) {
+  const std::string key = "needs at least ";
+  const auto at = err.find(key);
+  return at == std::string::npos ? 0 : std::stoll(err.substr(at + key.size()));
+}
+
+// The first count at or above `floor` that is a multiple of 8 (one H100 node) or a power of two.
+int64_t next_grid_count(int64_t floor) {
+  int64_t pow2 = 1;
+  while (pow2 < floor) pow2 *= 2;
+  return std::min((floor + 7) / 8 * 8, pow2);
+}
+
+TEST(CliAnswers, TooBigForEightGpusNamesTheSmallestCountThatFits) {
+  // Fully sharded fp32 weights + gradients + AdamW moments are 16 bytes per parameter; an H100 holds
+  // 80 GiB. Falcon-40B: 41303293952 x 16 / 80 GiB = 7.69 -> at least 8 GPUs for the states alone, so
+  // with activations the first grid count above 8 is the answer: 16. Llama-4-Scout (text):
+  // 107769861120 x 16 / 80 GiB = 20.07 -> 21; grid counts 24 then 32. (Parameter counts: the hand
+  // counts of tests/ir/hf_families_test.cpp.)
+  constexpr double kHbm = 80.0 * (int64_t{1} << 30);
+  struct Case {
+    const char* model;
+    int64_t params, needed;  ///< needed: by hand, below
+  };
+  // Falcon-40B's floor 9 -> 16 (nothing on the grid between); Scout's 21 -> 24 has no plan, 32 does.
+  for (const Case& c : {Case{"examples/models/families/Falcon-40B.json", 41303293952, 16},
+                        Case{"examples/models/families/Llama-4-Scout-17B-16E.json", 107769861120, 32}}) {
+    SCOPED_TRACE(c.model);
+    const int64_t floor = std::max<int64_t>(9, int64_t(std::ceil(16.0 * double(c.params) / kHbm)));
+    const Result r = run_cli({c.model, "--gpus", "8"});
+    EXPECT_EQ(r.exit_code, 1) << describe(r);
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << describe(r);
+    const int64_t n = needed_gpus(r.err);
+    EXPECT_EQ(n, c.needed) << describe(r);
+    EXPECT_GE(n, next_grid_count(floor)) << describe(r);
+    EXPECT_TRUE(contains(r.err, "GPUs of this kind (H100-SXM5-80GB): on 8 every plan needs more than 80.0 GiB per GPU; "
+                                "the best plan on " + std::to_string(n) + " GPUs is "))
+        << describe(r);
+    // N is the smallest grid count that fits: a plan at N, none at the grid count before it.
+    EXPECT_EQ(run_cli({c.model, "--gpus", std::to_string(n)}).exit_code, 0);
+    for (int64_t below = next_grid_count(floor); below < n; below = next_grid_count(below + 1))
+      EXPECT_EQ(run_cli({c.model, "--gpus", std::to_string(below)}).exit_code, 1) << below;
+  }
+}
+
+TEST(CliAnswers, EveryFamilyExampleGetsAPlanOrANeededGpuCount) {
+  for (const auto& entry : fs::directory_iterator(fs::path(MGT_SOURCE_DIR) / "examples" / "models" / "families")) {
+    if (entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    const Result r = run_cli({entry.path().string(), "--gpus", "8"});
+    if (r.exit_code == 0) {
+      EXPECT_TRUE(contains(r.out, "recommended: ")) << describe(r);
+    } else {
+      EXPECT_EQ(r.exit_code, 1) << describe(r);
+      EXPECT_GT(needed_gpus(r.err), 8) << describe(r);
+    }
+  }
+}
+
 TEST(CliAnswers, IdleTopPlanIsWarnedWithALargerBatch) {
   // 405B on 16,384 GPUs with 4M tokens: 4194304 / 16384 = 256 tokens per GPU per step.
   const Result r = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "16384"});

@@ -83,6 +83,32 @@ const std::vector<Published> kPublished{
     {"Phi-3.5-MoE", 41873153344, 6640999744, 41.9, 6.6, 0.05, 0.05,
      "microsoft/Phi-3.5-MoE-instruct model card: 6.6B active; 41.9B total (rounded)"},
     {"Falcon-40B", 41303293952, 41303293952, 40.0, 40.0, 5.0, 5.0, "tiiuae/falcon-40b model card: 40B (nominal)"},
+    // State-space and hybrid families (tests/ir/hf_ssm_families_test.cpp for their layer structure).
+    // Mamba-1 layer (d inner, N state, R dt rank, K conv): in_proj h x 2d, conv d x K + bias d, x_proj
+    // d x (R + 2N), dt_proj R x d + bias d, A d x N, D d, out_proj d x h, norm h.
+    // 64 x (4096 x 16384 + 8192 x 4 + 8192 + 8192 x 288 + 256 x 8192 + 8192 + 8192 x 16 + 8192 + 8192 x 4096
+    // + 4096) + untied 2 x 65024 x 4096 + norm.
+    {"Falcon-Mamba-7B", 7272665088, 7272665088, 7.27, 7.27, 0.005, 0.005,
+     "tiiuae/falcon-mamba-7b: 7.27B parameters (rounded to 0.01B)"},
+    // 64 x (2560 x 10240 + 5120 x 4 + 5120 + 5120 x 192 + 160 x 5120 + 5120 + 5120 x 16 + 5120 + 5120 x 2560
+    // + 2560) + tied 50280 x 2560 + norm.
+    {"Mamba-2.8B", 2768345600, 2768345600, 2.8, 2.8, 0.05, 0.05, "state-spaces/mamba-2.8b-hf: 2.8B (nominal)"},
+    // Mamba-2 layer (H heads of P, G groups, N state): in_proj h x (2HP + 2GN + H), conv (HP + 2GN) x 4
+    // + bias, dt_bias, A, D (H each), gated norm HP, out_proj HP x h, norm h.
+    // 64 x (4096 x 18560 + 10240 x 5 + 3 x 128 + 8192 + 8192 x 4096 + 4096) + untied 2 x 32768 x 4096 + norm.
+    {"Mamba-Codestral-7B", 7285403648, 7285403648, 7.285403648, 7.285403648, 0.0073, 0.0073,
+     "mistralai/Mamba-Codestral-7B-v0.1: 7,285,403,648 parameters (exact; ai-tldr.dev/models/codestral-mamba)"},
+    // 24 Mamba-2 layers (as Codestral's with h 4096: 109640064 each), 4 attention layers (q, o 4096^2,
+    // k, v 4096 x 1024, norm), 24 MLP layers (2 x 4096 x 21504, squared ReLU, norm) + untied 2 x 131072 x 4096.
+    {"Nemotron-H-8B-Base-8K", 8100852736, 8100852736, 8.0, 8.0, 0.5, 0.5,
+     "nvidia/Nemotron-H-8B-Base-8K model card: 8B (nominal)"},
+    // 4 attention + MLP layers (41943040 + 3 x 4096 x 14336), 12 Mamba-1 + MLP and 16 Mamba-1 + MoE layers
+    // (Mamba-1 as above with d 8192, N 16, R 256, plus dt/B/C norms 256 + 16 + 16; 16 experts of
+    // 3 x 4096 x 14336, router 4096 x 16), 2 norms each, + untied 2 x 65536 x 4096 + norm. Active: 2 of 16.
+    {"Jamba-v0.1", 51570323328, 12110311296, 52.0, 12.0, 0.5, 0.5,
+     "ai21labs/Jamba-v0.1 model card: 52B total, 12B active (rounded)"},
+    // 40 x (q, o 4096^2 + k, v 4096 x 1024 + 3 x 4096 x 12800 + 2 norms) + tied 49159 x 4096 + norm.
+    {"Granite-3.3-8B", 8170864640, 8170864640, 8.0, 8.0, 0.5, 0.5, "ibm-granite Granite 3.3 8B model card: 8B (nominal)"},
 };
 
 void PrintTo(const Published& p, std::ostream* os) { *os << p.name; }

@@ -203,13 +203,29 @@ TEST(FirstBrokenRule, Gb200Nvl72AllowsTpAcrossTrays) {
 
 // ---- cp needs attention ----------------------------------------------------------------------------
 
+TEST(FirstBrokenRule, CpOverMambaLayersAsMegatronCoreSplitsThem) {
+  // Mamba-2 (Megatron-Core MambaContextParallel): heads split over tp*cp. Codestral: 128 heads.
+  ModelFacts ssd;
+  ssd.ssd_heads = 128;
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 1), ssd, h100(), settings(), options(2)), "<none>");
+  ssd.ssd_heads = 24;  // 24 % (tp 2 x cp 8) != 0
+  EXPECT_EQ(broken(make_plan(1, 1, 8, 2), ssd, h100(), settings(), options(16)),
+            "tp*cp=16 must divide the Mamba-2 heads (24): Megatron-Core's context parallel splits heads over tp*cp");
+  // Mamba-1 (Jamba, Falcon-Mamba): no framework splits the selective scan over the sequence.
+  ModelFacts jamba;
+  jamba.has_attention = true;
+  jamba.has_mamba1 = true;
+  EXPECT_EQ(broken(make_plan(1, 1, 2, 1), jamba, h100(), settings(), options(2)),
+            "cp=2: Mamba-1 layers scan the whole sequence and no framework splits them over cp (use tp or pp)");
+}
+
 TEST(FirstBrokenRule, CpNeedsAttention) {
   const ModelFacts facts = model_facts(mgt::ir::load_model(example("mlp.graph.json")));
   ASSERT_FALSE(facts.has_attention);
   EXPECT_EQ(broken(make_plan(1, 1, 2, 1), facts, h100(), settings(), options(2)),
-            "cp=2 needs attention layers to split the sequence");
+            "cp=2 needs attention or Mamba-2 layers to split the sequence");
   EXPECT_EQ(broken(make_plan(1, 2, 4, 1), facts, h100(), settings(), options(8)),
-            "cp=4 needs attention layers to split the sequence");
+            "cp=4 needs attention or Mamba-2 layers to split the sequence");
   EXPECT_EQ(broken(make_plan(1, 2, 1, 1), facts, h100(), settings(), options(2)), "<none>");
   // The same plan is fine on a model with attention.
   EXPECT_EQ(broken(make_plan(1, 1, 2, 1), llama8b_facts(), h100(), settings(), options(2)), "<none>");

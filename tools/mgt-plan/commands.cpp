@@ -225,6 +225,55 @@ int64_t nearest_gpus_with_plan(const Loaded& l, const PlanOptions& o, std::optio
   return 0;
 }
 
+// The smallest GPU count above `gpus`, among node multiples and powers of two, at which some plan
+// fits, with that plan; searched upward from the 16-bytes-per-parameter floor (min_gpus_for_states),
+// at most kTries searches (each well under a second at these counts). nullopt when none is found.
+struct Enough {
+  int64_t gpus = 0;
+  cost::Estimate best;
+};
+std::optional<Enough> smallest_gpus_with_plan(const Loaded& l, const PlanOptions& o, const cost::Estimator& estimator,
+                                              std::optional<plan::ExportFormat> emit) {
+  constexpr int kTries = 24;
+  const int64_t node = std::max<int64_t>(1, l.cluster.gpus_per_node);
+  int64_t g = std::max(l.run.num_gpus + 1, plan::min_gpus_for_states(estimator));
+  for (int tries = 0; tries < kTries && g <= kMaxGpus; ++tries) {
+    // The next count >= g that is a node multiple or a power of two.
+    int64_t pow2 = 1;
+    while (pow2 < g) pow2 *= 2;
+    g = std::min((g + node - 1) / node * node, pow2);
+    if (g > kMaxGpus) break;
+    plan::SearchResult r = search_with(l, o, g, l.run.settings.global_batch_tokens, emit);
+    if (!r.plans.empty()) return Enough{g, std::move(r.plans.front())};
+    ++g;
+  }
+  return std::nullopt;
+}
+
+// A model too big for --gpus (no plan below it either): "needs at least N GPUs", N and its best plan
+// found by searching upward, else the 16-bytes-per-parameter floor. False when memory is not the cause.
+bool explain_too_few_gpus(const Loaded& l, const PlanOptions& o, const cost::Estimator& estimator,
+                          const plan::SearchResult& result, std::optional<plan::ExportFormat> emit) {
+  if (result.min_rejected_peak_bytes == 0 || nearest_gpus_with_plan(l, o, emit, /*above=*/false) > 0) return false;
+  const std::string head = "mgt-plan: " + l.graph.info.name + " needs at least ";
+  const std::string gpu = " GPUs of this kind (" + l.cluster.gpu.name + ")";
+  if (const auto enough = smallest_gpus_with_plan(l, o, estimator, emit)) {
+    end_progress(l);
+    std::cerr << head << enough->gpus << gpu << ": on " << o.gpus << " every plan needs more than "
+              << format_gib(l.cluster.gpu.hbm_bytes) << " GiB per GPU; the best plan on " << enough->gpus
+              << " GPUs is " << ir::to_string(enough->best.plan) << " -- " << format_gib(enough->best.memory.peak_bytes)
+              << " GiB per GPU, " << fixed3(enough->best.step_time_s) << " s/step (hint: --gpus " << enough->gpus
+              << ")\n";
+    return true;
+  }
+  const int64_t floor = plan::min_gpus_for_states(estimator);
+  if (floor <= o.gpus) return false;
+  end_progress(l);
+  std::cerr << head << floor << gpu << ": 16 bytes per parameter for fp32 weights, gradients and AdamW states, "
+            << "fully sharded, before activations; --gpus is " << o.gpus << "\n";
+  return true;
+}
+
 // "; plans exist for 8 or 16 GPUs, or for 12 GPUs with --global-batch-tokens 4227072 (516 sequences)",
 // found by searching them; empty when none of the few tried gives a plan.
 std::string nearest_answers(const Loaded& l, const PlanOptions& o, std::optional<plan::ExportFormat> emit) {
@@ -367,13 +416,8 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   if (!result.plans.empty()) std::cout << format_table(result.plans, hbm) << "\n";
   std::cout << format_rejections(result);
   if (result.plans.empty()) {
-    const int64_t needed = plan::min_gpus_for_states(estimator);
-    if (result.min_rejected_peak_bytes > 0 && needed > o.gpus) {
-      std::cerr << "mgt-plan: " << l.graph.info.name << " needs at least " << needed << " GPUs of this kind ("
-                << l.cluster.gpu.name << "): 16 bytes per parameter for fp32 weights, gradients and AdamW states, "
-                << "fully sharded, before activations; --gpus is " << o.gpus << "\n";
-    } else {
-      std::cout.flush();  // the table and reasons first, then the answer
+    std::cout.flush();  // the table and reasons first, then the answer
+    if (!explain_too_few_gpus(l, o, estimator, result, format)) {
       const std::string nearest = nearest_answers(l, o, format);
       end_progress(l);
       std::cerr << "mgt-plan: no valid plan for " << o.gpus << " GPUs: every candidate was rejected (reasons above)"

@@ -51,6 +51,11 @@ enum class OpKind {
   residual,               ///< inputs {x, y}; x + y
   router,                 ///< inputs {logits "bse"}; top-k selection and token dispatch bookkeeping
   softmax_cross_entropy,  ///< inputs {logits "bsv"}; output scalar loss; fused softmax + NLL
+  /// State-space scan, inputs {x, dt, B, C, A (param), D (param)}, output with x's dims.
+  /// Mamba-1 selective scan (chunk_size 0): x, dt "bsf", B, C "bsn", A "fn", D "f".
+  /// Mamba-2 SSD (chunk_size > 0): x "bsad" (a heads, d head dim), dt "bsa", B, C "bskn" (k groups),
+  /// A "a", D "a". docs/graph_format.md, "State-space layers".
+  ssm_scan,
 };
 std::string to_string(OpKind kind);
 OpKind op_kind_from_string(const std::string& text, const std::string& source);
@@ -69,6 +74,7 @@ struct Op {
   bool causal = true;                               ///< attention_core only
   int64_t sliding_window = 0;                       ///< attention_core only; 0 = full attention
   int64_t top_k = 0;                                ///< router only: experts per token
+  int64_t chunk_size = 0;                           ///< ssm_scan only: 0 = Mamba-1, else the SSD chunk
   bool operator==(const Op&) const = default;
 };
 

@@ -28,6 +28,8 @@ struct ModelFacts {
   std::string layers_field = "num_hidden_layers";
   int64_t num_experts = 0;        ///< 0 for dense models
   std::string experts_field;      ///< "num_local_experts", "n_routed_experts", ...
+  bool has_mamba1 = false;        ///< Mamba-1 selective scans (no context-parallel split exists)
+  int64_t ssd_heads = 0;          ///< Mamba-2 heads (context parallel splits them with tp); 0 = none
 };
 ModelFacts model_facts(const ir::Graph& graph);
 
