@@ -378,6 +378,25 @@ TEST(estimate_parallel, pipeline_1f1b_step_time) {
   expect_near_rel(e.step_time_s, ga * c1 + ga * p2p + (t0 + t1 - slowest) + dp + double(P) * 30 / kHbm);
 }
 
+// Issue 18 item 2: dp_replicate 4 x pp 4 on two nodes puts stages on ranks 0, 4, 8, 12; the first
+// boundary (0 -> 4) is NVLink but 4 -> 8 crosses the network, and the pipeline waits for it.
+TEST(estimate_parallel, pipeline_boundary_across_nodes_is_priced_on_the_network) {
+  const int64_t L = 4, mbs = 2, seqs = 64, gpus = 16;
+  const ir::ClusterSpec cluster = round_cluster();
+  const CostParams params = round_params();
+  const Estimator est(dense_graph(L), cluster, gpus, settings(seqs), params);
+  const Estimate e = est.estimate(plan_of(4, 1, 4, 1, mbs));
+  const int64_t ga = seqs / (4 * mbs);
+  ASSERT_EQ(e.plan.grad_accum, ga);
+  const Topology topo(cluster, gpus, params);
+  const LinkEstimate network = topo.link_between(4, 8);
+  ASSERT_DOUBLE_EQ(network.bus_bytes_per_s, 10e9);                    // one NIC at efficiency 1
+  ASSERT_GT(topo.link_between(0, 4).bus_bytes_per_s, 10e9);           // the first boundary: NVLink
+  const double boundary = double(mbs * kSeq * H * 2);                  // the [b, s, h] bf16 layer input
+  const double p2p = 2.0 * (network.latency_s + boundary / network.bus_bytes_per_s);
+  expect_near_rel(e.time.exposed_pp_s, double(ga) * p2p);
+}
+
 // ---- 3. interleaved schedule ----
 
 TEST(estimate_parallel, pipeline_interleaved_bubble) {

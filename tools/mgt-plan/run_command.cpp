@@ -280,8 +280,10 @@ void write_text(const std::string& path, const std::string& flag, const std::str
 /// Returns false after printing the error when the CUDA backend cannot start (no device, NCCL / MPI).
 bool start_ranks(const RunOptions& o, const ir::Schedule& schedule, CudaRun& cuda_run,
                  std::unique_ptr<rt::Communicator>& comm) {
-  if (!(o.comm_timeout_s >= 0))
-    throw ir::InputError("command line", "--comm-timeout", "must be >= 0 seconds", "0 waits forever");
+  // One rank has no communicator to refuse it, so the range is checked here for every run.
+  if (!(o.comm_timeout_s >= 0) || o.comm_timeout_s > rt::kMaxCommTimeoutSeconds)
+    throw ir::InputError("command line", "--comm-timeout", rt::comm_timeout_range_problem(o.comm_timeout_s),
+                         "0 waits forever");
   if (o.backend == "cpu") {
     if (schedule.num_gpus > 1)
       comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh, rt::MpiOptions{.timeout_s = o.comm_timeout_s});
