@@ -84,25 +84,27 @@ TEST(CliPipelineAcrossNodes, AbsurdNicOrLatencyIsRefusedNotPricedAsTheDefault) {
 }
 
 TEST(CliPipelineAcrossNodes, SlowNicSlowsTheStepByTheBoundaryTraffic) {
-  // A NIC of 1 kB/s: every micro-batch sends at least one [1, 8192, 4096] bf16 activation across the
-  // nodes, 64 MiB, which takes at least 67,109 s; the default cluster's step takes seconds.
+  // A NIC of 1 kB/s: every micro-batch sends at least one [1, 8192, 4096] bf16 activation (split over
+  // tp by sequence parallelism) across the nodes, 64 MiB / tp, which takes at least 67,109 s / tp; the
+  // default cluster's step takes seconds. Exit 1 is "does not fit in memory", still with the estimate.
   TempDir dir;
   const std::string slow = cluster_with(dir, "slow-nic", [](json& c) { c["nic_bytes_per_s"] = 1e3; });
-  const double boundary_bytes = 8192.0 * 4096.0 * 2.0;
   for (const auto& plan : kPipelinePlans) {
     SCOPED_TRACE(plan);
+    const double tp = double(json::parse(plan).value("tp", 1));
+    const double boundary_bytes = 8192.0 * 4096.0 * 2.0 / tp;
     const Result fast = run_cli({"estimate", kLlama8B, "--gpus", "16", "--plan", plan, "--global-batch", "16", "--json"});
     const Result r = run_cli({"estimate", kLlama8B, "--gpus", "16", "--cluster", slow, "--plan", plan,
                               "--global-batch", "16", "--json"});
-    ASSERT_EQ(fast.exit_code, 0) << describe(fast);
-    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    ASSERT_TRUE(fast.exit_code == 0 || fast.exit_code == 1) << describe(fast);
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << describe(r);
     const json e = parse_json_or_fail(r);
     const int64_t micro_batches = e.at("plan").at("grad_accum").get<int64_t>();
     EXPECT_GT(e.at("step_time_s").get<double>(), double(micro_batches) * boundary_bytes / 1e3);
     EXPECT_LT(parse_json_or_fail(fast).at("step_time_s").get<double>(), 1e3);
     const Result sim = run_cli({"simulate", kLlama8B, "--gpus", "16", "--cluster", slow, "--plan", plan,
                                 "--global-batch", "16", "--json"});
-    ASSERT_EQ(sim.exit_code, 0) << describe(sim);
+    ASSERT_TRUE(sim.exit_code == 0 || sim.exit_code == 1) << describe(sim);
     EXPECT_GT(parse_json_or_fail(sim).at("step_time_s").get<double>(), double(micro_batches) * boundary_bytes / 1e3);
   }
 }

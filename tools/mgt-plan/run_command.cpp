@@ -275,6 +275,20 @@ void write_text(const std::string& path, const std::string& flag, const std::str
 }
 
 
+/// The four fp32 buffers of rt::ModelState; an allocation that fails (Llama-3.1-8B on a CPU: 128 GB)
+/// is the documented out-of-memory error, naming the need, not an internal std::bad_alloc.
+rt::ModelState allocate_model_state(const ir::Graph& graph, std::pmr::memory_resource* memory) {
+  try {
+    return rt::ModelState(graph, 1, memory);
+  } catch (const std::bad_alloc&) {
+    const int64_t params = ir::count_parameters(graph).total;
+    throw ir::InputError(graph.info.name, "", "out of memory allocating the model state: " + std::to_string(params) +
+                                                  " parameters x 16 bytes (fp32 weights, gradients, AdamW moments) = " +
+                                                  std::to_string(params * 16 / (int64_t{1} << 30)) + " GiB",
+                         "train a smaller model on this machine, or shard it (--plan with dp_shard under mpirun)");
+  }
+}
+
 /// The ranks: NCCL with the CUDA kernels (--backend cuda), MPI for several CPU ranks, none for one.
 /// The communicator checks the launcher's world size equals the plan's (ir::InputError otherwise).
 /// Returns false after printing the error when the CUDA backend cannot start (no device, NCCL / MPI).
@@ -443,7 +457,7 @@ int run_training(const RunOptions& given) {
   if (!start_ranks(o, schedule, cuda_run, comm)) return 1;
   const bool lead = !comm || comm->rank() == 0;
   // The model state lives where the kernels read it: host memory, or CUDA managed memory.
-  rt::ModelState state(graph, 1, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
+  rt::ModelState state = allocate_model_state(graph, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
   load_state(state, o, record, lead);
   // After the parameter count (resume_checkpoint), which names another model better than its fields.
   if (record) rt::check_same_architecture(*record, architecture, o.resume_dir, o.model_path);
