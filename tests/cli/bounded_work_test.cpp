@@ -2,7 +2,8 @@
 // (docs/hardening.md "Inputs"): every input of the kinds the issue lists is answered within 10 s and
 // 2 GiB or refused with one error naming the file or flag; pipeline traffic that crosses nodes is
 // priced (an absurd NIC is refused, a slow one slows the step). Each run is measured with
-// /usr/bin/time (wall seconds and peak resident memory) under a hard `timeout`.
+// /usr/bin/time under a hard `timeout`: refusals by wall seconds (a FIFO is waited for), admitted
+// work by CPU seconds (ctest shares the machine), both by peak resident memory.
 #include "cli_util.hpp"
 
 #include <sys/stat.h>
@@ -19,7 +20,8 @@ constexpr int64_t kMaxResidentKiB = int64_t{2} << 20;  // 2 GiB
 
 struct Measured {
   Result result;
-  double seconds = -1;
+  double seconds = -1;      ///< wall clock
+  double cpu_seconds = -1;  ///< user + system: what the input costs, whatever else the machine runs
   int64_t max_resident_kib = -1;
 };
 
@@ -28,12 +30,14 @@ Measured run_measured(const std::vector<std::string>& args) {
   TempDir dir;
   const std::string stats = dir.file("time.txt");
   Measured m;
-  m.result = run_cli(args, {"/usr/bin/time", "-f", "%e %M", "-o", stats, "timeout", "-s", "KILL", "60"});
+  m.result = run_cli(args, {"/usr/bin/time", "-f", "%e %U %S %M", "-o", stats, "timeout", "-s", "KILL", "60"});
   std::ifstream in(stats);
   std::string line, last;
   while (std::getline(in, line))
     if (!line.empty()) last = line;  // "Command exited with non-zero status 2" comes first
-  std::istringstream(last) >> m.seconds >> m.max_resident_kib;
+  double user = -1, system = -1;
+  std::istringstream(last) >> m.seconds >> user >> system >> m.max_resident_kib;
+  m.cpu_seconds = user + system;
   return m;
 }
 
@@ -121,7 +125,7 @@ TEST(CliBoundedWork, LayerCountsBeyondTheLimitAreRefusedNamingTheField) {
   // The limit itself still plans, within the bounds.
   const std::string deepest = llama_with(dir, "num_hidden_layers", 65536);
   const Measured ok = run_measured({"estimate", deepest, "--gpus", "8", "--plan", R"({"dp_shard":8})"});
-  EXPECT_LE(ok.seconds, kMaxSeconds) << describe(ok.result);
+  EXPECT_LE(ok.cpu_seconds, kMaxSeconds) << describe(ok.result);
   EXPECT_LE(ok.max_resident_kib, kMaxResidentKiB) << describe(ok.result);
   EXPECT_NE(ok.result.exit_code, 2) << describe(ok.result);
 }
@@ -160,7 +164,7 @@ TEST(CliBoundedWork, SchedulesTooLargeToMaterialiseAreRefusedNamingTheBatchFlag)
   const Measured e = run_measured({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8})",
                                    "--global-batch-tokens", "1G"});
   EXPECT_EQ(e.result.exit_code, 0) << describe(e.result);
-  EXPECT_LE(e.seconds, kMaxSeconds);
+  EXPECT_LE(e.cpu_seconds, kMaxSeconds);
 }
 
 TEST(CliBoundedWork, DeepPipelinesAreSimulatedOrRefusedWithinTheBounds) {
@@ -170,7 +174,7 @@ TEST(CliBoundedWork, DeepPipelinesAreSimulatedOrRefusedWithinTheBounds) {
   // Llama-3.1-8B on pp 16 with the default batch (512 micro-batches, 775K instructions) is simulated.
   const Measured m = run_measured({"simulate", kLlama8B, "--gpus", "16", "--plan", R"({"pp":16})", "--json"});
   EXPECT_EQ(m.result.exit_code, 0) << describe(m.result);
-  EXPECT_LE(m.seconds, kMaxSeconds) << describe(m.result);
+  EXPECT_LE(m.cpu_seconds, kMaxSeconds) << describe(m.result);
   EXPECT_LE(m.max_resident_kib, kMaxResidentKiB) << describe(m.result);
 }
 

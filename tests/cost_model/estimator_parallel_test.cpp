@@ -659,12 +659,20 @@ TEST(estimate_parallel, recompute_layers_partial_full) {
     EXPECT_EQ(st.saved_per_micro_batch, double(T) * (4 * (32 + 1260) + 256));  // 128 / 4 + 1680 x 3 / 4
     expect_memory(e.memory, st.memory());
     expect_near_rel(e.time.recompute_s, ga * 0.25 * L * layer.fwd);
-    // recompute_layers beyond the layer count: every layer, f = 1.
-    plan.recompute_layers = 6;
+    // recompute_layers = the layers of the chunk: every layer, f = 1.
+    plan.recompute_layers = 4;
     e = est.estimate(plan);
     st.saved_per_micro_batch = double(T) * (L * kLayerSavedFull + kHeadSaved);
     expect_memory(e.memory, st.memory());
     expect_near_rel(e.time.recompute_s, ga * 1.0 * L * layer.fwd);
+    // Beyond the chunk's layers is a typo, refused naming the key (issue 18 item 18).
+    plan.recompute_layers = 6;
+    try {
+      (void)est.estimate(plan);
+      ADD_FAILURE() << "recompute_layers 6 on a 4-layer chunk was accepted";
+    } catch (const ir::InputError& err) {
+      EXPECT_EQ(err.field(), "recompute_layers");
+    }
   }
   {
     // pp = 2, vpp = 2, L = 8: 4 layers per stage in two chunks of 2; recompute_layers = 1 per chunk:
