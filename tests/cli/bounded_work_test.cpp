@@ -142,6 +142,17 @@ TEST(CliBoundedWork, NodeSizesBeyondPhysicalBoundsAreRefusedNamingTheField) {
     const std::string cluster = cluster_with(dir, field, [&](json& c) { c[field] = value; });
     expect_bounded_refusal({kLlama8B, "--gpus", "8", "--cluster", cluster}, {cluster, field, range});
   }
+  // validate's hardware blocks: every row of the system is skipped naming the field (it was skipped as
+  // "estimator: std::bad_alloc" after building the topology).
+  json rows = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples" / "validation" / "bloom_176b_bigscience.json"));
+  rows["hardware"]["jean_zay_a100"]["gpus_per_node"] = int64_t{1} << 40;
+  const Measured v = run_measured({"validate", dir.write("bloom.json", rows.dump())});
+  EXPECT_EQ(v.result.exit_code, 0) << describe(v.result);
+  EXPECT_TRUE(contains(v.result.out, "hardware jean_zay_a100: field 'gpus_per_node': is 1099511627776, outside [1, 1024]"))
+      << describe(v.result);
+  EXPECT_FALSE(contains(v.result.out, "bad_alloc")) << describe(v.result);
+  EXPECT_LE(v.cpu_seconds, kMaxSeconds);
+  EXPECT_LE(v.max_resident_kib, kMaxResidentKiB);
 }
 
 // ------------------------------------------------------------------------------------------------
