@@ -44,6 +44,7 @@ struct Estimator::ShapeSummary {
 struct Estimator::PlanContext {
   ir::Layout layout;
   LinkEstimate shard_link, expert_link, replicate_link;  // every candidate needs these
+  LinkEstimate pp_link;  // the slowest stage boundary (Topology::pipeline_link), when pp > 1
   /// The link of any named group (tp, cp and ep are priced once per memoised shape, dp only under DDP).
   LinkEstimate link(const Topology& topology, ir::MeshGroup group) const {
     return topology.link_for_group({layout.spans(group)});
@@ -243,10 +244,13 @@ struct Estimator::StageTime {
 };
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
-  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}};
+  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}};
   x.shard_link = x.link(topology_, ir::MeshGroup::shard);
   x.expert_link = x.link(topology_, ir::MeshGroup::expert_shard);
   x.replicate_link = x.link(topology_, ir::MeshGroup::replicate);
+  // The slowest boundary paces a 1F1B pipeline: every stage waits for what crosses it.
+  if (x.layout.plan.pp > 1)
+    x.pp_link = topology_.pipeline_link(x.layout.pp_stride(), x.layout.plan.pp, /*wraps=*/x.layout.plan.vpp > 1);
   return x;
 }
 
@@ -368,8 +372,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
-      const LinkEstimate p2p = topology_.link_between(0, x.layout.pp_stride());
-      st.pp = 2.0 * double(plan.vpp) * collective_time_s(cluster_, CollectiveKind::send_recv, 2, c.boundary_bytes, p2p) *
+      st.pp = 2.0 * double(plan.vpp) * collective_time_s(cluster_, CollectiveKind::send_recv, 2, c.boundary_bytes, x.pp_link) *
               (1.0 - params_.p2p_hidden_fraction);
     }
   }

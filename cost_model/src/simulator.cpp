@@ -243,8 +243,13 @@ void price(Run& r, const Topology& topology) {
   const bool selective = plan.recompute == ir::Recompute::selective;
   const auto placements = axis_placements(r.s.mesh);
   std::unordered_map<std::string, LinkEstimate> group_links;
-  std::unordered_map<std::string, LinkEstimate> p2p_links;
+  std::map<std::pair<int64_t, int64_t>, LinkEstimate> p2p_links;  // by (lower rank, higher rank)
   const int64_t zero = ir::zero_stage(plan);
+  // Each program's first rank: its pinned coordinates, every other axis at 0.
+  std::vector<int64_t> program_rank(r.s.programs.size(), 0);
+  for (size_t p = 0; p < r.s.programs.size(); ++p)
+    for (const auto& c : r.s.programs[p].coords)
+      if (auto pl = placements.find(c.axis); pl != placements.end()) program_rank[p] += c.index * pl->second.stride;
 
   for (size_t p = 0; p < r.s.programs.size(); ++p) {
     const auto& instrs = r.s.programs[p].instructions;
@@ -291,13 +296,14 @@ void price(Run& r, const Topology& topology) {
         if (pl == placements.end())
           throw ir::InputError("schedule", where(p, in.id) + ".axis", "axis '" + axis + "' is not in the mesh",
                                "run ir::verify on the schedule");
-        // The peer's distance in ranks (either direction: links are symmetric).
-        int64_t steps = mod(offset, pl->second.size);
-        steps = std::min(steps, pl->second.size - steps);
-        const std::string key = axis + "/" + std::to_string(steps);
+        // The link between this program's first rank and its peer: which stage boundary a send
+        // crosses decides whether it leaves the node (pp 16 on two nodes: stage 7 -> 8 does).
+        const int64_t coord = program_rank[p] / pl->second.stride % pl->second.size;
+        const int64_t peer = program_rank[p] + (mod(coord + offset, pl->second.size) - coord) * pl->second.stride;
+        const std::pair<int64_t, int64_t> key{std::min(program_rank[p], peer), std::max(program_rank[p], peer)};
         auto it = p2p_links.find(key);
-        if (it == p2p_links.end()) it = p2p_links.emplace(key, topology.link_between(0, steps * pl->second.stride)).first;
-        t = steps == 0 ? 0 : collective_time_s(sim.cluster, CollectiveKind::send_recv, 2, bytes, it->second);
+        if (it == p2p_links.end()) it = p2p_links.emplace(key, topology.link_between(key.first, key.second)).first;
+        t = peer == program_rank[p] ? 0 : collective_time_s(sim.cluster, CollectiveKind::send_recv, 2, bytes, it->second);
       } else if (const auto* o = std::get_if<ir::OptimizerStep>(&in.op)) {
         t = optimizer_time_s(o->param_elements, o->bytes, sim.cluster, sim.params);
       }

@@ -401,6 +401,31 @@ LinkEstimate Topology::link_between(int64_t rank_a, int64_t rank_b) const {
   return out;
 }
 
+// Stage k's ranks are k * stride + (offsets inside a stage); rank k * stride and (k + 1) * stride
+// sit in different units of B GPUs exactly when k * stride < B' <= (k + 1) * stride for a multiple B'
+// of B, and every such boundary is a translate of the first one (k = (B - 1) / stride), so a few
+// link_between calls cover all boundaries whatever the pipeline depth.
+LinkEstimate Topology::pipeline_link(int64_t stride, int64_t stages, bool wraps) const {
+  if (stages < 2) return link_between(0, 0);
+  if (stride < 1 || stride > (num_gpus() - 1) / (stages - 1))
+    throw std::invalid_argument("pipeline of " + std::to_string(stages) + " stages " + std::to_string(stride) +
+                                " ranks apart does not fit the " + std::to_string(num_gpus()) + "-GPU topology");
+  LinkEstimate slowest = link_between(0, stride);
+  auto include = [&](int64_t a, int64_t b) {
+    const LinkEstimate l = link_between(a, b);
+    slowest.bus_bytes_per_s = std::min(slowest.bus_bytes_per_s, l.bus_bytes_per_s);
+    slowest.latency_s = std::max(slowest.latency_s, l.latency_s);
+    slowest.domains_spanned = std::max(slowest.domains_spanned, l.domains_spanned);
+    slowest.members_per_domain = std::min(slowest.members_per_domain, l.members_per_domain);
+  };
+  for (const int64_t unit : {impl_->gpus_per_node, impl_->domain_gpus, impl_->cut_gpus}) {
+    const int64_t k = (unit - 1) / stride;  // the first boundary leaving the unit of rank 0
+    if (k + 1 < stages) include(k * stride, (k + 1) * stride);
+  }
+  if (wraps) include(0, (stages - 1) * stride);
+  return slowest;
+}
+
 const ir::ClusterSpec& Topology::cluster() const { return impl_->cluster; }
 int64_t Topology::num_gpus() const { return impl_->num_gpus; }
 int64_t Topology::num_vertices() const { return int64_t(boost::num_vertices(impl_->graph)); }

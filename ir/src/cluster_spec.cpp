@@ -4,6 +4,7 @@
 // (`_flops_per_s`, `_bytes`, `_bytes_per_s`, `_s`); this keeps to_json -> cluster_from_json exact.
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/input_limits.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -227,6 +228,22 @@ void check_consistency(const ClusterSpec& c, const std::string& source) {
                      "set nvlink_domain_gpus to 1 for GPUs without NVLink");
 }
 
+}  // namespace
+
+void check_node_bounds(const ClusterSpec& c, const std::string& source) {
+  const auto check = [&](const char* field, int64_t value, int64_t bound, const std::string& why) {
+    if (value < 1 || value > bound)
+      throw InputError(source, field, "is " + std::to_string(value) + ", outside [1, " + std::to_string(bound) + "]", why);
+  };
+  check("gpus_per_node", c.gpus_per_node, kMaxGpusPerNode, "the largest node shipped holds 16 GPUs; give GPUs per server");
+  check("nvlink_domain_gpus", c.nvlink_domain_gpus, kMaxNvlinkDomainGpus,
+        "the largest NVLink domain announced is 576 GPUs (NVL576); 1 for no NVLink");
+  check("nics_per_node", c.nics_per_node, kMaxNicsPerGpu * c.gpus_per_node,
+        "at most " + std::to_string(kMaxNicsPerGpu) + " NICs per GPU (a DGX H100 has 1 compute NIC per GPU)");
+}
+
+namespace {
+
 std::string stem_of(const std::string& source) {
   std::string stem = std::filesystem::path(source).stem().string();
   return stem.empty() ? source : stem;
@@ -278,6 +295,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   if (r.has("gemm_table")) c.gemm_table = gemm_table_from_json(r.at("gemm_table"), source);
   if (r.has("collective_table")) c.collective_table = collective_table_from_json(r.at("collective_table"), source);
   if (r.has("kernel_table")) c.kernel_table = kernel_table_from_json(r.at("kernel_table"), source);
+  check_node_bounds(c, source);
   check_consistency(c, source);
   return c;
 }

@@ -2,13 +2,15 @@
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/json_fields.hpp"
 
+#include "mgt/ir/input_limits.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <vector>
 
 namespace mgt::ir {
 
@@ -29,36 +31,7 @@ InputError::InputError(std::string source, std::string field, std::string proble
     : std::runtime_error(compose(source, field, problem, hint)), source_(std::move(source)),
       field_(std::move(field)) {}
 
-namespace {
-/// "a directory", "a FIFO", ... for a path that is not a regular file (std::ifstream opens a directory
-/// and reads nothing, which would read as "malformed JSON").
-std::string kind_of(std::filesystem::file_type type) {
-  switch (type) {
-    case std::filesystem::file_type::directory: return "a directory";
-    case std::filesystem::file_type::fifo: return "a FIFO";
-    case std::filesystem::file_type::character: return "a character device";
-    case std::filesystem::file_type::block: return "a block device";
-    case std::filesystem::file_type::socket: return "a socket";
-    default: return "a special file";
-  }
-}
-}  // namespace
-
-nlohmann::json read_json_file(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_type type = std::filesystem::status(path, ec).type();
-  if (type == std::filesystem::file_type::directory)
-    throw InputError(path, "", "is a directory, not a file", "pass the JSON file itself, not its folder");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open file", "check the path");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  // A FIFO or device is read as given (`--plan <(...)` works); one that gives nothing is named as such.
-  const bool regular = type == std::filesystem::file_type::regular;
-  if (!regular && buffer.str().empty())
-    throw InputError(path, "", "is " + kind_of(type) + ", not a regular file, and gave no data", "pass a JSON file");
-  return parse_json_text(buffer.str(), path);
-}
+nlohmann::json read_json_file(const std::string& path) { return parse_json_text(read_input_file(path), path); }
 
 namespace {
 /// "line L, column C" of the 0-based byte offset `at` in `text`.
@@ -98,8 +71,20 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
     throw InputError(source, "", "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at " +
                                      position_of(text, at),
                      "mgt documents nest a few levels; the file is corrupt or not an mgt input");
+  // JSON allows a key twice in one object and nlohmann keeps the last; a config with two
+  // "hidden_size" is a mistake whichever one was meant, so it is refused naming the key.
+  std::vector<std::set<std::string>> open_objects;
+  const auto no_duplicate_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) open_objects.emplace_back();
+    else if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
+    else if (event == Event::key && !open_objects.empty() && !open_objects.back().insert(parsed.get<std::string>()).second)
+      throw InputError(source, parsed.get<std::string>(), "the key appears twice in one object",
+                       "keep one; JSON readers disagree on which one wins");
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return nlohmann::json::parse(text.begin(), text.end(), no_duplicate_keys);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is the 1-based offset of the failure; give line and column, which editors understand.
     throw InputError(source, "", "malformed JSON at " + position_of(text, e.byte == 0 ? 0 : e.byte - 1),

@@ -3,6 +3,7 @@
 #include "mgt/ir/graph.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/input_limits.hpp"
 
 #include <algorithm>
 #include <array>
@@ -514,6 +515,21 @@ void verify_ties(const Graph& graph, const std::string& source) {
   }
 }
 
+// A dimension past kMaxDimSize (hidden_size 2^31) is a typo, not a model: refused here, naming the
+// config field it came from, rather than as an overflowing tensor deep in the cost model.
+void check_dim_sizes(const Graph& graph, const Block& block, const std::string& source, const std::string& where) {
+  for (size_t t = 0; t < block.tensors.size(); ++t)
+    for (const Dim& d : block.tensors[t].dims) {
+      if (d.size <= kMaxDimSize) continue;
+      const auto named = graph.info.dim_sources.find(d.name);
+      const std::string field = named != graph.info.dim_sources.end()
+                                    ? named->second
+                                    : where + ".tensors[" + std::to_string(t) + "].dims." + std::string(1, d.name);
+      throw InputError(source, field, "is " + std::to_string(d.size) + ", more than " + std::to_string(kMaxDimSize),
+                       "the largest dimension of a trained model is a vocabulary of 262,208; check the value");
+    }
+}
+
 }  // namespace
 
 void verify(const Graph& graph, const std::string& source) {
@@ -524,9 +540,13 @@ void verify(const Graph& graph, const std::string& source) {
     const Block& block = graph.blocks[i];
     const std::string where = "blocks[" + std::to_string(i) + "]";
     verify_block(block, source, where);
+    check_dim_sizes(graph, block, source, where);  // after verify_block's overflow checks
     if (!block_names.insert(block.name).second)
       throw InputError(source, where + ".name", "block name '" + block.name + "' is used twice");
     if (block.is_layer) layers += block.repeat;
+    if (layers > kMaxLayers)
+      throw InputError(source, where + ".repeat", "the layer blocks repeat more than " + std::to_string(kMaxLayers) + " times",
+                       "mgt plans models of at most " + std::to_string(kMaxLayers) + " layers (the deepest trained has 126)");
   }
   verify_ties(graph, source);
   if (graph.info.num_layers != layers)

@@ -5,6 +5,7 @@
 #include "hf_model.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/input_limits.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -248,10 +249,36 @@ void read_attention_sizes(const json& c, const FamilySpec& f, HfModel& m, const 
   m.dim_sources['k'] = kv_key;
 }
 
+/// The activation keys of a config (hidden_act; Gemma's hidden_activation; GPT-2's
+/// activation_function), when given, must name the function the family's MLP is modelled with:
+/// mgt prices and runs that function, so another one (or a typo) is refused, naming the key.
+void check_activation_names(const json& c, const FamilySpec& f, const std::string& source) {
+  const bool silu = f.act == ActivationKind::silu || f.act == ActivationKind::silu_glu;
+  const bool gelu = f.act == ActivationKind::gelu || f.act == ActivationKind::gelu_glu;
+  static const std::set<std::string> kSilu = {"silu", "swish"};
+  static const std::set<std::string> kGelu = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python",
+                                              "gelu_accurate"};
+  const std::set<std::string>& accepted = silu ? kSilu : kGelu;
+  if (!silu && !gelu) return;
+  for (const char* key : {"hidden_act", "hidden_activation", "activation_function"}) {
+    if (!c.contains(key) || c[key].is_null()) continue;
+    if (!c[key].is_string()) throw InputError(source, key, "expected a string, got " + c[key].dump());
+    const std::string name = c[key].get<std::string>();
+    if (accepted.count(name)) continue;
+    std::string list;
+    for (const auto& a : accepted) list += (list.empty() ? "" : ", ") + a;
+    throw InputError(source, key, "activation \"" + name + "\" is not what " + std::string(*f.model_type ? f.model_type : f.architecture) + " computes",
+                     "use one of " + list);
+  }
+}
+
 /// Sizes every decoder has, under the row's key names.
 void read_sizes(const json& c, const FamilySpec& f, HfModel& m, const std::string& source) {
   m.hidden = require_positive_int(c, f.hidden_key, source);
   m.layers = require_positive_int(c, f.layers_key, source);
+  if (m.layers > kMaxLayers)
+    throw InputError(source, f.layers_key, "is " + std::to_string(m.layers) + ", more than " + std::to_string(kMaxLayers),
+                     "mgt plans models of at most " + std::to_string(kMaxLayers) + " layers (the deepest trained has 126)");
   m.vocab = require_positive_int(c, "vocab_size", source);
   const char* ffn_key = f.ffn_key ? f.ffn_key : "ffn_hidden_size";
   if (f.ffn_key && !f.positions_key) {
@@ -394,6 +421,7 @@ HfModel read_family(const json& config, const FamilySpec& f, HfModel m, const st
   }
   const json& c = f.defaults ? with_defaults : config;
   read_sizes(c, f, m, source);
+  check_activation_names(c, f, source);
   m.norm = f.norm;
   m.norm_bias = f.norm_bias;
   m.gated_mlp = f.gated_mlp;

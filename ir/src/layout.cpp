@@ -149,6 +149,14 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
                          " pipeline chunks",
                      "choose pp*vpp dividing the layer count, or the layer count + 2 (first and last chunks one "
                      "layer lighter)");
+  // Megatron's --recompute-num-layers counts layers of one chunk; more than a chunk holds is a typo.
+  if (plan.recompute_layers && *plan.recompute_layers > x.pipeline.layers_per_chunk())
+    throw InputError("--plan", "recompute_layers",
+                     str(*plan.recompute_layers) + " layers to recompute, but a pipeline chunk holds " +
+                         str(x.pipeline.layers_per_chunk()) + " (" + str(x.pipeline.num_layers) + " layers / pp*vpp=" +
+                         str(x.pipeline.virtual_stages) + ")",
+                     "use at most " + str(x.pipeline.layers_per_chunk()) +
+                         ", or drop recompute_layers to recompute every layer");
   const int64_t experts = graph.info.num_experts;
   if ((plan.dp_shard * plan.cp) % plan.ep != 0 || (experts > 0 ? experts % plan.ep != 0 : plan.ep != 1))
     throw InputError("--plan", "ep",

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include <array>
 
 namespace mgt::ir {
@@ -104,6 +106,12 @@ Plan parse_plan_argument(const std::string& text_or_path) {
   size_t first = text_or_path.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text_or_path[first] == '{')
     return plan_from_json(parse_json_text(text_or_path, "--plan"), "--plan");
+  // `--plan '[8]'` or `--plan null` is JSON, not a path: say so rather than "cannot open file".
+  std::error_code ec;
+  if (!std::filesystem::exists(text_or_path, ec) && nlohmann::json::accept(text_or_path))
+    throw InputError("--plan", "", "is JSON but not an object: got " +
+                                       std::string(nlohmann::json::parse(text_or_path).type_name()) + " " + text_or_path,
+                     "give an object such as '{\"dp_shard\":4,\"tp\":2}', or a mgt.plan/1 file");
   return plan_from_json(read_json_file(text_or_path), text_or_path);
 }
 

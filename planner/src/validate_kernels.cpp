@@ -5,6 +5,7 @@
 #include "mgt/cost_model/kernel_model.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/format.hpp"
+#include "mgt/ir/input_limits.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -393,6 +394,8 @@ bool is_kernel_validation_file(const std::string& path) {
   // Anything but a regular file (a directory, a FIFO) goes to the row-file reader, whose error names it.
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return false;
+  // Over the input limit: not sniffed here; the row-file reader's error names the file and the limit.
+  if (std::filesystem::file_size(path, error) > uint64_t(ir::max_input_bytes()) || error) return false;
   std::ifstream in(path);
   if (!in) return false;
   const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);

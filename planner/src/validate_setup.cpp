@@ -5,6 +5,7 @@
 #include "validate_util.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/input_limits.hpp"
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/search.hpp"
 
@@ -122,6 +123,13 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
     c.nics_per_node = int64_t(*v);
   else
     kept.push_back("NICs per node (" + std::to_string(c.nics_per_node) + ")");
+  // A topology of 2^40 GPUs per node is not built (it ended in std::bad_alloc); the row is skipped
+  // with the reason, as for any other bad hardware number.
+  try {
+    ir::check_node_bounds(c, "hardware " + system_id);
+  } catch (const ir::InputError& e) {
+    throw RowSkipped(e.what());
+  }
   if (const auto v = hardware_number(block, "nic_gbps", system_id)) {
     c.nic_bytes_per_s = *v * 1e9 / 8.0;  // Gbit/s -> bytes/s
   } else if (const auto node = node_network_bytes_per_s(opt_string(block, "inter_node_network"))) {

@@ -31,6 +31,13 @@ std::optional<TokenDType> token_dtype_from_string(std::string_view text) {
 
 TokenSource TokenSource::open(const std::string& path, TokenDType dtype) {
   std::error_code ec;
+  // Tokens are read at offsets (seek), so only a regular file will do; a device or FIFO has no size.
+  const auto type = std::filesystem::status(path, ec).type();
+  if (!ec && type != std::filesystem::file_type::regular && type != std::filesystem::file_type::not_found)
+    throw ir::InputError(path, "--data",
+                         type == std::filesystem::file_type::directory ? "is a directory, not a token file"
+                                                                        : "is not a regular file (a device, FIFO or socket)",
+                         "pass a file of uint16 or uint32 token ids");
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw ir::InputError(path, "--data", "cannot open the token file: " + ec.message(), "check the path");
   const int64_t width = token_bytes(dtype);

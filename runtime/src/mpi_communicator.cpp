@@ -8,6 +8,8 @@
 #include <mpi.h>
 
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -43,6 +46,35 @@ std::string mpi_error_text(int code) {
 void check(int code, const std::string& call) {
   if (code != MPI_SUCCESS) throw MpiError(call, code);
 }
+
+// Open MPI's mpirun --enable-recovery (OMPI_MCA_orte_enable_recovery=1 in the ranks' environment)
+// tolerates failed processes by design and then exits 0 whatever the ranks' statuses and MPI_Abort
+// (Open MPI 4.1.4: rank 0 calling MPI_Abort(4), _exit(4) or returning 4 after MPI_Finalize all give
+// mpirun status 0, 4 without the flag). A rank that ends the job for a lost peer asks its launcher
+// to end instead: SIGTERM to the parent process when that is mpirun itself (one node, the `run`
+// case; mpirun then exits 1 and stops the other ranks). Under a remote daemon (orted) or a wrapper
+// script it does nothing: the rank's own exit status and stderr line remain the evidence.
+bool parent_is_recovering_mpirun() {
+  const char* recovery = std::getenv("OMPI_MCA_orte_enable_recovery");
+  if (recovery == nullptr || std::strcmp(recovery, "1") != 0) return false;
+  std::ifstream comm("/proc/" + std::to_string(::getppid()) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun";
+}
+
+}  // namespace
+
+std::string comm_timeout_range_problem(double timeout_s) {
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "must be in [0, 1e9] seconds, got %g (a deadline is the clock's nanosecond count plus the timeout, "
+                "which overflows past about 9.2e9 s)",
+                timeout_s);
+  return text;
+}
+
+namespace {
 
 // ---- process-wide MPI ownership: mgt finalises only what it initialised ----
 
@@ -242,9 +274,12 @@ struct MpiCommunicator::Impl {
     else
       line += "every rank it waits for answers, so they are alive but did not all reach this call "
               "(ranks running different schedules?)";
-    line += "; aborting the job\n";
+    const bool stop_launcher = parent_is_recovering_mpirun();
+    line += stop_launcher ? "; aborting the job (mpirun --enable-recovery ignores exit statuses: stopping mpirun)\n"
+                          : "; aborting the job\n";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
+    if (stop_launcher) ::kill(::getppid(), SIGTERM);
     MPI_Abort(MPI_COMM_WORLD, kCommTimeoutExitCode);
     std::_Exit(kCommTimeoutExitCode);
   }
@@ -349,8 +384,8 @@ MpiCommunicator::MpiCommunicator(const ir::Mesh& mesh, MpiOptions options) : imp
     throw std::invalid_argument("mesh has " + std::to_string(mesh.axes.size()) + " axes, at most 16 are supported");
   for (const auto& a : mesh.axes)
     if (a.size < 1) throw std::invalid_argument("mesh axis '" + a.name + "' has size " + std::to_string(a.size));
-  if (!(options.timeout_s >= 0) || options.timeout_s > 1e9)
-    throw ir::InputError("mpi", "--comm-timeout", "must be a number of seconds >= 0 (0: no limit)");
+  if (!(options.timeout_s >= 0) || options.timeout_s > kMaxCommTimeoutSeconds)
+    throw ir::InputError("mpi", "--comm-timeout", comm_timeout_range_problem(options.timeout_s), "0 waits forever");
   impl_->mesh = mesh;
   impl_->timeout_s = options.timeout_s;
   for (size_t i = 0; i < mesh.axes.size(); ++i)

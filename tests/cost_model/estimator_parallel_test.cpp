@@ -358,6 +358,25 @@ TEST(estimate_parallel, pipeline_1f1b_step_time) {
   expect_near_rel(e.step_time_s, ga * c1 + ga * p2p + (t0 + t1 - slowest) + dp + double(P) * 30 / kHbm);
 }
 
+// Issue 18 item 2: dp_replicate 4 x pp 4 on two nodes puts stages on ranks 0, 4, 8, 12; the first
+// boundary (0 -> 4) is NVLink but 4 -> 8 crosses the network, and the pipeline waits for it.
+TEST(estimate_parallel, pipeline_boundary_across_nodes_is_priced_on_the_network) {
+  const int64_t L = 4, mbs = 2, seqs = 64, gpus = 16;
+  const ir::ClusterSpec cluster = round_cluster();
+  const CostParams params = round_params();
+  const Estimator est(dense_graph(L), cluster, gpus, settings(seqs), params);
+  const Estimate e = est.estimate(plan_of(4, 1, 4, 1, mbs));
+  const int64_t ga = seqs / (4 * mbs);
+  ASSERT_EQ(e.plan.grad_accum, ga);
+  const Topology topo(cluster, gpus, params);
+  const LinkEstimate network = topo.link_between(4, 8);
+  ASSERT_DOUBLE_EQ(network.bus_bytes_per_s, 10e9);                    // one NIC at efficiency 1
+  ASSERT_GT(topo.link_between(0, 4).bus_bytes_per_s, 10e9);           // the first boundary: NVLink
+  const double boundary = double(mbs * kSeq * H * 2);                  // the [b, s, h] bf16 layer input
+  const double p2p = 2.0 * (network.latency_s + boundary / network.bus_bytes_per_s);
+  expect_near_rel(e.time.exposed_pp_s, double(ga) * p2p);
+}
+
 // ---- 3. interleaved schedule ----
 
 TEST(estimate_parallel, pipeline_interleaved_bubble) {
@@ -620,12 +639,20 @@ TEST(estimate_parallel, recompute_layers_partial_full) {
     EXPECT_EQ(st.saved_per_micro_batch, double(T) * (4 * (32 + 1260) + 256));  // 128 / 4 + 1680 x 3 / 4
     expect_memory(e.memory, st.memory());
     expect_near_rel(e.time.recompute_s, ga * 0.25 * L * layer.fwd);
-    // recompute_layers beyond the layer count: every layer, f = 1.
-    plan.recompute_layers = 6;
+    // recompute_layers = the layers of the chunk: every layer, f = 1.
+    plan.recompute_layers = 4;
     e = est.estimate(plan);
     st.saved_per_micro_batch = double(T) * (L * kLayerSavedFull + kHeadSaved);
     expect_memory(e.memory, st.memory());
     expect_near_rel(e.time.recompute_s, ga * 1.0 * L * layer.fwd);
+    // Beyond the chunk's layers is a typo, refused naming the key (issue 18 item 18).
+    plan.recompute_layers = 6;
+    try {
+      (void)est.estimate(plan);
+      ADD_FAILURE() << "recompute_layers 6 on a 4-layer chunk was accepted";
+    } catch (const ir::InputError& err) {
+      EXPECT_EQ(err.field(), "recompute_layers");
+    }
   }
   {
     // pp = 2, vpp = 2, L = 8: 4 layers per stage in two chunks of 2; recompute_layers = 1 per chunk:

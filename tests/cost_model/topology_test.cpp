@@ -152,6 +152,22 @@ TEST(link_between, point_to_point) {
   EXPECT_THROW(t.link_between(0, 16), std::out_of_range);
 }
 
+// Issue 18 item 2: the slowest stage boundary, not the first one, is the pipeline's link. pp 16 on two
+// DGX nodes: stages 7 -> 8 cross the network although 0 -> 1 is NVLink.
+TEST(pipeline_link, the_boundary_that_leaves_the_node_prices_the_pipeline) {
+  Topology t = topo("h100-sxm", 16);
+  const LinkEstimate across = t.pipeline_link(/*stride=*/1, /*stages=*/16, /*wraps=*/false);
+  EXPECT_DOUBLE_EQ(across.bus_bytes_per_s, 50e9 * 0.85);  // one NIC share at network efficiency
+  EXPECT_DOUBLE_EQ(across.latency_s, 6e-6);
+  EXPECT_EQ(across.domains_spanned, 2);
+  // pp 4 with stride 4 (dp 4 inside each stage): stage 1 on ranks 4-7, stage 2 on 8-11.
+  EXPECT_DOUBLE_EQ(t.pipeline_link(4, 4, false).bus_bytes_per_s, 50e9 * 0.85);
+  // A pipeline inside one node stays on NVLink; the wrap of an interleaved pipeline is included.
+  EXPECT_DOUBLE_EQ(t.pipeline_link(1, 8, false).bus_bytes_per_s, 360e9);
+  EXPECT_DOUBLE_EQ(t.pipeline_link(2, 4, true).bus_bytes_per_s, 360e9);
+  EXPECT_THROW(t.pipeline_link(2, 16, false), std::invalid_argument);  // 16 stages 2 apart need 31 ranks
+}
+
 // Construction time is a benchmark (bench/search_bench.cpp), not a test; here: the graph stays bounded.
 TEST(topology, huge_cluster_builds_a_bounded_graph) {
   Topology t = topo("h100-sxm", 131072);

@@ -464,6 +464,8 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
   l.run.cluster = &l.cluster;
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   const cost::Estimate e = estimator.estimate(plan);
+  // A NaN, infinite or negative estimate is no answer (the search rejects such plans the same way).
+  if (auto why = plan::estimate_out_of_range(e)) throw ir::InputError(o.cluster, "", "plan " + ir::to_string(e.plan) + ": " + *why);
   const int64_t hbm = l.cluster.gpu.hbm_bytes;
   if (format) {
     // The given plan, exactly: the estimate's resolved plan carries grad_accum from the global batch.

@@ -49,6 +49,9 @@ PlanOptions resolve_plan_flags(const CLI::App& app, const PlanFlags& f) {
   if (given("--seq-len")) o.seq_len = f.seq_len;
   if (given("--global-batch-tokens")) o.global_batch_tokens = f.global_batch_tokens;
   if (given("--global-batch")) o.global_batch_seqs = f.global_batch;
+  // An empty value would read as "not given" (the default precision) further on.
+  if (given("--precision") && o.precision.empty())
+    throw ir::InputError("--precision", "", "is empty", "use bf16, fp16, fp8 or fp32, or leave the flag out for the default");
   return o;
 }
 

@@ -275,13 +275,29 @@ void write_text(const std::string& path, const std::string& flag, const std::str
 }
 
 
+/// The four fp32 buffers of rt::ModelState; an allocation that fails (Llama-3.1-8B on a CPU: 128 GB)
+/// is the documented out-of-memory error, naming the need, not an internal std::bad_alloc.
+rt::ModelState allocate_model_state(const ir::Graph& graph, std::pmr::memory_resource* memory) {
+  try {
+    return rt::ModelState(graph, 1, memory);
+  } catch (const std::bad_alloc&) {
+    const int64_t params = ir::count_parameters(graph).total;
+    throw ir::InputError(graph.info.name, "", "out of memory allocating the model state: " + std::to_string(params) +
+                                                  " parameters x 16 bytes (fp32 weights, gradients, AdamW moments) = " +
+                                                  std::to_string(params * 16 / (int64_t{1} << 30)) + " GiB",
+                         "train a smaller model on this machine, or shard it (--plan with dp_shard under mpirun)");
+  }
+}
+
 /// The ranks: NCCL with the CUDA kernels (--backend cuda), MPI for several CPU ranks, none for one.
 /// The communicator checks the launcher's world size equals the plan's (ir::InputError otherwise).
 /// Returns false after printing the error when the CUDA backend cannot start (no device, NCCL / MPI).
 bool start_ranks(const RunOptions& o, const ir::Schedule& schedule, CudaRun& cuda_run,
                  std::unique_ptr<rt::Communicator>& comm) {
-  if (!(o.comm_timeout_s >= 0))
-    throw ir::InputError("command line", "--comm-timeout", "must be >= 0 seconds", "0 waits forever");
+  // One rank has no communicator to refuse it, so the range is checked here for every run.
+  if (!(o.comm_timeout_s >= 0) || o.comm_timeout_s > rt::kMaxCommTimeoutSeconds)
+    throw ir::InputError("command line", "--comm-timeout", rt::comm_timeout_range_problem(o.comm_timeout_s),
+                         "0 waits forever");
   if (o.backend == "cpu") {
     if (schedule.num_gpus > 1)
       comm = std::make_unique<rt::MpiCommunicator>(schedule.mesh, rt::MpiOptions{.timeout_s = o.comm_timeout_s});
@@ -441,7 +457,7 @@ int run_training(const RunOptions& given) {
   if (!start_ranks(o, schedule, cuda_run, comm)) return 1;
   const bool lead = !comm || comm->rank() == 0;
   // The model state lives where the kernels read it: host memory, or CUDA managed memory.
-  rt::ModelState state(graph, 1, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
+  rt::ModelState state = allocate_model_state(graph, cuda_run.kernels ? cuda_run.kernels->memory() : std::pmr::get_default_resource());
   load_state(state, o, record, lead);
   // After the parameter count (resume_checkpoint), which names another model better than its fields.
   if (record) rt::check_same_architecture(*record, architecture, o.resume_dir, o.model_path);

@@ -8,10 +8,12 @@
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/format.hpp"
 #include "mgt/planner/lower.hpp"
+#include "mgt/planner/search.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -52,6 +54,11 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   const auto t2 = clock::now();
   const cost::Estimator estimator(graph, cluster, num_gpus, settings, params);
   const cost::Estimate analytic = estimator.estimate(plan);
+  // Out of range (a NaN or infinite time from an absurd cluster) is refused, as by estimate.
+  if (auto why = plan::estimate_out_of_range(analytic)) throw ir::InputError(cluster.name, "", "analytic " + *why);
+  if (!std::isfinite(r.step_time_s) || !(r.step_time_s > 0))
+    throw ir::InputError(cluster.name, "", "simulated step time " + std::to_string(r.step_time_s) + " s is out of range",
+                         "check the cluster's bandwidths, latencies and peak FLOP/s");
 
   progress.update("writing the trace and report", 0, 0);
   if (!trace_path.empty()) write_file(trace_path, "--trace", cost::to_chrome_trace(schedule, r).dump());

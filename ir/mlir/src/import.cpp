@@ -7,6 +7,7 @@
 #include "mgt/mlir/mlir_interop.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/input_limits.hpp"
 #include "mlir_private.hpp"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -502,10 +503,10 @@ class Importer {
 }  // namespace import_detail
 
 ir::Graph import_mlir(const std::string& path, const ImportOptions& options) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) throw ir::InputError(path, "", "cannot open file: " + buffer.getError().message(), "check the path");
+  // Bounded like every input (a device, FIFO or huge file is refused, not read until memory runs out).
+  const std::string text = ir::read_input_file(path);
   mlir::MLIRContext& ctx = shared_context();
-  mlir::OwningOpRef<mlir::ModuleOp> mod = parse_module(ctx, std::move(*buffer), path);
+  mlir::OwningOpRef<mlir::ModuleOp> mod = parse_module(ctx, llvm::MemoryBuffer::getMemBufferCopy(text, path), path);
   mlir::func::FuncOp func;
   for (auto f : mod->getOps<mlir::func::FuncOp>())
     if (!f.isDeclaration()) {

@@ -51,6 +51,13 @@ class Topology {
   /// Point-to-point bandwidth and latency between two ranks (widest path on the graph).
   LinkEstimate link_between(int64_t rank_a, int64_t rank_b) const;
 
+  /// The slowest link between neighbouring stages of a pipeline of `stages` stages `stride` ranks
+  /// apart (stage k on ranks k * stride + ...): the boundaries that leave the first node, NVLink
+  /// domain or NIC cut unit are the ones that cross the network, so those and the first boundary are
+  /// compared; `wraps` adds the last stage -> stage 0 hop of an interleaved pipeline. Bandwidth is
+  /// the minimum and latency the maximum over them. A single stage gets link_between(0, 0).
+  LinkEstimate pipeline_link(int64_t stride, int64_t stages, bool wraps) const;
+
   const ir::ClusterSpec& cluster() const;
   int64_t num_gpus() const;
   int64_t num_vertices() const;  ///< for tests: GPUs + switches + NICs in the graph

@@ -42,6 +42,12 @@ struct MpiOptions {
 /// The exit status of a job ended by a communication timeout (MpiOptions::timeout_s).
 inline constexpr int kCommTimeoutExitCode = 4;
 
+/// Longest timeout_s: 1e9 s (31 years). A deadline is steady_clock's now() plus the timeout in
+/// nanoseconds of int64, which overflows past about 9.2e9 s; 0 is the way to wait forever.
+inline constexpr double kMaxCommTimeoutSeconds = 1e9;
+/// The problem with a timeout outside [0, kMaxCommTimeoutSeconds], worded for --comm-timeout.
+std::string comm_timeout_range_problem(double timeout_s);
+
 /// Number of ranks the launcher started (mpirun, srun; 1 for a plain run), e.g. to build a mesh for
 /// `probe`. Initialises MPI if needed, as MpiCommunicator does.
 int64_t mpi_world_size();
