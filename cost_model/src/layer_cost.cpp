@@ -7,6 +7,8 @@
 // output and the log-sum-exp instead of the s^2 softmax (no dropout, as in current LLM training).
 #include "mgt/cost_model/layer_cost.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
+
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/ir/error.hpp"
 
@@ -40,6 +42,7 @@ struct Walk {
   std::set<std::string> gathered_inputs;  // SP all-gathers already issued (q, k, v share one)
   std::set<std::string> produced;
   std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
+  std::set<std::string> nf4_weights;      // QLoRA: the linear weights bitsandbytes stores in NF4
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
   double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
   double fwd_flops = 0;                   // local forward FLOPs so far
@@ -99,6 +102,40 @@ const ir::Dim* find_dim(const ir::TensorDecl& t, char name) {
   return nullptr;
 }
 
+struct GemmShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;  // n: output features, k: input features of the weight
+};
+
+// A frozen base weight (LoRA / QLoRA). A targeted contraction also runs its adapter, in the compute dtype:
+// forward x A^T (m x r x k) then (x A^T) B^T (m x n x r); backward the data and weight gradients of both
+// (Hu et al. 2021). Under QLoRA a linear weight other than the LM head is stored in NF4 and dequantised
+// before each GEMM that reads it, forward and input-gradient backward (bitsandbytes keeps the LM head,
+// embeddings and norms in bf16): a memory-bound read of 0.5 B and write of 2 B per element and use.
+template <class KernelTime>
+void cost_frozen_weight(Walk& w, const ir::Op& op, const ir::TensorDecl& weight, GemmShape local, GemmShape global,
+                        const KernelTime& kernel_time) {
+  if (is_lora_target(op.name, w.ctx.lora)) {
+    const int64_t r = w.ctx.lora.rank;
+    const ir::DType dt = w.ctx.dtype;
+    const double peak = ir::peak_flops_per_s(w.cluster.gpu, dt);
+    const auto [batch, m, n, k] = local;
+    w.cost.fwd_compute_s += kernel_time(m, r, k, dt, peak) + kernel_time(m, n, r, dt, peak);
+    const double weight_grads = kernel_time(k, r, m, dt, peak) + kernel_time(r, n, m, dt, peak);
+    w.cost.bwd_compute_s += kernel_time(m, k, r, dt, peak) + kernel_time(m, r, n, dt, peak) + weight_grads;
+    w.bwd_weight_s += weight_grads;
+    w.fwd_flops += 2.0 * double(batch) * double(m) * double(r) * double(k + n);
+    w.cost.adapter_param_elements_local += batch * r * (k + n);
+    w.cost.model_flops += 3.0 * 2.0 * double(global.batch) * double(global.m) * double(r) * double(global.k + global.n);
+  }
+  if (w.ctx.task == ir::Task::qlora && !find_dim(weight, 'v')) {
+    w.nf4_weights.insert(weight.name);
+    const int64_t elements = local.batch * local.n * local.k;
+    const double dequant_s = w.memory_time(int64_t(double(elements) * kDequantBytesPerElement));
+    w.cost.fwd_compute_s += dequant_s;
+    w.cost.bwd_compute_s += dequant_s;
+  }
+}
+
 // A contraction runs as one (batched) GEMM: batch dims appear in both operands and the output,
 // M in the output and the activation only, N in the output and the second operand only, K nowhere
 // in the output. GEMV-like shapes (a dim under 16) run memory-bound (roofline), not on tensor cores.
@@ -120,6 +157,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
   };
   auto local = [&](char letter) { return local_dim_size(dim_of(letter), w.ctx, in_tp); };
   int64_t batch = 1, m = 1, n = 1, k = 1;
+  GemmShape global;  // the same dims unsharded (model FLOPs)
   std::set<char> seen;
   for (char c : all_letters + spec.out) {
     if (!seen.insert(c).second) continue;
@@ -127,34 +165,44 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     const bool in_r = spec.rhs.find(c) != std::string::npos;
     const bool in_o = spec.out.find(c) != std::string::npos;
     const int64_t size = local(c);
-    if (!in_o) k *= size;
-    else if (in_l && in_r) batch *= size;
-    else if (in_l) m *= size;
-    else n *= size;
+    const int64_t full = ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : dim_of(c).size;
+    if (!in_o) k *= size, global.k *= full;
+    else if (in_l && in_r) batch *= size, global.batch *= full;
+    else if (in_l) m *= size, global.m *= full;
+    else n *= size, global.n *= full;
   }
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
-  // fp8 training converts the linear layers only (Transformer Engine); weight GEMMs then run at the
-  // fp8 peak, activation-activation products stay in the compute dtype.
-  const ir::DType gemm_dtype = (w.ctx.fp8_linears && b.is_parameter) ? ir::DType::fp8 : w.ctx.dtype;
-  auto kernel_time = [&](int64_t mm, int64_t nn, int64_t kk) {
-    const double peak = ir::peak_flops_per_s(w.cluster.gpu, gemm_dtype);
+  // Low-precision training converts the linear layers only (Transformer Engine, torchtitan float8): weight
+  // GEMMs run at that format's peak; activation-activation products and the LM head (the vocab
+  // projection: Megatron's output_layer is not a TE module, torchtitan filters "output") stay in the
+  // compute dtype.
+  const bool low_precision = w.ctx.fp8_linears && b.is_parameter && !find_dim(b, 'v');
+  const ir::LinearFormat format =
+      low_precision ? (w.ctx.linear_format == ir::LinearFormat::none ? ir::LinearFormat::fp8 : w.ctx.linear_format)
+                    : ir::LinearFormat::none;
+  const ir::DType gemm_dtype = low_precision ? ir::DType::fp8 : w.ctx.dtype;  // efficiency tables: fp8 for all three
+  const double peak = linear_gemm_peak_flops_per_s(w.cluster.gpu, format, w.ctx.dtype);
+  auto kernel_time = [&](int64_t mm, int64_t nn, int64_t kk, ir::DType dtype, double at_peak) {
+    const double f = 2.0 * double(batch) * double(mm) * double(nn) * double(kk);
     if (std::min({mm, nn, kk}) < 16) {
       const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
-      const double best = gemm_dtype == ir::DType::fp8 ? w.params.fp8_gemm_max_efficiency : w.params.gemm_max_efficiency;
-      return std::max(flops / (peak * best), w.memory_time(bytes) - w.params.kernel_floor_s) +
-             w.params.kernel_floor_s;
+      const double best = dtype == ir::DType::fp8 ? w.params.fp8_gemm_max_efficiency : w.params.gemm_max_efficiency;
+      return std::max(f / (at_peak * best), w.memory_time(bytes) - w.params.kernel_floor_s) + w.params.kernel_floor_s;
     }
-    const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, gemm_dtype, w.params);
-    return flops / (peak * eff) + w.params.kernel_floor_s;
+    const double eff = gemm_efficiency(mm * batch, nn, kk, w.cluster, dtype, w.params);
+    return f / (at_peak * eff) + w.params.kernel_floor_s;
   };
-  w.cost.fwd_compute_s += kernel_time(m, n, k);
+  w.cost.fwd_compute_s += kernel_time(m, n, k, gemm_dtype, peak);
   w.fwd_flops += flops;
-  const double d_b = kernel_time(k, n, m);  // dB = A^T.dO
-  w.cost.bwd_compute_s += kernel_time(m, k, n) + d_b;  // dA = dO.B^T
+  // A frozen base weight (LoRA) gets no gradient: backward computes dA only (Hu et al. 2021 §4).
+  const bool frozen = b.is_parameter && (w.ctx.task == ir::Task::lora || w.ctx.task == ir::Task::qlora);
+  const double d_b = frozen ? 0.0 : kernel_time(k, n, m, gemm_dtype, peak);  // dB = A^T.dO
+  w.cost.bwd_compute_s += kernel_time(m, k, n, gemm_dtype, peak) + d_b;  // dA = dO.B^T
   if (b.is_parameter) w.bwd_weight_s += d_b;
+  if (frozen) cost_frozen_weight(w, op, b, {batch, m, n, k}, global, kernel_time);
 
-  // Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights, 3 x forward for
-  // activation-activation contractions.
+  // Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights (4 for a frozen
+  // weight: no weight gradient), 3 x forward for activation-activation contractions.
   {
     double global = 2.0;
     seen.clear();
@@ -162,7 +210,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
       if (!seen.insert(c).second) continue;
       global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : dim_of(c).size);
     }
-    w.cost.model_flops += 3.0 * global;
+    w.cost.model_flops += (frozen ? 2.0 : 3.0) * global;
   }
 
   // Tensor-parallel communication (Megatron-LM, Shoeybi et al. 2019 §3; with SP, Korthikanti et al.
@@ -361,8 +409,10 @@ void cost_loss(Walk& w, const ir::Op& op) {
 }  // namespace
 
 ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& settings) {
-  return ShardContext{plan.micro_batch,       settings.seq_len, plan.tp,          plan.cp,
-                      ir::sequence_parallel(plan), settings.compute_dtype, plan.ep, settings.fp8_linears};
+  const ir::LinearFormat format = settings.linear_gemm_format();
+  return ShardContext{plan.micro_batch, settings.seq_len, plan.tp, plan.cp, ir::sequence_parallel(plan),
+                      settings.compute_dtype, plan.ep, format != ir::LinearFormat::none, format, settings.task,
+                      settings.lora};
 }
 
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region) {
@@ -397,7 +447,7 @@ namespace {
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0};
   for (const auto& op : block.ops) {
     const BlockCost before = w.cost;
     const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;
@@ -471,6 +521,7 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       w.cost.param_elements_local += local;
       w.cost.param_elements_total += total;
       if (expert) w.cost.expert_param_elements_local += local;
+      if (w.nf4_weights.count(t.name)) w.cost.nf4_param_elements_local += local;
     } else {
       w.cost.largest_tensor_bytes = std::max(w.cost.largest_tensor_bytes, w.act_bytes(t));
     }

@@ -665,6 +665,7 @@ void memory_pass(State& s) {
       case 2: param_bytes = params * 2 + shard * 4; grad_bytes = shard * 4; break;
       default: param_bytes = shard * 4; grad_bytes = shard * 4; break;
     }
+    param_bytes += st.frozen_bytes;
     const Key start{0, 0, 0, 0, 0};
     const Key end = epilogue(st, 30);
     const std::vector<int64_t> tails = all_tails(st, end, /*with_compute=*/true);

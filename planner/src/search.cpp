@@ -132,6 +132,8 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.gpus_per_node = estimator.cluster().gpus_per_node;
   target.seq_len = estimator.settings().seq_len;
   target.num_layers = estimator.graph().info.num_layers;
+  target.task = estimator.settings().task;
+  target.lora = estimator.settings().lora;
   for (const ir::Plan& plan : enumerate_candidates(options.rules.num_gpus, enumerate)) {
     ++result.evaluated;
     if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
