@@ -329,7 +329,7 @@ TEST(ExportKeys, AxolotlContextParallelSetsFlashAttention) {
 
 TEST(ExportKeys, AxolotlLoraAndQloraKeys) {
   ExportContext c = context_for(make_plan(1, 8, 1, 1, 1, 1, 2), "Llama-3.1-8B", 32);
-  c.task = ir::Task::qlora;
+  c.task = mgt::ir::Task::qlora;
   c.lora.rank = 32;
   c.lora.alpha = 64;
   c.lora.targets = {"q", "v"};
@@ -338,14 +338,14 @@ TEST(ExportKeys, AxolotlLoraAndQloraKeys) {
   for (const char* line : {"\nadapter: qlora\n", "\nload_in_4bit: true\n", "\nlora_r: 32\n", "\nlora_alpha: 64\n",
                            "\nlora_target_modules:\n  - q_proj\n  - v_proj\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
-  c.task = ir::Task::lora;
+  c.task = mgt::ir::Task::lora;
   const std::string lora = export_plan(ExportFormat::axolotl, c);
   EXPECT_NE(lora.find("\nadapter: lora\n"), std::string::npos) << lora;
   EXPECT_EQ(lora.find("load_in_4bit"), std::string::npos) << lora;
   for (ExportFormat other : {ExportFormat::accelerate, ExportFormat::torchtitan, ExportFormat::megatron,
                              ExportFormat::deepspeed, ExportFormat::torchtitan_0_2}) {
     const auto refusal = export_refusal(other, c);
-    ASSERT_TRUE(refusal.has_value()) << export_format_names()[size_t(other)];
+    ASSERT_TRUE(refusal.has_value()) << mgt::plan::export_format_names()[size_t(other)];
     EXPECT_EQ(refusal->field, "task");
     EXPECT_NE(refusal->problem.find("cannot express lora"), std::string::npos) << refusal->problem;
   }

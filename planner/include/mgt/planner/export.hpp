@@ -35,7 +35,7 @@ struct ExportContext {
   /// Transformer layers; 0 = unknown. Pipeline splits (Megatron, torchtitan) need it.
   int64_t num_layers = 0;
   ir::Task task = ir::Task::pretrain;  ///< lora / qlora: only Axolotl expresses adapters (others refuse)
-  ir::LoraSettings lora;
+  ir::LoraSettings lora{};
 };
 
 /// The config text (YAML, a Python module, TOML, JSON or a bash launch script), with a comment header
