@@ -89,7 +89,7 @@ TEST(CliBadInput, UnknownClusterListsPresets) {
 TEST(CliBadInput, BlockScaledPrecisionOnHopperNamesTheGpu) {
   for (const char* precision : {"mxfp8", "nvfp4"})
     expect_bad_input({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8})", "--precision", precision},
-                     {"--precision", precision, "H100", "supports bf16, fp16, fp8", "Blackwell"});
+                     {"--precision", precision, "H100", "supports fp32, bf16, fp16, fp8", "Blackwell"});
 }
 
 TEST(CliBadInput, TaskAndLoraFlags) {
