@@ -3,6 +3,8 @@
 // uses; the memory pass turns the registrations into Alloc / Free.
 #include "mgt/planner/lower.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -68,9 +70,26 @@ void close_buffer(BufferUse& b, Key at, ir::Stream stream, std::vector<int64_t> 
   b.closed = true;
 }
 
-/// Elements of a copy's parameters counted once on the stage (the tied second copy excluded).
+bool frozen_base(const State& s) { return s.ctx.task == ir::Task::lora || s.ctx.task == ir::Task::qlora; }
+
+/// Elements of a copy's trained parameters counted once on the stage (the tied second copy excluded);
+/// under LoRA the adapters alone.
 int64_t own_params(const State& s, const Unit& u) {
-  return s.blocks[size_t(u.block)].cost.param_elements_local - u.tied_elements;
+  const auto& cost = s.blocks[size_t(u.block)].cost;
+  return frozen_base(s) ? cost.adapter_param_elements_local : cost.param_elements_local - u.tied_elements;
+}
+
+/// FSDP traffic of one copy: bytes all-gathered (dense, expert) and fp32 gradient bytes reduce-scattered
+/// (dense, expert). LoRA gathers the frozen base as stored with the bf16 adapters and reduces the
+/// adapters' gradients only (the estimator's rule, estimator.cpp stage_time).
+struct FsdpBytes {
+  int64_t gather_dense = 0, gather_expert = 0, reduce_dense = 0, reduce_expert = 0;
+};
+FsdpBytes fsdp_bytes(const State& s, const cost::BlockCost& cost) {
+  const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
+  if (!frozen_base(s)) return {(pel - expert) * 2, expert * 2, (pel - expert) * 4, expert * 4};
+  const int64_t adapters = cost.adapter_param_elements_local;
+  return {adapters * 2 + int64_t(cost::frozen_base_bytes(pel, cost.nf4_param_elements_local)), 0, adapters * 4, 0};
 }
 
 /// Last node (by key) on `stream` whose key is below `limit`; -1 when none.
@@ -309,7 +328,7 @@ void fsdp_pass(State& s) {
       auto gather = [&](size_t p, Key at, int64_t issue_after) -> int64_t {
         const Unit& u = unit_at(st, task, p);
         const auto& cost = s.blocks[size_t(u.block)].cost;
-        const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
+        const int64_t pel = cost.param_elements_local;
         if (pel == 0) return -1;
         std::vector<int64_t> deps;
         if (issue_after >= 0) deps = {issue_after};
@@ -324,12 +343,14 @@ void fsdp_pass(State& s) {
         }
         int64_t h = -1;
         const std::string name = w_name(s, u);
-        if (pel - expert > 0 && !s.shard_axes.empty())
+        const FsdpBytes fb = fsdp_bytes(s, cost);
+        if (fb.gather_dense > 0 && !s.shard_axes.empty())
           h = add(st, at, ir::Stream::dp,
-                  s.collective(ir::CollectiveKind::all_gather, s.shard_axes, (pel - expert) * 2, ir::DType::bf16, name), deps);
-        if (expert > 0 && !s.expert_shard_axes.empty())
+                  s.collective(ir::CollectiveKind::all_gather, s.shard_axes, fb.gather_dense, ir::DType::bf16, name), deps);
+        if (fb.gather_expert > 0 && !s.expert_shard_axes.empty())
           h = add(st, at, ir::Stream::dp,
-                  s.collective(ir::CollectiveKind::all_gather, s.expert_shard_axes, expert * 2, ir::DType::bf16, name), deps);
+                  s.collective(ir::CollectiveKind::all_gather, s.expert_shard_axes, fb.gather_expert, ir::DType::bf16, name),
+                  deps);
         return h;
       };
       auto issue_point = [&](size_t p) { return uns[p].first >= 0 ? st.prev_compute[size_t(uns[p].first)] : -1; };
@@ -352,7 +373,7 @@ void fsdp_pass(State& s) {
       for (size_t p = 0; p < n; ++p) {
         const Unit& u = unit_at(st, task, p);
         const auto& cost = s.blocks[size_t(u.block)].cost;
-        const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
+        const int64_t pel = cost.param_elements_local;
         if (pel == 0 || uns[p].last < 0) continue;
         const int32_t end = end_part(num_ops(s, u));
         const bool is_last = (task.fwd ? p : n - 1 - p) == n - 1;
@@ -383,14 +404,15 @@ void fsdp_pass(State& s) {
         BufferUse& g = open_buffer(st, g_name(s, u), pel * 4, ir::BufferKind::fsdp_buffer, key(t, p, end, 8),
                                    ir::Stream::compute, std::move(wait_previous));
         std::vector<int64_t> rs;
-        if (pel - expert > 0 && !s.shard_axes.empty())
+        const FsdpBytes fb = fsdp_bytes(s, cost);
+        if (fb.reduce_dense > 0 && !s.shard_axes.empty())
           rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                           s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, (pel - expert) * 4,
+                           s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, fb.reduce_dense,
                                         ir::DType::f32, g.name),
                            {uns[p].last}));
-        if (expert > 0 && !s.expert_shard_axes.empty())
+        if (fb.reduce_expert > 0 && !s.expert_shard_axes.empty())
           rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                           s.collective(ir::CollectiveKind::reduce_scatter, s.expert_shard_axes, expert * 4,
+                           s.collective(ir::CollectiveKind::reduce_scatter, s.expert_shard_axes, fb.reduce_expert,
                                         ir::DType::f32, g.name),
                            {uns[p].last}));
         close_buffer(g, key(t, p, end, 11), ir::Stream::dp, rs);
@@ -428,7 +450,7 @@ void dp_pass(State& s) {
           continue;
         }
         const auto& cost = s.blocks[size_t(u.block)].cost;
-        const int64_t expert = cost.expert_param_elements_local;
+        const int64_t expert = frozen_base(s) ? 0 : cost.expert_param_elements_local;
         const int64_t dense = own_params(s, u) - expert;
         const int64_t bytes = ((dense + shard - 1) / shard + (expert + expert_shard - 1) / expert_shard) * 4;
         if (bytes > 0)
