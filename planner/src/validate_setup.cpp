@@ -110,8 +110,12 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
     c.gpus_per_node = int64_t(*v);
   else
     kept.push_back("GPUs per node");
+  const ir::ClusterSpec named = ir::cluster_preset(preset);
   if (const auto v = hardware_number(block, "nvlink_domain_gpus", system_id, /*count=*/true)) {
     c.nvlink_domain_gpus = int64_t(*v);
+  } else if (preset_for_gpu(gpu) == preset && named.nvlink_domain_gpus > named.gpus_per_node &&
+             c.gpus_per_node == named.gpus_per_node && c.nvlink_bytes_per_s > 0) {
+    kept.push_back("NVLink domain (" + std::to_string(c.nvlink_domain_gpus) + ", rack-scale)");  // NVL72 racks
   } else {
     c.nvlink_domain_gpus = c.nvlink_bytes_per_s > 0 ? c.gpus_per_node : 1;
     kept.push_back("NVLink domain (= GPUs per node)");
