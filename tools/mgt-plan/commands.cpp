@@ -360,7 +360,9 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   std::cout << format_rejections(result);
   if (result.plans.empty()) {
     const int64_t needed = plan::min_gpus_for_states(estimator);
-    if (result.min_rejected_peak_bytes > 0 && needed > o.gpus) {
+    // The 16-bytes-per-parameter floor is full training's; LoRA's frozen base needs far less (the
+    // nearest GPU count that has a plan answers instead).
+    if (!l.run.settings.frozen_base() && result.min_rejected_peak_bytes > 0 && needed > o.gpus) {
       std::cerr << "mgt-plan: " << l.graph.info.name << " needs at least " << needed << " GPUs of this kind ("
                 << l.cluster.gpu.name << "): 16 bytes per parameter for fp32 weights, gradients and AdamW states, "
                 << "fully sharded, before activations; --gpus is " << o.gpus << "\n";
