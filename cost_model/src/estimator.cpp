@@ -5,6 +5,7 @@
 
 #include "mgt/cost_model/collective.hpp"
 #include "mgt/cost_model/compute.hpp"
+#include "mgt/cost_model/task_cost.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -240,6 +241,7 @@ struct Estimator::StageTime {
   double hsdp = 0;  // once per step: the replica all-reduces FSDP2 chains after each reduce-scatter
   double hsdp_before_tail = 0;  // of hsdp: what delays the stage's last backward kernel (not the tail)
   int64_t params = 0, expert_params = 0;  // on this stage, after tp / ep, before data-parallel sharding
+  int64_t adapter_params = 0;             // LoRA adapters on this stage (the only trained weights then)
   double total() const { return compute + recompute + tp + cp + ep + fsdp + pp; }
 };
 
@@ -344,13 +346,20 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     st.cp += r * (blk.cp_fwd_s + blk.cp_bwd_s);
     st.params += copies * c.param_elements_local;
     st.expert_params += copies * c.expert_param_elements_local;
+    st.adapter_params += copies * c.adapter_param_elements_local;
     if (x.layout.fsdp) {
       // FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
       // reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group.
-      const int64_t dense = c.param_elements_local - c.expert_param_elements_local;
-      const int64_t expert = c.expert_param_elements_local;
+      // LoRA: the frozen base is gathered as stored (bf16 / NF4) with the bf16 adapters; only the
+      // adapters' gradients are reduce-scattered (treated as dense weights).
+      const bool frozen = settings_.frozen_base();
+      const int64_t dense = frozen ? c.adapter_param_elements_local : c.param_elements_local - c.expert_param_elements_local;
+      const int64_t expert = frozen ? 0 : c.expert_param_elements_local;
+      const int64_t gathered_bytes =
+          dense * kWorkingBytes +
+          (frozen ? int64_t(frozen_base_bytes(c.param_elements_local, c.nf4_param_elements_local)) : 0);
       const double ag =
-          collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.shard_group, dense * kWorkingBytes, x.shard_link) +
+          collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.shard_group, gathered_bytes, x.shard_link) +
           collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.expert_shard_group, expert * kWorkingBytes, x.expert_link);
       const double rs =
           collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.shard_group, dense * kGradBytes, x.shard_link) +
@@ -558,6 +567,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   const ir::Plan& plan = x.layout.plan;
   MemoryBreakdown sm;
   int64_t params = 0, expert = 0, largest_block = 0, largest_saved_none = 0, largest_tensor = 0, logits = 0;
+  int64_t adapters = 0, nf4 = 0;  // LoRA adapters, QLoRA's NF4-stored base weights
   // Reused per thread: the search calls this for every candidate stage, and the blocks are few.
   static thread_local std::vector<StageBlock> order;
   order.clear();
@@ -571,6 +581,8 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     const BlockCost& c = blk.cost;
     params += copies * c.param_elements_local;
     expert += copies * c.expert_param_elements_local;
+    adapters += copies * c.adapter_param_elements_local;
+    nf4 += copies * c.nf4_param_elements_local;
     const int64_t p_local = c.param_elements_local;
     largest_block = std::max(largest_block, p_local);
     order.push_back({p_local, copies, c.logits_bytes, 0, blk.is_layer});
@@ -588,8 +600,17 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   params -= tied_on_stage(copies_per_block, s);
   const int64_t shard = x.layout.zero_stage >= 1 ? x.layout.shard_group : 1;
   const int64_t expert_shard = x.layout.zero_stage >= 1 ? x.layout.expert_shard_group : 1;
+  // LoRA / QLoRA: the frozen base is held as stored (sharded only under ZeRO-3 / FSDP, which shards
+  // every parameter); the states below are the adapters', the only trained weights.
+  int64_t frozen_bytes = 0;
+  if (settings_.frozen_base()) {
+    const double base = frozen_base_bytes(params, std::min(nf4, params));
+    frozen_bytes = int64_t(std::ceil(x.layout.zero_stage == 3 ? base / double(x.layout.shard_group) : base));
+    params = adapters, expert = 0;
+  }
   const int64_t shard_params = ceil_div(params - expert, shard) + ceil_div(expert, expert_shard);
   set_model_state_bytes(sm, x.layout.zero_stage, params, shard_params);
+  sm.parameters_bytes += frozen_bytes;
   const double in_flight = micro_batches_in_flight(plan, x.layout.grad_accum, stage_index);
   sm.activations_bytes = int64_t(std::llround(in_flight * per_microbatch_saved));
   // Backward holds one layer's rematerialised activations (full recompute) and the gradients of the
@@ -626,7 +647,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   StageTime slowest;
   double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
   double all_stages_hsdp_s = 0;  // their HSDP all-reduce exposure in the last micro-batch
-  int64_t most_params = 0, most_expert_params = 0;
+  int64_t most_params = 0, most_expert_params = 0, most_adapter_params = 0;
   for (const auto& stage : layout.stages) {
     const StageTime st = stage_time(s, stage.copies, stage.layers, x);
     all_stages_s += double(stage.count) * st.total();
@@ -635,6 +656,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     if (st.params > most_params) {
       most_params = st.params;
       most_expert_params = st.expert_params;
+      most_adapter_params = st.adapter_params;
     }
   }
 
@@ -656,6 +678,8 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   t.bubble_s = (all_stages_s - slowest.total() + all_stages_hsdp_s - slowest.hsdp_before_tail) / double(plan.vpp);
 
   // ---- once per step: gradient synchronisation outside FSDP, optimizer, fixed costs ----
+  // Under LoRA only the adapters have gradients and optimizer states.
+  if (settings_.frozen_base()) most_params = most_adapter_params, most_expert_params = 0;
   const int64_t shard = x.layout.zero_stage >= 1 ? x.layout.shard_group : 1;
   const int64_t expert_shard = x.layout.zero_stage >= 1 ? x.layout.expert_shard_group : 1;
   const int64_t params_shard =

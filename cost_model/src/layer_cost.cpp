@@ -7,6 +7,8 @@
 // output and the log-sum-exp instead of the s^2 softmax (no dropout, as in current LLM training).
 #include "mgt/cost_model/layer_cost.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
+
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/ssm_cost.hpp"
 #include "mgt/ir/error.hpp"
@@ -43,6 +45,7 @@ struct Walk {
   std::set<std::string> gathered_inputs;  // SP all-gathers already issued (q, k, v share one)
   std::set<std::string> produced;
   std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
+  std::set<std::string> nf4_weights;      // QLoRA: the linear weights bitsandbytes stores in NF4
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
   int64_t materialised_scores_bytes = 0;  // eager attention's probabilities, dropped by selective recompute
   double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
@@ -130,14 +133,14 @@ const ir::Dim& einsum_dim(const ir::Op& op, char letter, const ir::TensorDecl& a
   return *d;
 }
 
-// A contraction's (batched) GEMM shape on local sizes: batch dims appear in both operands and the
-// output, M in the output and the activation only, N in the output and the second operand only, K
-// nowhere in the output.
+// A contraction's (batched) GEMM shape: batch dims appear in both operands and the output, M in the
+// output and the activation only, N in the output and the second operand only, K nowhere in the
+// output. On this rank's sizes, or (global_sizes) the unsharded ones, for model FLOPs.
 struct GemmShape {
-  int64_t batch = 1, m = 1, n = 1, k = 1;
+  int64_t batch = 1, m = 1, n = 1, k = 1;  // n: output features, k: input features of the weight
 };
 
-GemmShape local_gemm_shape(const Walk& w, const ir::Op& op, const EinsumSpec& spec, bool in_tp) {
+GemmShape gemm_shape(const Walk& w, const ir::Op& op, const EinsumSpec& spec, bool in_tp, bool global_sizes = false) {
   const auto& a = w.tensor(op.inputs[0]);
   const auto& b = w.tensor(op.inputs[1]);
   const auto& o = w.tensor(op.output);
@@ -148,7 +151,10 @@ GemmShape local_gemm_shape(const Walk& w, const ir::Op& op, const EinsumSpec& sp
     const bool in_l = spec.lhs.find(c) != std::string::npos;
     const bool in_r = spec.rhs.find(c) != std::string::npos;
     const bool in_o = spec.out.find(c) != std::string::npos;
-    const int64_t size = local_dim_size(einsum_dim(op, c, a, b, o), w.ctx, in_tp);
+    const ir::Dim& dim = einsum_dim(op, c, a, b, o);
+    const int64_t size = !global_sizes               ? local_dim_size(dim, w.ctx, in_tp)
+                         : ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len)
+                                                  : dim.size;
     if (!in_o) g.k *= size;
     else if (in_l && in_r) g.batch *= size;
     else if (in_l) g.m *= size;
@@ -157,10 +163,11 @@ GemmShape local_gemm_shape(const Walk& w, const ir::Op& op, const EinsumSpec& sp
   return g;
 }
 
-// Seconds of one GEMM of `flops` (batch x mm x nn x kk) in `gemm_dtype`; GEMV-like shapes (a dim under
-// 16) run memory-bound (roofline), not on tensor cores.
-double gemm_time_s(const Walk& w, ir::DType gemm_dtype, double flops, int64_t batch, int64_t mm, int64_t nn, int64_t kk) {
-  const double peak = ir::peak_flops_per_s(w.cluster.gpu, gemm_dtype);
+// Seconds of one GEMM (batch x mm x nn x kk) in `gemm_dtype` (its efficiency table) at `peak` FLOP/s
+// (the linear format's: fp8, MXFP8 or NVFP4 share fp8's table); GEMV-like shapes (a dim under 16) run
+// memory-bound (roofline), not on tensor cores.
+double gemm_time_s(const Walk& w, ir::DType gemm_dtype, double peak, int64_t batch, int64_t mm, int64_t nn, int64_t kk) {
+  const double flops = 2.0 * double(batch) * double(mm) * double(nn) * double(kk);
   if (std::min({mm, nn, kk}) < 16) {
     const int64_t bytes = (batch * (mm * kk + kk * nn + mm * nn)) * ir::dtype_bytes(w.ctx.dtype);
     const double best = gemm_dtype == ir::DType::fp8 ? w.params.fp8_gemm_max_efficiency : w.params.gemm_max_efficiency;
@@ -170,9 +177,9 @@ double gemm_time_s(const Walk& w, ir::DType gemm_dtype, double flops, int64_t ba
   return flops / (peak * eff) + w.params.kernel_floor_s;
 }
 
-// Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights, 3 x forward for
-// activation-activation contractions.
-double contraction_model_flops(const Walk& w, const ir::Op& op, const EinsumSpec& spec) {
+// Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights (4 for a frozen
+// weight: no weight gradient), 3 x forward for activation-activation contractions.
+double contraction_model_flops(const Walk& w, const ir::Op& op, const EinsumSpec& spec, bool frozen) {
   const auto& a = w.tensor(op.inputs[0]);
   const auto& b = w.tensor(op.inputs[1]);
   const auto& o = w.tensor(op.output);
@@ -182,7 +189,7 @@ double contraction_model_flops(const Walk& w, const ir::Op& op, const EinsumSpec
     if (!seen.insert(c).second) continue;
     global *= double(ir::is_symbolic_dim(c) ? (c == 'b' ? w.ctx.micro_batch : w.ctx.seq_len) : einsum_dim(op, c, a, b, o).size);
   }
-  return 3.0 * global;
+  return (frozen ? 2.0 : 3.0) * global;
 }
 
 // Tensor-parallel communication (Megatron-LM, Shoeybi et al. 2019 §3; with SP, Korthikanti et al.
@@ -227,6 +234,35 @@ void add_contraction_tp_collectives(Walk& w, const ir::Op& op, const EinsumSpec&
   }
 }
 
+// A frozen base weight (LoRA / QLoRA). A targeted contraction also runs its adapter, in the compute dtype:
+// forward x A^T (m x r x k) then (x A^T) B^T (m x n x r); backward the data and weight gradients of both
+// (Hu et al. 2021). Under QLoRA a linear weight other than the LM head is stored in NF4 and dequantised
+// before each GEMM that reads it, forward and input-gradient backward (bitsandbytes keeps the LM head,
+// embeddings and norms in bf16): a memory-bound read of 0.5 B and write of 2 B per element and use.
+void cost_frozen_weight(Walk& w, const ir::Op& op, const ir::TensorDecl& weight, GemmShape local, GemmShape global) {
+  if (is_lora_target(op.name, w.ctx.lora)) {
+    const int64_t r = w.ctx.lora.rank;
+    const ir::DType dt = w.ctx.dtype;
+    const double peak = ir::peak_flops_per_s(w.cluster.gpu, dt);
+    const auto [batch, m, n, k] = local;
+    auto time = [&](int64_t mm, int64_t nn, int64_t kk) { return gemm_time_s(w, dt, peak, batch, mm, nn, kk); };
+    w.cost.fwd_compute_s += time(m, r, k) + time(m, n, r);
+    const double weight_grads = time(k, r, m) + time(r, n, m);
+    w.cost.bwd_compute_s += time(m, k, r) + time(m, r, n) + weight_grads;
+    w.bwd_weight_s += weight_grads;
+    w.fwd_flops += 2.0 * double(batch) * double(m) * double(r) * double(k + n);
+    w.cost.adapter_param_elements_local += batch * r * (k + n);
+    w.cost.model_flops += 3.0 * 2.0 * double(global.batch) * double(global.m) * double(r) * double(global.k + global.n);
+  }
+  if (w.ctx.task == ir::Task::qlora && !find_dim(weight, 'v')) {
+    w.nf4_weights.insert(weight.name);
+    const int64_t elements = local.batch * local.n * local.k;
+    const double dequant_s = w.memory_time(int64_t(double(elements) * kDequantBytesPerElement));
+    w.cost.fwd_compute_s += dequant_s;
+    w.cost.bwd_compute_s += dequant_s;
+  }
+}
+
 // A contraction runs as one (batched) GEMM forward and two backward (dA = dO.B^T, dB = A^T.dO).
 void cost_contraction(Walk& w, const ir::Op& op) {
   const auto& a = w.tensor(op.inputs[0]);
@@ -235,17 +271,27 @@ void cost_contraction(Walk& w, const ir::Op& op) {
   const EinsumSpec spec = parse_einsum(op.einsum);
   const auto all_letters = spec.lhs + spec.rhs;
   const bool in_tp = w.ctx.tp > 1 && std::any_of(all_letters.begin(), all_letters.end(), is_tp_dim);
-  const auto [batch, m, n, k] = local_gemm_shape(w, op, spec, in_tp);
-  const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
-  // fp8 training converts the linear layers only (Transformer Engine); weight GEMMs then run at the
-  // fp8 peak, activation-activation products stay in the compute dtype.
-  const ir::DType gemm_dtype = (w.ctx.fp8_linears && b.is_parameter) ? ir::DType::fp8 : w.ctx.dtype;
-  w.cost.fwd_compute_s += gemm_time_s(w, gemm_dtype, flops, batch, m, n, k);
-  w.fwd_flops += flops;
-  const double d_b = gemm_time_s(w, gemm_dtype, flops, batch, k, n, m);  // dB = A^T.dO
-  w.cost.bwd_compute_s += gemm_time_s(w, gemm_dtype, flops, batch, m, k, n) + d_b;  // dA = dO.B^T
+  const GemmShape shape = gemm_shape(w, op, spec, in_tp);
+  const auto [batch, m, n, k] = shape;
+  // Low-precision training converts the linear layers only (Transformer Engine, torchtitan float8): weight
+  // GEMMs run at that format's peak; activation-activation products and the LM head (the vocab
+  // projection: Megatron's output_layer is not a TE module, torchtitan filters "output") stay in the
+  // compute dtype.
+  const bool low_precision = w.ctx.fp8_linears && b.is_parameter && !find_dim(b, 'v');
+  const ir::LinearFormat format =
+      low_precision ? (w.ctx.linear_format == ir::LinearFormat::none ? ir::LinearFormat::fp8 : w.ctx.linear_format)
+                    : ir::LinearFormat::none;
+  const ir::DType gemm_dtype = low_precision ? ir::DType::fp8 : w.ctx.dtype;  // efficiency tables: fp8 for all three
+  const double peak = linear_gemm_peak_flops_per_s(w.cluster.gpu, format, w.ctx.dtype);
+  w.cost.fwd_compute_s += gemm_time_s(w, gemm_dtype, peak, batch, m, n, k);
+  w.fwd_flops += 2.0 * double(batch) * double(m) * double(n) * double(k);
+  // A frozen base weight (LoRA) gets no gradient: backward computes dA only (Hu et al. 2021 §4).
+  const bool frozen = b.is_parameter && (w.ctx.task == ir::Task::lora || w.ctx.task == ir::Task::qlora);
+  const double d_b = frozen ? 0.0 : gemm_time_s(w, gemm_dtype, peak, batch, k, n, m);  // dB = A^T.dO
+  w.cost.bwd_compute_s += gemm_time_s(w, gemm_dtype, peak, batch, m, k, n) + d_b;     // dA = dO.B^T
   if (b.is_parameter) w.bwd_weight_s += d_b;
-  w.cost.model_flops += contraction_model_flops(w, op, spec);
+  if (frozen) cost_frozen_weight(w, op, b, shape, gemm_shape(w, op, spec, in_tp, /*global_sizes=*/true));
+  w.cost.model_flops += contraction_model_flops(w, op, spec, frozen);
   if (in_tp) add_contraction_tp_collectives(w, op, spec);
   if (b.is_parameter)
     for (const auto& d : b.dims)
@@ -495,8 +541,10 @@ void cost_ssm_scan(Walk& w, const ir::Op& op) {
 }  // namespace
 
 ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& settings) {
-  return ShardContext{plan.micro_batch,       settings.seq_len, plan.tp,          plan.cp,
-                      ir::sequence_parallel(plan), settings.compute_dtype, plan.ep, settings.fp8_linears};
+  const ir::LinearFormat format = settings.linear_gemm_format();
+  return ShardContext{plan.micro_batch, settings.seq_len, plan.tp, plan.cp, ir::sequence_parallel(plan),
+                      settings.compute_dtype, plan.ep, format != ir::LinearFormat::none, format, settings.task,
+                      settings.lora};
 }
 
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region) {
@@ -531,7 +579,7 @@ namespace {
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
   for (const auto& op : block.ops) {
     const BlockCost before = w.cost;
     const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;
@@ -606,6 +654,7 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       w.cost.param_elements_local += local;
       w.cost.param_elements_total += total;
       if (expert) w.cost.expert_param_elements_local += local;
+      if (w.nf4_weights.count(t.name)) w.cost.nf4_param_elements_local += local;
     } else {
       w.cost.largest_tensor_bytes = std::max(w.cost.largest_tensor_bytes, w.act_bytes(t));
     }

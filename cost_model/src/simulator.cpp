@@ -140,7 +140,7 @@ struct Model {
   std::unordered_map<std::string, size_t> block_index;
   std::vector<std::unordered_map<std::string, size_t>> op_index;  // per block: op name -> position
   // op_costs per (block, shard context): per-shape constants.
-  mutable std::map<std::tuple<size_t, int64_t, int64_t, int64_t, int64_t, bool, int, int64_t, bool>,
+  mutable std::map<std::tuple<size_t, int64_t, int64_t, int64_t, int64_t, bool, int, int64_t, bool, int, int, int64_t>,
                    std::vector<OpCost>>
       op_memo;
 
@@ -155,7 +155,8 @@ struct Model {
                            "op '" + c.op + "' is not in block '" + c.block + "' of the model graph",
                            "simulate the schedule with the model it was lowered from");
     const auto key = std::make_tuple(b->second, ctx.micro_batch, ctx.seq_len, ctx.tp, ctx.cp, ctx.sequence_parallel,
-                                     int(ctx.dtype), ctx.ep, ctx.fp8_linears);
+                                     int(ctx.dtype), ctx.ep, ctx.fp8_linears, int(ctx.linear_format), int(ctx.task),
+                                     ctx.lora.rank);
     auto it = op_memo.find(key);
     if (it == op_memo.end())
       it = op_memo.emplace(key, op_costs(graph.blocks[b->second], ctx, cluster, params)).first;

@@ -102,14 +102,14 @@ ClusterSpec make_h200_sxm() {
 }
 
 /// HGX/DGX B200. HGX B200 datasheet divided by 8 GPUs, dense = sparse / 2: 2.25 PFLOPS BF16/FP16,
-/// 4.5 PFLOPS FP8, 75 TFLOPS FP32 (600 per 8 GPUs); DGX B200 lists 1,440 GB HBM3e (= 180 GB usable
+/// 4.5 PFLOPS FP8, 9 PFLOPS FP4 (72 dense per 8 GPUs), 75 TFLOPS FP32 (600 per 8 GPUs); DGX B200 lists 1,440 GB HBM3e (= 180 GB usable
 /// per GPU) at 8 TB/s; NVLink5 1.8 TB/s bidirectional (900 GB/s per direction); host PCIe Gen5;
 /// 8x ConnectX-7 400 Gb/s (50 GB/s each).
 ClusterSpec make_b200() {
   ClusterSpec c;
   c.name = "b200";
   c.source =
-      "NVIDIA HGX/DGX B200 datasheet, per GPU = system / 8, dense = sparse / 2 (2250 TFLOPS bf16, 4500 fp8, "
+      "NVIDIA HGX/DGX B200 datasheet, per GPU = system / 8, dense = sparse / 2 (2250 TFLOPS bf16, 4500 fp8, 9000 fp4, "
       "75 fp32, 180 GB usable HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction); 8x "
       "ConnectX-7 400 Gb/s = 50 GB/s each, PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
   c.gpu = {.name = "B200",
@@ -117,6 +117,7 @@ ClusterSpec make_b200() {
            .peak_bf16_flops_per_s = 2250e12,
            .peak_fp16_flops_per_s = 2250e12,
            .peak_fp8_flops_per_s = 4500e12,
+           .peak_fp4_flops_per_s = 9000e12,
            .peak_fp32_flops_per_s = 75e12,
            .hbm_bytes = 180 * kGiB,
            .hbm_bytes_per_s = 8e12};
@@ -133,7 +134,7 @@ ClusterSpec make_b200() {
 }
 
 /// GB200 NVL72 rack. GB200 NVL72 datasheet, rack totals / 72, dense = sparse / 2: 2.5 PFLOPS
-/// BF16/FP16, 5 PFLOPS FP8, 80 TFLOPS FP32 (5,760 per rack), 13.4 TB HBM3e (186 GB per GPU) at
+/// BF16/FP16, 5 PFLOPS FP8, 10 PFLOPS FP4, 80 TFLOPS FP32 (5,760 per rack), 13.4 TB HBM3e (186 GB per GPU) at
 /// 8 TB/s, NVLink5 1.8 TB/s bidirectional per GPU with all 72 GPUs in one NVLink Switch domain. A
 /// compute tray (our "node") holds 4 GPUs + 2 Grace CPUs and, per DGX GB200 (72 single-port
 /// ConnectX-7 400 Gb/s per rack), 4 NICs of 50 GB/s; NICs attach over PCIe Gen5.
@@ -141,7 +142,7 @@ ClusterSpec make_gb200_nvl72() {
   ClusterSpec c;
   c.name = "gb200-nvl72";
   c.source =
-      "NVIDIA GB200 NVL72 datasheet, per GPU = rack / 72, dense = sparse / 2 (2500 TFLOPS bf16, 5000 fp8, "
+      "NVIDIA GB200 NVL72 datasheet, per GPU = rack / 72, dense = sparse / 2 (2500 TFLOPS bf16, 5000 fp8, 10000 fp4, "
       "80 fp32, 186 GB HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction, 72-GPU NVLink "
       "domain); compute tray = 4 GPUs with 4x ConnectX-7 400 Gb/s = 50 GB/s each (DGX GB200: 72 per rack), "
       "PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
@@ -150,6 +151,7 @@ ClusterSpec make_gb200_nvl72() {
            .peak_bf16_flops_per_s = 2500e12,
            .peak_fp16_flops_per_s = 2500e12,
            .peak_fp8_flops_per_s = 5000e12,
+           .peak_fp4_flops_per_s = 10000e12,
            .peak_fp32_flops_per_s = 80e12,
            .hbm_bytes = 186 * kGiB,
            .hbm_bytes_per_s = 8e12};
@@ -161,6 +163,75 @@ ClusterSpec make_gb200_nvl72() {
   c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 4;
   c.nic_bytes_per_s = 50e9;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+/// HGX/DGX B300 (Blackwell Ultra). HGX B300 datasheet divided by 8 GPUs: FP16/BF16 36 PFLOPS and
+/// FP8/FP6 72 PFLOPS with sparsity (dense = half: 2.25 and 4.5 per GPU), FP4 108 PFLOPS dense (13.5 per
+/// GPU; 144 sparse), FP32 600 TFLOPS (75 per GPU); 2.3 TB HBM3e (288 GB per GPU) at 8 TB/s per GPU;
+/// NVLink5 1.8 TB/s bidirectional (900 GB/s per direction) in an 8-GPU NVLink domain; 8x ConnectX-8
+/// SuperNIC 800 Gb/s (100 GB/s each); host PCIe Gen5 assumed as B200 (the GPU's Gen6 needs a Gen6 host).
+ClusterSpec make_b300() {
+  ClusterSpec c;
+  c.name = "b300";
+  c.source =
+      "NVIDIA HGX/DGX B300 datasheet, per GPU = system / 8, dense = sparse / 2 except fp4 (stated dense: 108 "
+      "PFLOPS per 8 GPUs) (2250 TFLOPS bf16, 4500 fp8, 13500 fp4, 75 fp32, 288 GB HBM3e 8 TB/s, NVLink5 1800 "
+      "GB/s bidir = 900 GB/s per direction); 8x ConnectX-8 800 Gb/s = 100 GB/s each, PCIe Gen5 63 GB/s "
+      "(assumed); latencies from NCCL tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "B300",
+           .arch = GpuArch::blackwell,
+           .peak_bf16_flops_per_s = 2250e12,
+           .peak_fp16_flops_per_s = 2250e12,
+           .peak_fp8_flops_per_s = 4500e12,
+           .peak_fp4_flops_per_s = 13500e12,
+           .peak_fp32_flops_per_s = 75e12,
+           .hbm_bytes = 288 * kGiB,
+           .hbm_bytes_per_s = 8e12};
+  c.gpus_per_node = 8;
+  c.nvlink_domain_gpus = 8;
+  c.nvlink_bytes_per_s = 900e9;
+  c.nvlink_latency_s = kNvlinkLatencyS;
+  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 8;
+  c.nic_bytes_per_s = 100e9;
+  c.network_latency_s = kNetworkLatencyS;
+  return c;
+}
+
+/// GB300 NVL72 rack (Blackwell Ultra). GB300 NVL72 datasheet, rack totals / 72: FP16/BF16 360 PFLOPS and
+/// FP8/FP6 720 PFLOPS with sparsity (dense 2.5 and 5 per GPU), FP4 1,080 PFLOPS dense (15 per GPU;
+/// 1,440 sparse); up to 20 TB HBM3e at 576 TB/s (288 GB at 8 TB/s per GPU); NVLink5 130 TB/s per rack
+/// (1.8 TB/s bidirectional per GPU) with all 72 GPUs in one NVLink Switch domain; 72 ConnectX-8 800 Gb/s
+/// SuperNICs (4 per compute tray of 4 GPUs, 100 GB/s each). FP32 taken as GB200's 80 TFLOPS per GPU.
+ClusterSpec make_gb300_nvl72() {
+  ClusterSpec c;
+  c.name = "gb300-nvl72";
+  c.source =
+      "NVIDIA GB300 NVL72 datasheet, per GPU = rack / 72, dense = sparse / 2 except fp4 (stated dense: 1080 "
+      "PFLOPS per rack) (2500 TFLOPS bf16, 5000 fp8, 15000 fp4, 288 GB HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = "
+      "900 GB/s per direction, 72-GPU NVLink domain); fp32 80 TFLOPS as GB200 (assumed); compute tray = 4 GPUs "
+      "with 4x ConnectX-8 800 Gb/s = 100 GB/s each (72 per rack), PCIe Gen5 63 GB/s; latencies from NCCL "
+      "tuning.cc hwLat (assumed)";
+  c.gpu = {.name = "GB300",
+           .arch = GpuArch::blackwell,
+           .peak_bf16_flops_per_s = 2500e12,
+           .peak_fp16_flops_per_s = 2500e12,
+           .peak_fp8_flops_per_s = 5000e12,
+           .peak_fp4_flops_per_s = 15000e12,
+           .peak_fp32_flops_per_s = 80e12,
+           .hbm_bytes = 288 * kGiB,
+           .hbm_bytes_per_s = 8e12};
+  c.gpus_per_node = 4;
+  c.nvlink_domain_gpus = 72;
+  c.nvlink_bytes_per_s = 900e9;
+  c.nvlink_latency_s = kNvlinkLatencyS;
+  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
+  c.pcie_latency_s = kPcieLatencyS;
+  c.nics_per_node = 4;
+  c.nic_bytes_per_s = 100e9;
   c.network_latency_s = kNetworkLatencyS;
   return c;
 }
@@ -202,8 +273,8 @@ ClusterSpec make_rtx4090_pcie() {
 }  // namespace
 
 const std::vector<std::string>& cluster_preset_names() {
-  static const std::vector<std::string> names = {"h100-sxm", "a100-80g-sxm", "h200-sxm",
-                                                 "b200",     "gb200-nvl72",  "rtx4090-pcie"};
+  static const std::vector<std::string> names = {"h100-sxm", "a100-80g-sxm", "h200-sxm",    "b200",
+                                                 "b300",     "gb200-nvl72",  "gb300-nvl72", "rtx4090-pcie"};
   return names;
 }
 
@@ -212,7 +283,9 @@ ClusterSpec cluster_preset(const std::string& name) {
   if (name == "a100-80g-sxm") return make_a100_80g_sxm();
   if (name == "h200-sxm") return make_h200_sxm();
   if (name == "b200") return make_b200();
+  if (name == "b300") return make_b300();
   if (name == "gb200-nvl72") return make_gb200_nvl72();
+  if (name == "gb300-nvl72") return make_gb300_nvl72();
   if (name == "rtx4090-pcie") return make_rtx4090_pcie();
   std::string list;
   for (const auto& n : cluster_preset_names()) list += (list.empty() ? "" : ", ") + n;

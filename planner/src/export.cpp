@@ -167,6 +167,17 @@ std::string export_axolotl(const ExportContext& context) {
   out << "micro_batch_size: " << p.micro_batch << "\n";
   out << "gradient_accumulation_steps: " << r.grad_accum << "\n";
   out << "bf16: true\n";
+  if (context.task == ir::Task::lora || context.task == ir::Task::qlora) {
+    // Axolotl's LoraConfig schema (utils/schemas/peft.py): qlora requires load_in_4bit (bitsandbytes NF4).
+    out << "adapter: " << ir::to_string(context.task) << "\n";
+    if (context.task == ir::Task::qlora) out << "load_in_4bit: true\n";
+    out << "lora_r: " << context.lora.rank << "\n";
+    out << "lora_alpha: " << context.lora.alpha << "\n";
+    out << "lora_dropout: 0.0\n";
+    out << "lora_target_modules:\n";
+    for (const auto& target : context.lora.targets)  // HF module names: q -> q_proj
+      out << "  - " << target << (target.ends_with("_proj") ? "" : "_proj") << "\n";
+  }
   // Under FSDP, checkpointing belongs in fsdp_config (Transformers rejects both at once).
   out << "gradient_checkpointing: " << yaml_bool(recompute && !fsdp) << "\n";
   out << "dp_shard_size: " << p.dp_shard << "\n";

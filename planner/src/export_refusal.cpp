@@ -249,6 +249,14 @@ void check_expressible(const Resolved& r, ExportFormat format) {
 }  // namespace detail
 
 std::optional<ExportRefusal> export_refusal(ExportFormat format, const ExportContext& context) {
+  // LoRA / QLoRA: of our formats only Axolotl's config has adapter keys (adapter, lora_r, ...). The
+  // Accelerate and DeepSpeed configs leave the model to the training script, and neither torchtitan nor
+  // Megatron-LM's pretrain_gpt.py has LoRA.
+  if ((context.task == ir::Task::lora || context.task == ir::Task::qlora) && format != ExportFormat::axolotl)
+    return ExportRefusal{"task",
+                         export_format_names()[size_t(format)] + " cannot express " + ir::to_string(context.task) +
+                             " (its config has no adapter keys)",
+                         "use --emit axolotl, or --task pretrain / sft"};
   switch (format) {
     case ExportFormat::accelerate: return accelerate_refusal(context);
     case ExportFormat::axolotl: return axolotl_refusal(context);

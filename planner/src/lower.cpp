@@ -3,6 +3,7 @@
 // builds and tests) and materialises the programs.
 #include "mgt/planner/lower.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -235,18 +236,28 @@ void build_layout(State& s) {
     st.index = k;
     for (int64_t c = 0; c < p.vpp; ++c) st.chunks.push_back(virt[size_t(c * p.pp + k)]);
     std::vector<Unit*> first_of(g.blocks.size(), nullptr);
+    int64_t adapters = 0, nf4 = 0;
     for (auto& chunk : st.chunks)
       for (Unit& u : chunk) {
         if (!first_of[size_t(u.block)]) first_of[size_t(u.block)] = &u;
         const auto& c = s.blocks[size_t(u.block)].cost;
         st.params += c.param_elements_local;
         st.expert += c.expert_param_elements_local;
+        adapters += c.adapter_param_elements_local;
+        nf4 += c.nf4_param_elements_local;
       }
     for (const Tie& t : ties)
       if (first_of[t.first_block] && first_of[t.second_block]) {
         first_of[t.second_block]->tied_elements += t.local_elements;
         st.params -= t.local_elements;
       }
+    if (s.ctx.task == ir::Task::lora || s.ctx.task == ir::Task::qlora) {
+      // The estimator's rule (estimator.cpp stage_memory): the frozen base as stored, sharded only under
+      // ZeRO-3; the trained weights, their gradients and optimizer states are the adapters.
+      const double base = cost::frozen_base_bytes(st.params, std::min(nf4, st.params));
+      st.frozen_bytes = int64_t(std::ceil(s.layout.zero_stage == 3 ? base / double(s.layout.shard_group) : base));
+      st.params = adapters, st.expert = 0;
+    }
     st.shard_params = ceil_div(st.params - st.expert, shard) + ceil_div(st.expert, expert_shard);
   }
 }

@@ -4,6 +4,8 @@
 
 #include "mgt/planner/lower.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -62,9 +64,26 @@ inline void close_buffer(BufferUse& b, Key at, ir::Stream stream, std::vector<in
   b.closed = true;
 }
 
-/// Elements of a copy's parameters counted once on the stage (the tied second copy excluded).
+inline bool frozen_base(const State& s) { return s.ctx.task == ir::Task::lora || s.ctx.task == ir::Task::qlora; }
+
+/// Elements of a copy's trained parameters counted once on the stage (the tied second copy excluded);
+/// under LoRA the adapters alone.
 inline int64_t own_params(const State& s, const Unit& u) {
-  return s.blocks[size_t(u.block)].cost.param_elements_local - u.tied_elements;
+  const auto& cost = s.blocks[size_t(u.block)].cost;
+  return frozen_base(s) ? cost.adapter_param_elements_local : cost.param_elements_local - u.tied_elements;
+}
+
+/// FSDP traffic of one copy: bytes all-gathered (dense, expert) and fp32 gradient bytes reduce-scattered
+/// (dense, expert). LoRA gathers the frozen base as stored with the bf16 adapters and reduces the
+/// adapters' gradients only (the estimator's rule, estimator.cpp stage_time).
+struct FsdpBytes {
+  int64_t gather_dense = 0, gather_expert = 0, reduce_dense = 0, reduce_expert = 0;
+};
+inline FsdpBytes fsdp_bytes(const State& s, const cost::BlockCost& cost) {
+  const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
+  if (!frozen_base(s)) return {(pel - expert) * 2, expert * 2, (pel - expert) * 4, expert * 4};
+  const int64_t adapters = cost.adapter_param_elements_local;
+  return {adapters * 2 + int64_t(cost::frozen_base_bytes(pel, cost.nf4_param_elements_local)), 0, adapters * 4, 0};
 }
 
 /// Last node (by key) on `stream` whose key is below `limit`; -1 when none.

@@ -3,6 +3,8 @@
 // uses; the memory pass turns the registrations into Alloc / Free.
 #include "lower_pass_util.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -231,7 +233,7 @@ int64_t fsdp_gather_copy(State& s, Stage& st, FsdpStageState& f, size_t t, size_
   const size_t n = st.unit_nodes[t].size(), c = size_t(task.chunk);
   const Unit& u = unit_at(st, task, p);
   const auto& cost = s.blocks[size_t(u.block)].cost;
-  const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
+  const int64_t pel = cost.param_elements_local;
   if (pel == 0) return -1;
   std::vector<int64_t> deps;
   if (issue_after >= 0) deps = {issue_after};
@@ -245,12 +247,13 @@ int64_t fsdp_gather_copy(State& s, Stage& st, FsdpStageState& f, size_t t, size_
   }
   int64_t h = -1;
   const std::string name = w_name(s, u);
-  if (pel - expert > 0 && !s.shard_axes.empty())
+  const FsdpBytes fb = fsdp_bytes(s, cost);
+  if (fb.gather_dense > 0 && !s.shard_axes.empty())
     h = add(st, at, ir::Stream::dp,
-            s.collective(ir::CollectiveKind::all_gather, s.shard_axes, (pel - expert) * 2, ir::DType::bf16, name), deps);
-  if (expert > 0 && !s.expert_shard_axes.empty())
+            s.collective(ir::CollectiveKind::all_gather, s.shard_axes, fb.gather_dense, ir::DType::bf16, name), deps);
+  if (fb.gather_expert > 0 && !s.expert_shard_axes.empty())
     h = add(st, at, ir::Stream::dp,
-            s.collective(ir::CollectiveKind::all_gather, s.expert_shard_axes, expert * 2, ir::DType::bf16, name), deps);
+            s.collective(ir::CollectiveKind::all_gather, s.expert_shard_axes, fb.gather_expert, ir::DType::bf16, name), deps);
   return h;
 }
 
@@ -305,7 +308,8 @@ void fsdp_reshard_copy(State& s, Stage& st, FsdpStageState& f, size_t t, size_t 
 void fsdp_reduce_scatter_copy(State& s, Stage& st, FsdpStageState& f, size_t t, size_t p) {
   const Unit& u = unit_at(st, st.tasks[t], p);
   const auto& cost = s.blocks[size_t(u.block)].cost;
-  const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
+  const int64_t pel = cost.param_elements_local;
+  const FsdpBytes fb = fsdp_bytes(s, cost);
   const int64_t last = st.unit_nodes[t][p].last;
   const int32_t end = end_part(num_ops(s, u));
   BufferUse& grad_bf16 = open_buffer(st, g_name(s, u) + ".bf16", pel * 2, ir::BufferKind::fsdp_buffer, key(t, p, 0, -10),
@@ -316,13 +320,13 @@ void fsdp_reduce_scatter_copy(State& s, Stage& st, FsdpStageState& f, size_t t, 
   BufferUse& g = open_buffer(st, g_name(s, u), pel * 4, ir::BufferKind::fsdp_buffer, key(t, p, end, 8), ir::Stream::compute,
                              std::move(wait_previous));
   std::vector<int64_t> rs;
-  if (pel - expert > 0 && !s.shard_axes.empty())
+  if (fb.reduce_dense > 0 && !s.shard_axes.empty())
     rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                     s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, (pel - expert) * 4, ir::DType::f32, g.name),
+                     s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, fb.reduce_dense, ir::DType::f32, g.name),
                      {last}));
-  if (expert > 0 && !s.expert_shard_axes.empty())
+  if (fb.reduce_expert > 0 && !s.expert_shard_axes.empty())
     rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                     s.collective(ir::CollectiveKind::reduce_scatter, s.expert_shard_axes, expert * 4, ir::DType::f32, g.name),
+                     s.collective(ir::CollectiveKind::reduce_scatter, s.expert_shard_axes, fb.reduce_expert, ir::DType::f32, g.name),
                      {last}));
   close_buffer(g, key(t, p, end, 11), ir::Stream::dp, rs);
   if (!rs.empty()) f.rs_done.push_back(std::move(rs));
@@ -371,7 +375,7 @@ void dp_pass(State& s) {
         return;
       }
       const auto& cost = s.blocks[size_t(u.block)].cost;
-      const int64_t expert = cost.expert_param_elements_local;
+      const int64_t expert = frozen_base(s) ? 0 : cost.expert_param_elements_local;
       const int64_t dense = own_params(s, u) - expert;
       const int64_t bytes = ((dense + shard - 1) / shard + (expert + expert_shard - 1) / expert_shard) * 4;
       if (bytes > 0)
@@ -448,6 +452,7 @@ void memory_pass(State& s) {
       case 2: param_bytes = params * 2 + shard * 4; grad_bytes = shard * 4; break;
       default: param_bytes = shard * 4; grad_bytes = shard * 4; break;
     }
+    param_bytes += st.frozen_bytes;
     const Key start{0, 0, 0, 0, 0};
     const Key end = epilogue(st, 30);
     const std::vector<int64_t> tails = all_tails(st, end, /*with_compute=*/true);

@@ -137,6 +137,8 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.gpus_per_node = estimator.cluster().gpus_per_node;
   target.seq_len = estimator.settings().seq_len;
   target.num_layers = estimator.graph().info.num_layers;
+  target.task = estimator.settings().task;
+  target.lora = estimator.settings().lora;
   const std::vector<ir::Plan> candidates = enumerate_candidates(options.rules.num_gpus, enumerate);
   constexpr int64_t kProgressEvery = 256;  // candidates between progress calls (each takes microseconds)
   for (const ir::Plan& plan : candidates) {

@@ -59,12 +59,14 @@ GpuMatch match_gpu(const std::string& gpu, bool needs_links) {
   if (has(gpu, "pcie") || has(gpu, "nvl)") || gpu == "H200-NVL")
     throw Skip{"GPU variant not in the presets (PCIe / NVL cards run lower clocks and power than the SXM preset)"};
   if (has(gpu, "500w")) throw Skip{"power-capped part (500 W): the presets describe the 700 W SXM clocks"};
-  if (has(gpu, "b300") || has(gpu, "gh200")) throw Skip{"GPU not in the presets (" + gpu + ")"};
+  if (has(gpu, "gh200")) throw Skip{"GPU not in the presets (" + gpu + ")"};
   if (has(gpu, "a800")) throw Skip{"GPU not in the presets (A800: A100 with 400 GB/s NVLink)"};
   if (has(gpu, "h800")) {
     if (needs_links) throw Skip{"GPU not in the presets for links (H800: 400 GB/s NVLink)"};
     return preset("h100-sxm", "H800 SXM5 priced as H100 SXM5 (same SMs, clocks and tensor peaks)");
   }
+  if (has(gpu, "gb300")) return preset("gb300-nvl72");
+  if (has(gpu, "b300")) return preset("b300");
   if (has(gpu, "gb200")) return preset("gb200-nvl72");
   if (has(gpu, "b200")) return preset("b200", has(gpu, "inferred") ? "GPU inferred by the source as B200" : "");
   if (has(gpu, "h200")) return preset("h200-sxm", has(gpu, "not stated") ? "H200 variant not stated: SXM" : "");

@@ -23,8 +23,10 @@ using namespace detail;
 namespace {
 std::string preset_for_gpu(const std::string& gpu) {
   const std::string g = lower(gpu);
-  if (contains(g, "gb200") || contains(g, "gb300")) return "gb200-nvl72";
-  if (contains(g, "b200") || contains(g, "b300")) return "b200";
+  if (contains(g, "gb300")) return "gb300-nvl72";
+  if (contains(g, "gb200")) return "gb200-nvl72";
+  if (contains(g, "b300")) return "b300";
+  if (contains(g, "b200")) return "b200";
   if (contains(g, "h200")) return "h200-sxm";
   if (contains(g, "h100")) return "h100-sxm";
   if (contains(g, "a100")) return "a100-80g-sxm";
@@ -47,7 +49,7 @@ std::optional<double> hardware_number(const json& block, const std::string& key,
   return v.get<double>();
 }
 
-/// The dense peak at `key` ("bf16", "fp16", "fp8") in FLOP/s, from peak_dense_tflops.
+/// The dense peak at `key` ("bf16", "fp16", "fp8", "fp4") in FLOP/s, from peak_dense_tflops.
 std::optional<double> peak_of(const json& block, const std::string& key, const std::string& system_id) {
   if (!block.contains("peak_dense_tflops") || block["peak_dense_tflops"].is_null()) return std::nullopt;
   if (!block["peak_dense_tflops"].is_object())
@@ -83,7 +85,7 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
   std::vector<std::string> kept;
 
   const auto bf16 = peak_of(block, "bf16", system_id), fp16 = peak_of(block, "fp16", system_id),
-             fp8 = peak_of(block, "fp8", system_id);
+             fp8 = peak_of(block, "fp8", system_id), fp4 = peak_of(block, "fp4", system_id);
   if (bf16 || fp16) {
     c.gpu.peak_bf16_flops_per_s = bf16 ? *bf16 : *fp16;
     c.gpu.peak_fp16_flops_per_s = fp16 ? *fp16 : 0;
@@ -92,6 +94,7 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
     kept.push_back("bf16/fp16 peak");
   }
   c.gpu.peak_fp8_flops_per_s = fp8 ? *fp8 : 0;
+  c.gpu.peak_fp4_flops_per_s = fp4 ? *fp4 : 0;  // as fp8: a peak the block does not state is not assumed
   if (const auto v = hardware_number(block, "hbm_gb", system_id))
     c.gpu.hbm_bytes = int64_t(std::llround(*v * double(1ll << 30)));  // datasheet GB as GiB (docs/cluster.md)
   else
@@ -108,8 +111,12 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
     c.gpus_per_node = int64_t(*v);
   else
     kept.push_back("GPUs per node");
+  const ir::ClusterSpec named = ir::cluster_preset(preset);
   if (const auto v = hardware_number(block, "nvlink_domain_gpus", system_id, /*count=*/true)) {
     c.nvlink_domain_gpus = int64_t(*v);
+  } else if (preset_for_gpu(gpu) == preset && named.nvlink_domain_gpus > named.gpus_per_node &&
+             c.gpus_per_node == named.gpus_per_node && c.nvlink_bytes_per_s > 0) {
+    kept.push_back("NVLink domain (" + std::to_string(c.nvlink_domain_gpus) + ", rack-scale)");  // NVL72 racks
   } else {
     c.nvlink_domain_gpus = c.nvlink_bytes_per_s > 0 ? c.gpus_per_node : 1;
     kept.push_back("NVLink domain (= GPUs per node)");
@@ -418,7 +425,10 @@ void setup_precision(const ValidationSource& source, const json& row, RowSetup& 
   cost::TrainingSettings& st = s.settings;
   const std::string raw_precision = opt_string(row, "precision");
   const std::string prec = lower(raw_precision);
-  if (contains(prec, "fp4")) throw RowSkipped("precision \"" + raw_precision + "\": fp4 training is not modelled");
+  // NVFP4 (fp4) and MXFP8 linear layers on Blackwell; a peak the hardware block does not state skips the row.
+  const bool fp4 = contains(prec, "fp4"), mx = contains(prec, "mxfp8");
+  if (fp4 && !contains(prec, "nvfp4"))
+    as.push_back("precision \"" + raw_precision + "\": fp4 read as NVFP4 (the Transformer Engine recipe)");
   const size_t at_bf16 = prec.find("bf16"), at_fp16 = prec.find("fp16");
   const bool stated = !prec.empty() && !contains(prec, "not stated");
   if (stated && at_fp16 != std::string::npos && (at_bf16 == std::string::npos || at_fp16 < at_bf16)) {
@@ -427,11 +437,16 @@ void setup_precision(const ValidationSource& source, const json& row, RowSetup& 
     st.compute_dtype = ir::DType::bf16;
     if (!stated || at_bf16 == std::string::npos) as.push_back("precision \"" + raw_precision + "\": bf16 compute assumed");
   }
-  st.fp8_linears = contains(prec, "fp8") || contains(prec, "float8");
+  st.fp8_linears = fp4 || contains(prec, "fp8") || contains(prec, "float8");
+  st.linear_format = fp4 ? ir::LinearFormat::nvfp4 : mx ? ir::LinearFormat::mxfp8
+                     : st.fp8_linears ? ir::LinearFormat::fp8 : ir::LinearFormat::none;
   if (st.fp8_linears) {
-    const auto fp8 = peak_of(source.hardware[s.system], "fp8", s.system);
-    if (!fp8) throw RowSkipped("precision fp8 but the hardware block states no fp8 peak");
-    s.peak_flops_per_s = *fp8;
+    const char* key = fp4 ? "fp4" : "fp8";
+    const auto peak = peak_of(source.hardware[s.system], key, s.system);
+    if (!peak) throw RowSkipped(std::string("precision ") + key + " but the hardware block states no " + key + " peak");
+    if (st.linear_format != ir::LinearFormat::fp8 && s.cluster.gpu.arch != ir::GpuArch::blackwell)
+      throw RowSkipped("precision \"" + raw_precision + "\" needs Blackwell tensor cores; " + s.cluster.gpu.name + " is not");
+    s.peak_flops_per_s = *peak;
   } else {
     s.peak_flops_per_s = ir::peak_flops_per_s(s.cluster.gpu, st.compute_dtype);
   }
@@ -478,7 +493,10 @@ cost::FrameworkProfile row_framework(const ValidationSource& source, const json&
 RowSetup setup_row(const ValidationSource& source, const json& row) {
   RowSetup s;
   const std::string task = lower(opt_string(row, "task"));
-  if (contains(task, "lora")) throw RowSkipped("task lora is not modelled (frozen base weights, adapter optimizer states)");
+  if (contains(task, "lora")) {
+    s.settings.task = contains(task, "qlora") ? ir::Task::qlora : ir::Task::lora;
+    s.assumptions.push_back("task \"" + task + "\": LoRA rank 16 on q,k,v,o,gate,up,down assumed (mgt's defaults)");
+  }
   const json& model = row.contains("model") ? row["model"] : json();
   if (!model.is_object()) throw RowSkipped("model is not an inline object");
   const json& training = row.contains("training") && row["training"].is_object() ? row["training"] : json::object();

@@ -86,6 +86,23 @@ TEST(CliBadInput, UnknownClusterListsPresets) {
                    {"nope", "--cluster", "h100-sxm", "a100-80g-sxm", "h200-sxm", "b200", "gb200-nvl72", "rtx4090-pcie"});
 }
 
+TEST(CliBadInput, BlockScaledPrecisionOnHopperNamesTheGpu) {
+  for (const char* precision : {"mxfp8", "nvfp4"})
+    expect_bad_input({"estimate", kLlama8B, "--gpus", "8", "--plan", R"({"dp_shard":8})", "--precision", precision},
+                     {"--precision", precision, "H100", "supports fp32, bf16, fp16, fp8", "Blackwell"});
+}
+
+TEST(CliBadInput, TaskAndLoraFlags) {
+  expect_bad_input({kLlama8B, "--gpus", "8", "--task", "dpo"}, {"--task", "dpo", "pretrain, sft, lora or qlora"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--task", "lora", "--lora-rank", "0"}, {"--lora-rank", "0"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--task", "lora", "--lora-targets", "wqkv"},
+                   {"--lora-targets", "no contraction"});
+  expect_bad_input({kLlama8B, "--gpus", "8", "--task", "lora", "--emit", "torchtitan"},
+                   {"--emit torchtitan", "cannot express lora", "--emit axolotl"});
+  expect_bad_input({"run", kLlama8B, "--seq-len", "16", "--global-batch", "1", "--steps", "1", "--task", "qlora"},
+                   {"--task", "qlora", "not run"});
+}
+
 TEST(CliBadInput, MalformedClusterFile) {
   TempDir dir;
   const std::string path = dir.write("cluster.json", "{\"format\": \"mgt.cluster/1\", \n");

@@ -15,7 +15,7 @@ TEST(op_costs, shares_sum_to_block_cost_for_every_block_and_sharding) {
   for (const char* model : {"Llama-3.1-8B.json", "Mixtral-8x7B.json", "GPT-2.json", "DeepSeek-V3.json"}) {
     const ir::Graph graph = ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/" + model);
     const ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
-    for (const ShardContext ctx : {ShardContext{1, 1024, 1, 1, false, ir::DType::bf16, 1, false},
+    for (const ShardContext& ctx : {ShardContext{1, 1024, 1, 1, false, ir::DType::bf16, 1, false},
                                    ShardContext{2, 1024, 2, 2, true, ir::DType::bf16, 2, false},
                                    ShardContext{1, 1024, 4, 1, false, ir::DType::bf16, 1, false}}) {
       for (const auto& block : graph.blocks) {

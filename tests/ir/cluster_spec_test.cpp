@@ -87,9 +87,9 @@ TEST(cluster_from_json, cpu_arch_and_kernel_table_errors) {
 
 TEST(cluster_preset, names_default_first) {
   const auto& names = cluster_preset_names();
-  ASSERT_EQ(names.size(), 6u);
+  ASSERT_EQ(names.size(), 8u);
   EXPECT_EQ(names.front(), "h100-sxm");
-  for (const char* n : {"a100-80g-sxm", "h200-sxm", "b200", "gb200-nvl72", "rtx4090-pcie"})
+  for (const char* n : {"a100-80g-sxm", "h200-sxm", "b200", "b300", "gb200-nvl72", "gb300-nvl72", "rtx4090-pcie"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 

@@ -188,5 +188,29 @@ TEST(consistency, serial_streams_agree_on_cpu_clusters) {
   EXPECT_GE(with_data_parallel, 5u);
 }
 
+// LoRA / QLoRA: the lowering holds the frozen base and the adapters' states, gathers the base as stored
+// and reduces only the adapters' gradients, by the estimator's rule (task_cost.hpp): peak memory within
+// 1 % and step time within 5 %, as for pretraining plans.
+TEST(consistency, lora_and_qlora_estimator_and_simulator_agree) {
+  const ir::Graph graph = ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/Llama-3.1-8B.json");
+  const ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
+  for (const ir::Task task : {ir::Task::lora, ir::Task::qlora}) {
+    cost::TrainingSettings settings;
+    settings.seq_len = 2048;
+    settings.global_batch_tokens = 32 * 2048;
+    settings.task = task;
+    const cost::Estimator estimator(graph, cluster, 8, settings);
+    const cost::Simulator simulator(graph, cluster, settings);
+    for (const char* text : {R"({"dp_replicate":8})", R"({"dp_shard":8})", R"({"tp":2,"dp_shard":4})",
+                             R"({"pp":2,"dp_shard":4})", R"({"tp":8})"}) {
+      const ir::Plan p = ir::parse_plan_argument(text);
+      const cost::Estimate e = estimator.estimate(p);
+      const cost::SimulationResult r = simulator.simulate(lower_to_schedule(graph, p, settings, 8, cluster));
+      EXPECT_LT(rel(double(r.peak_bytes), double(e.memory.peak_bytes)), 0.01) << ir::to_string(task) << " " << text;
+      EXPECT_LT(rel(r.step_time_s, e.step_time_s), 0.05) << ir::to_string(task) << " " << text;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mgt::plan

@@ -59,7 +59,9 @@ const Names kAxolotlKeys{
     "fsdp_config.cpu_offload_pin_memory", "fsdp_config.use_orig_params", "fsdp_config.state_dict_type",
     "fsdp_config.final_state_dict_type", "fsdp_config.auto_wrap_policy",
     "fsdp_config.transformer_layer_cls_to_wrap", "fsdp_config.min_num_params", "fsdp_config.reshard_after_forward",
-    "fsdp_config.mixed_precision_policy"};
+    "fsdp_config.mixed_precision_policy",
+    // LoRA / QLoRA: axolotl-ai-cloud/axolotl 00564c8f, src/axolotl/utils/schemas/peft.py (LoraConfig).
+    "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "load_in_4bit"};
 
 // torchtitan 0.3.0 (PyPI wheel): torchtitan/config/configs.py TrainingConfig and ParallelismConfig
 // fields, and Trainer.Config.activation_checkpoint (torchtitan/trainer.py).
@@ -321,6 +323,32 @@ TEST(ExportKeys, AxolotlContextParallelSetsFlashAttention) {
   const std::string no_cp =
       export_plan(ExportFormat::axolotl, context_for(make_plan(1, 8, 1, 1, 1, 1, 2), "Llama-3.1-8B", 32));
   EXPECT_EQ(no_cp.find("\nattn_implementation:"), std::string::npos) << no_cp;
+}
+
+// ---- LoRA / QLoRA: Axolotl's adapter keys; every other format refuses ----
+
+TEST(ExportKeys, AxolotlLoraAndQloraKeys) {
+  ExportContext c = context_for(make_plan(1, 8, 1, 1, 1, 1, 2), "Llama-3.1-8B", 32);
+  c.task = mgt::ir::Task::qlora;
+  c.lora.rank = 32;
+  c.lora.alpha = 64;
+  c.lora.targets = {"q", "v"};
+  const std::string text = export_plan(ExportFormat::axolotl, c);
+  check_names(ExportFormat::axolotl, text, "axolotl qlora");
+  for (const char* line : {"\nadapter: qlora\n", "\nload_in_4bit: true\n", "\nlora_r: 32\n", "\nlora_alpha: 64\n",
+                           "\nlora_target_modules:\n  - q_proj\n  - v_proj\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  c.task = mgt::ir::Task::lora;
+  const std::string lora = export_plan(ExportFormat::axolotl, c);
+  EXPECT_NE(lora.find("\nadapter: lora\n"), std::string::npos) << lora;
+  EXPECT_EQ(lora.find("load_in_4bit"), std::string::npos) << lora;
+  for (ExportFormat other : {ExportFormat::accelerate, ExportFormat::torchtitan, ExportFormat::megatron,
+                             ExportFormat::deepspeed, ExportFormat::torchtitan_0_2}) {
+    const auto refusal = export_refusal(other, c);
+    ASSERT_TRUE(refusal.has_value()) << mgt::plan::export_format_names()[size_t(other)];
+    EXPECT_EQ(refusal->field, "task");
+    EXPECT_NE(refusal->problem.find("cannot express lora"), std::string::npos) << refusal->problem;
+  }
 }
 
 // ---- Accelerate: batch and sequence for the training script ----

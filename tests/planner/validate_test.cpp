@@ -132,6 +132,40 @@ TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {
   ASSERT_TRUE(r.estimate.has_value());
 }
 
+// A row on Blackwell Ultra: the GPU names its preset (b300, gb300-nvl72) for what the hardware block
+// does not state; what it states (peaks, fp4 included, HBM) is read from the block; nvfp4 and mxfp8 rows
+// price linears at the block's fp4 / fp8 peak and take that peak as the MFU denominator; LoRA rows are
+// estimated with the task set.
+TEST(Validation, BlackwellUltraRowsReadTheirHardwareBlock) {
+  const json gb300 = json::parse(R"({"gpu": "GB300", "peak_dense_tflops": {"bf16": 2500, "fp8": 5000, "fp4": 15000},
+                                     "hbm_gb": 279, "hbm_bw_TBps": 8.0, "nvlink_bw_GBps_per_gpu_bidir": 1800})");
+  std::vector<std::string> notes;
+  const auto c = mgt::plan::cluster_from_hardware("gb300", gb300, notes);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_fp4_flops_per_s, 15000e12);
+  EXPECT_EQ(c.gpu.hbm_bytes, 279ll << 30);
+  EXPECT_EQ(c.nvlink_domain_gpus, 72);       // not stated: gb300-nvl72's
+  EXPECT_DOUBLE_EQ(c.nic_bytes_per_s, 100e9);  // not stated: ConnectX-8 800 Gb/s
+  EXPECT_EQ(c.gpu.arch, mgt::ir::GpuArch::blackwell);
+  const auto b300 = mgt::plan::cluster_from_hardware("b300", json::parse(R"({"gpu": "B300"})"), notes);
+  EXPECT_EQ(b300.nvlink_domain_gpus, 8);
+  EXPECT_DOUBLE_EQ(b300.gpu.peak_fp4_flops_per_s, 0);  // a peak the block does not state is not assumed
+
+  json row = llama_row();
+  row["precision"] = "nvfp4";
+  row["system"] = "gb300";
+  json doc = {{"source", "synthetic"}, {"source_notes", ""}, {"hardware", {{"gb300", gb300}}}, {"rows", {row}}};
+  const auto src = mgt::plan::validation_source_from_json(doc, "synthetic.json");
+  auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.settings.linear_format, mgt::ir::LinearFormat::nvfp4);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 15000e12);
+  row["precision"] = "mxfp8";
+  row["task"] = "qlora";
+  s = mgt::plan::setup_row(src, row);
+  EXPECT_EQ(s.settings.linear_format, mgt::ir::LinearFormat::mxfp8);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 5000e12);
+  EXPECT_EQ(s.settings.task, mgt::ir::Task::qlora);
+}
+
 TEST(Validation, ParallelMappingsAndDefaults) {
   json row = gpt_row();
   // ZeRO-1 (distributed optimizer) shards over dp.

@@ -8,6 +8,7 @@
 
 #include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/cost_model/layer_cost.hpp"
+#include "mgt/cost_model/task_cost.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/model_loader.hpp"
 #include "mgt/planner/export.hpp"
@@ -89,6 +90,56 @@ void check_seq_len(int64_t seq_len, const ir::Graph& graph) {
 
 // About 4M tokens per step (Llama 3 pre-training's early batch; 512 x 8192): the largest power-of-two
 // number of sequences within 4,194,304 tokens, so that the batch splits over power-of-two meshes.
+ir::Task parse_task(const PlanOptions& o) {
+  const auto task = ir::task_from_string(o.task);
+  if (!task)
+    throw ir::InputError("--task", "", "unknown task \"" + o.task + "\"", "use pretrain, sft, lora or qlora");
+  return *task;
+}
+
+ir::LoraSettings parse_lora(const PlanOptions& o) {
+  ir::LoraSettings lora;
+  if (o.lora_rank < 1 || o.lora_rank > 65536)
+    throw ir::InputError("--lora-rank", "", "must be in [1, 65536], got " + std::to_string(o.lora_rank),
+                         "use a rank such as 8, 16 or 64");
+  lora.rank = o.lora_rank;
+  lora.alpha = 2 * o.lora_rank;  // PEFT / Axolotl examples: alpha = 2 r
+  lora.targets.clear();
+  std::string name;
+  for (size_t i = 0; i <= o.lora_targets.size(); ++i) {
+    if (i < o.lora_targets.size() && o.lora_targets[i] != ',') {
+      name += o.lora_targets[i];
+      continue;
+    }
+    if (name.empty())
+      throw ir::InputError("--lora-targets", "", "empty projection name in \"" + o.lora_targets + "\"",
+                           "give comma-separated names such as q,k,v,o,gate,up,down");
+    lora.targets.push_back(name);
+    name.clear();
+  }
+  return lora;
+}
+
+// A target list that names no projection of the model would plan LoRA with nothing to train.
+void check_lora_targets(const ir::Graph& graph, const ir::LoraSettings& lora) {
+  for (const auto& block : graph.blocks)
+    for (const auto& op : block.ops)
+      if (op.kind == ir::OpKind::contraction && cost::is_lora_target(op.name, lora)) return;
+  throw ir::InputError("--lora-targets", "", "no contraction of the model is named <target>_proj or <target>",
+                       "name projections of this model, e.g. q,k,v,o,gate,up,down (mgt-plan inspect lists the ops)");
+}
+
+// LoRA / QLoRA exports only where the format has adapter keys: refused before searching, with the
+// exporter's own words (export_refusal), rather than as "no plan" after rejecting every candidate.
+void check_task_exportable(const std::optional<plan::ExportFormat>& format, const ir::TrainingSettings& settings) {
+  if (!format || !settings.frozen_base()) return;
+  plan::ExportContext probe;
+  probe.task = settings.task;
+  if (auto refusal = plan::export_refusal(*format, probe); refusal && refusal->field == "task")
+    throw ir::InputError("--emit " + plan::export_format_names()[size_t(*format)], refusal->field, refusal->problem,
+                         refusal->hint);
+}
+
 int64_t default_global_batch_tokens(int64_t seq_len) {
   int64_t seqs = 1;
   while (seqs * 2 * seq_len <= (4ll << 20)) seqs *= 2;
@@ -150,17 +201,26 @@ Loaded load(const PlanOptions& o, const std::string& emit = "") {
     settings.compute_dtype = ir::DType::bf16;
   } else if (precision == "fp16") {
     settings.compute_dtype = ir::DType::f16;
-  } else if (precision == "fp8") {
+  } else if (precision == "fp8" || precision == "mxfp8" || precision == "nvfp4") {
     settings.compute_dtype = ir::DType::bf16;
     settings.fp8_linears = true;
-    if (l.cluster.gpu.peak_fp8_flops_per_s <= 0)
-      throw ir::InputError("--precision", "", "fp8 needs fp8 tensor cores; " + l.cluster.gpu.name + " has none",
+    settings.linear_format = precision == "fp8"     ? ir::LinearFormat::fp8
+                             : precision == "mxfp8" ? ir::LinearFormat::mxfp8
+                                                    : ir::LinearFormat::nvfp4;
+    if (precision == "fp8" && l.cluster.gpu.peak_fp8_flops_per_s <= 0)
+      throw ir::InputError("--precision", "", "fp8 needs fp8 tensor cores; " + l.cluster.gpu.name + " has none (it supports " +
+                                                  cost::supported_precisions(l.cluster.gpu) + ")",
                            "use --precision bf16, or a Hopper or newer cluster");
+    cost::linear_gemm_peak_flops_per_s(l.cluster.gpu, settings.linear_format, settings.compute_dtype);  // refuses pre-Blackwell
   } else {
-    throw ir::InputError("--precision", "", "unknown precision \"" + precision + "\"", "use bf16, fp16, fp8 or fp32");
+    throw ir::InputError("--precision", "", "unknown precision \"" + precision + "\"",
+                         "use bf16, fp16, fp8, mxfp8, nvfp4 or fp32");
   }
   l.framework = resolve_framework(o, emit);
   l.params = l.framework ? cost::cost_params_for(l.cluster.gpu, *l.framework) : cost::default_cost_params(l.cluster.gpu);
+  settings.task = parse_task(o);
+  settings.lora = parse_lora(o);
+  if (settings.frozen_base()) check_lora_targets(l.graph, settings.lora);
   l.run.model_path = o.model_path;
   l.run.cluster_arg = o.cluster;
   l.run.num_gpus = o.gpus;
@@ -254,6 +314,9 @@ std::optional<Enough> smallest_gpus_with_plan(const Loaded& l, const PlanOptions
 // found by searching upward, else the 16-bytes-per-parameter floor. False when memory is not the cause.
 bool explain_too_few_gpus(const Loaded& l, const PlanOptions& o, const cost::Estimator& estimator,
                           const plan::SearchResult& result, std::optional<plan::ExportFormat> emit) {
+  // The 16-bytes-per-parameter floor is full training's; LoRA's frozen base needs far less (the
+  // nearest GPU count that has a plan answers instead).
+  if (l.run.settings.frozen_base()) return false;
   if (result.min_rejected_peak_bytes == 0 || nearest_gpus_with_plan(l, o, emit, /*above=*/false) > 0) return false;
   const std::string head = "mgt-plan: " + l.graph.info.name + " needs at least ";
   const std::string gpu = " GPUs of this kind (" + l.cluster.gpu.name + ")";
@@ -382,6 +445,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   Loaded l = load(o, emit);
   l.run.graph = &l.graph;
   l.run.cluster = &l.cluster;
+  check_task_exportable(format, l.run.settings);
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   plan::SearchOptions options;
   options.rules = {o.gpus, o.allow_cross_node_tp};
@@ -399,7 +463,8 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
     if (result.plans.empty()) return no_plan_for_emit(l, o, result, *format, emit);
     const cost::Estimate& best = result.plans.front();
     plan::ExportContext ctx{best.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
-                            l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
+                            l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
+                            l.run.settings.task, l.run.settings.lora};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_recommendation(best, hbm);
     warn_if_absurd(l, o, best, format);
@@ -462,6 +527,7 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
   Loaded l = load_for_plan(o, plan, emit);
   l.run.graph = &l.graph;
   l.run.cluster = &l.cluster;
+  check_task_exportable(format, l.run.settings);
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   const cost::Estimate e = estimator.estimate(plan);
   // A NaN, infinite or negative estimate is no answer (the search rejects such plans the same way).
@@ -470,7 +536,8 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
   if (format) {
     // The given plan, exactly: the estimate's resolved plan carries grad_accum from the global batch.
     plan::ExportContext ctx{e.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
-                            l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers};
+                            l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
+                            l.run.settings.task, l.run.settings.lora};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_breakdown(e, hbm);
     if (e.memory.peak_bytes > hbm)

@@ -19,6 +19,9 @@ struct PlanOptions {
   /// bf16 | fp16 (mixed, fp32 master) | fp8 (fp8 linears, bf16 rest) | fp32; empty: fp32 on a CPU
   /// cluster (gpu.arch cpu), else bf16
   std::string precision;
+  std::string task = "pretrain";  ///< pretrain | sft | lora | qlora (ir::Task)
+  int64_t lora_rank = 16;
+  std::string lora_targets = "q,k,v,o,gate,up,down";  ///< comma-separated HF projection names
   bool json = false;
   bool allow_cross_node_tp = false;
   /// --framework: the training software whose profile prices the plans (docs/cost-model.md §9);

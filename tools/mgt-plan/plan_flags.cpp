@@ -11,7 +11,7 @@ void add_plan_flags(CLI::App& app, PlanFlags& f, bool required) {
                  "model: Hugging Face config.json, mgt.graph/1 JSON, or .mlir (docs/mlir.md)")->required(required);
   app.add_option("--gpus", f.gpus, "number of GPUs (may span many nodes; at most 1048576)")->required(required);
   app.add_option("--cluster", f.options.cluster, "cluster preset name or mgt.cluster/1 file (default h100-sxm; presets: "
-                                                 "h100-sxm a100-80g-sxm h200-sxm b200 gb200-nvl72 rtx4090-pcie)");
+                                                 "h100-sxm a100-80g-sxm h200-sxm b200 b300 gb200-nvl72 gb300-nvl72 rtx4090-pcie)");
   app.add_option("--seq-len", f.seq_len, "training sequence length (default min(8192, max_position_embeddings))");
   app.add_option("--global-batch-tokens", f.global_batch_tokens,
                  "tokens per optimizer step, K/M/G suffixes are powers of 2 (default: the largest power-of-two number of sequences within 4M = 4194304 tokens)");
@@ -19,8 +19,15 @@ void add_plan_flags(CLI::App& app, PlanFlags& f, bool required) {
                  "sequences per optimizer step (the batch in sequences of --seq-len tokens, as `run` takes it; "
                  "instead of --global-batch-tokens)");
   app.add_option("--precision", f.options.precision,
-                 "bf16 (default on GPUs), fp16 (both mixed with fp32 master weights), fp8 (linear layers in fp8, "
-                 "the rest bf16; MFU stays relative to the bf16 peak), or fp32 (default on a CPU cluster from probe)");
+                 "bf16 (default on GPUs), fp16 (both mixed with fp32 master weights), fp8 (linear layers in fp8 with "
+                 "per-tensor delayed or current scaling, the rest bf16; MFU stays relative to the bf16 peak), mxfp8 "
+                 "or nvfp4 (Blackwell block-scaled linear layers), or fp32 (default on a CPU cluster from probe)");
+  app.add_option("--task", f.options.task,
+                 "pretrain (default), sft (full fine-tuning: costs as pretrain), lora (frozen bf16 base, trained "
+                 "low-rank adapters) or qlora (frozen base in 4-bit NF4)");
+  app.add_option("--lora-rank", f.options.lora_rank, "LoRA adapter rank r (default 16; --task lora or qlora)");
+  app.add_option("--lora-targets", f.options.lora_targets,
+                 "comma-separated projections that get adapters (default q,k,v,o,gate,up,down: <name>_proj ops)");
   app.add_flag("--json", f.options.json, "print JSON (mgt.plans/1, or one plan entry for estimate)");
   app.add_flag("--allow-cross-node-tp", f.options.allow_cross_node_tp, "allow tensor parallel groups to span nodes");
 }

@@ -61,11 +61,22 @@ std::string format_header(const RunContext& run) {
   out += "settings: seq_len " + std::to_string(run.settings.seq_len) + (run.seq_len_defaulted ? " (default)" : "") +
          ", global batch " + with_commas(run.settings.global_batch_tokens) + " tokens = " +
          with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") + "\n";
-  out += std::string("          ") + (run.settings.fp8_linears ? "fp8 linears, " : "") +
-         (run.settings.compute_dtype == ir::DType::f16   ? "fp16"
-          : run.settings.compute_dtype == ir::DType::f32 ? "fp32"
-                                                         : "bf16") +
-         " compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n"
+  const ir::TrainingSettings& st = run.settings;
+  const std::string compute = st.compute_dtype == ir::DType::f16   ? "fp16"
+                              : st.compute_dtype == ir::DType::f32 ? "fp32"
+                                                                   : "bf16";
+  const std::string linears = st.fp8_linears ? ir::to_string(st.linear_gemm_format()) + " linears, " : "";
+  if (st.frozen_base()) {
+    std::string targets;
+    for (const auto& t : st.lora.targets) targets += (targets.empty() ? "" : ",") + t;
+    out += "          " + ir::to_string(st.task) + " rank " + std::to_string(st.lora.rank) + " on " + targets +
+           ": frozen base in " + (st.task == ir::Task::qlora ? "NF4 (bf16 embeddings, head, norms)" : "bf16") + "; " +
+           linears + compute + " compute, adapters with fp32 master, grads and AdamW states; FSDP shards over dp_shard x cp;\n";
+  } else {
+    out += "          " + (st.task == ir::Task::sft ? std::string("sft (costs as pretraining), ") : std::string()) +
+           linears + compute + " compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n";
+  }
+  out +=
          "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); ep inside dp_shard x cp;\n"
          "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp)\n";
   return out;

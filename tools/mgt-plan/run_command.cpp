@@ -114,6 +114,14 @@ void check_flags(const RunOptions& given) {
     if (!given.given.count("--global-batch")) throw CLI::RequiredError("--global-batch");
   }
   positive(given.steps, "--steps");
+  if (given.task == "lora" || given.task == "qlora")
+    throw ir::InputError("command line", "--task",
+                         "the runtime trains every weight; " + given.task + " (frozen base, low-rank adapters) is "
+                         "planned, estimated, simulated and exported but not run",
+                         "run with --task pretrain or sft, or plan it: mgt-plan MODEL --gpus N --task " + given.task +
+                             " --emit axolotl");
+  if (given.task != "pretrain" && given.task != "sft" && given.task != "lora" && given.task != "qlora")
+    throw ir::InputError("command line", "--task", "unknown task \"" + given.task + "\"", "use pretrain or sft");
   if (given.given.count("--seq-len")) positive(given.seq_len, "--seq-len");
   if (given.given.count("--global-batch")) positive(given.global_batch, "--global-batch");
   rt::check_optimizer_settings({given.lr, given.beta1, given.beta2, given.eps, given.weight_decay}, given.grad_clip,
@@ -368,6 +376,7 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   auto* run = app.add_subcommand("run", "train on this machine's CPUs: the plan's schedule executed instruction by "
                                         "instruction; several ranks under mpirun -np <ranks>");
   run->add_option("model", o.model_path, "model: Hugging Face config.json or mgt.graph/1 JSON")->required();
+  run->add_option("--task", o.task, "pretrain (default) or sft: both train every weight (lora / qlora are refused)");
   run->add_option("--plan", o.plan, "plan as inline JSON or a mgt.plan/1 file (default {})");
   run->add_option("--weights", o.weights, "Hugging Face safetensors (file, index or folder); default: init from --seed");
   run->add_option("--data", o.data, "flat little-endian token file; default: synthetic tokens from --seed");

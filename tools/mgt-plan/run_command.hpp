@@ -36,6 +36,7 @@ struct RunOptions {
   /// --comm-timeout: seconds a rank waits in one collective or transfer before it names the lost rank
   /// and ends the job (MPI: polled, then MPI_Abort; NCCL: ncclCommAbort); 0 = no limit
   double comm_timeout_s = 300;
+  std::string task = "pretrain";  ///< pretrain or sft (the runtime trains every weight; lora / qlora refused)
   std::set<std::string> given;  ///< flags given on the command line ("--lr", ...), filled by the parser
 };
 

@@ -28,7 +28,7 @@ int run_search_cli(const CLI::App& app, const SearchFlags& f) {
   if (is_roleless_model(o.model_path)) {
     // The role-less search has no sequence, batch or framework export: such flags are errors, not ignored.
     for (const char* flag : {"--seq-len", "--global-batch-tokens", "--global-batch", "--precision", "--emit",
-                             "--allow-cross-node-tp", "--framework"})
+                             "--allow-cross-node-tp", "--framework", "--task", "--lora-rank", "--lora-targets"})
       if (app.get_option(flag)->count() > 0)
         throw ir::InputError(flag, "", "does not apply to role-less models (.mlir or graphs imported from MLIR)",
                              "drop it; the sizes come from the model's tensors (docs/mlir.md)");

@@ -29,7 +29,10 @@ struct ShardContext {
   bool sequence_parallel = false;
   ir::DType dtype = ir::DType::bf16;  ///< activations and compute
   int64_t ep = 1;                     ///< expert parallel: routed-expert weights split over ep ranks
-  bool fp8_linears = false;           ///< weight GEMMs at the fp8 peak (activations stay in `dtype`)
+  bool fp8_linears = false;           ///< weight GEMMs in a low-precision format (activations stay in `dtype`)
+  ir::LinearFormat linear_format = ir::LinearFormat::none;  ///< that format (fp8 when only fp8_linears is set)
+  ir::Task task = ir::Task::pretrain;  ///< lora / qlora: frozen base weights, adapters on lora.targets
+  ir::LoraSettings lora{};
 };
 
 /// The shard context of one micro-batch under `plan` (its sequence_parallel resolved or derived).
@@ -78,6 +81,8 @@ struct BlockCost {
   int64_t param_elements_local = 0;   ///< after tp (and ep for routed experts), before data-parallel sharding
   int64_t param_elements_total = 0;   ///< unsharded
   int64_t expert_param_elements_local = 0;  ///< the routed-expert part of param_elements_local
+  int64_t adapter_param_elements_local = 0;  ///< LoRA A and B of the targeted contractions, after tp (not in param_elements_*)
+  int64_t nf4_param_elements_local = 0;      ///< QLoRA: the part of param_elements_local stored in NF4
   int64_t boundary_bytes = 0;         ///< the block input one pipeline stage sends the next (b, s, h local)
   double model_flops = 0;             ///< fwd + bwd FLOPs of this copy, whole micro-batch, all GPUs:
                                       ///< 6 * active matmul params * tokens + causal attention

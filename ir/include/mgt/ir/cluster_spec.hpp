@@ -24,7 +24,8 @@ struct GpuSpec {
   GpuArch arch = GpuArch::hopper;           ///< "arch" in mgt.cluster/1: ampere | ada | hopper | blackwell | cpu
   double peak_bf16_flops_per_s = 0;         ///< dense tensor-core peak
   double peak_fp16_flops_per_s = 0;         ///< dense; 0 = same as bf16
-  double peak_fp8_flops_per_s = 0;          ///< dense; 0 = not supported
+  double peak_fp8_flops_per_s = 0;          ///< dense (per-tensor fp8 and MXFP8 alike); 0 = not supported
+  double peak_fp4_flops_per_s = 0;          ///< dense NVFP4 (Blackwell); 0 = not supported
   double peak_fp32_flops_per_s = 0;         ///< non-tensor-core FP32 (or TF32 if that is what is used)
   int64_t hbm_bytes = 0;
   double hbm_bytes_per_s = 0;

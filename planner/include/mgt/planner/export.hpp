@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mgt/ir/plan.hpp"
+#include "mgt/ir/training_settings.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,8 @@ struct ExportContext {
   int64_t global_batch_seqs = 0;   ///< sequences per optimizer step
   /// Transformer layers; 0 = unknown. Pipeline splits (Megatron, torchtitan) need it.
   int64_t num_layers = 0;
+  ir::Task task = ir::Task::pretrain;  ///< lora / qlora: only Axolotl expresses adapters (others refuse)
+  ir::LoraSettings lora{};
 };
 
 /// The config text (YAML, a Python module, TOML, JSON or a bash launch script), with a comment header

@@ -111,7 +111,8 @@ struct Stage {
   int64_t index = 0;
   std::vector<std::vector<Unit>> chunks;  ///< per local chunk, copies in forward order
   std::vector<Task> tasks;                ///< compute order (1F1B or interleaved)
-  int64_t params = 0, expert = 0, shard_params = 0;  ///< local elements, estimator's terms
+  int64_t params = 0, expert = 0, shard_params = 0;  ///< local elements, estimator's terms (trained weights)
+  int64_t frozen_bytes = 0;  ///< LoRA / QLoRA: the frozen base held on this rank (params are then the adapters)
   // built by the passes:
   std::vector<Node> nodes;
   std::vector<BufferUse> buffers;

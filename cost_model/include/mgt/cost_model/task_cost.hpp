@@ -1,0 +1,43 @@
+// What the training task and the linear-layer format change in the cost of a weight: bytes per
+// element of a frozen base weight (LoRA bf16, QLoRA NF4 with double-quantised scales), the
+// dequantisation traffic of QLoRA, which contractions carry LoRA adapters, and the tensor-core peak a
+// linear layer's GEMM runs at (fp8, MXFP8, NVFP4). The estimator and block_cost read these numbers
+// from here, so that every place that multiplies by bytes per parameter agrees (docs/cost-model.md §4.1).
+#pragma once
+
+#include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/training_settings.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace mgt::cost {
+
+/// QLoRA (Dettmers et al. 2023, §3 "4-bit NormalFloat" and "Double Quantization"): 4-bit NF4 codes, one
+/// fp8 absmax per block of 64 weights (8/64 bits per weight) and, for those, one fp32 second-level
+/// scale per block of 256 first-level scales (32/(64*256) bits): 4 + 0.127 bits per weight, 0.5 + 0.127/8 B.
+inline constexpr double kNf4CodeBits = 4.0;
+inline constexpr double kNf4DoubleQuantBits = 8.0 / 64.0 + 32.0 / (64.0 * 256.0);  // 0.126953125
+inline constexpr double kNf4BytesPerElement = (kNf4CodeBits + kNf4DoubleQuantBits) / 8.0;
+/// Frozen weights kept in bf16 (LoRA's base, and under QLoRA what bitsandbytes leaves unquantised).
+inline constexpr double kFrozenBf16BytesPerElement = 2.0;
+/// QLoRA dequantises each NF4 weight before each GEMM that reads it (forward, and backward for the input
+/// gradient): a memory-bound kernel reading 0.5 B of codes and writing the 2 B bf16 weight per element.
+inline constexpr double kDequantBytesPerElement = 0.5 + 2.0;
+
+/// Bytes one rank holds for `elements` frozen base weights of which `nf4_elements` are NF4-stored.
+double frozen_base_bytes(int64_t elements, int64_t nf4_elements);
+
+/// Returns true when the contraction op named `op_name` carries a LoRA adapter: its name is
+/// "<target>_proj" or "<target>" for a target of `lora` (PEFT's target_modules, HF module names).
+bool is_lora_target(const std::string& op_name, const ir::LoraSettings& lora);
+
+/// Dense tensor-core peak the GEMM of a linear layer runs at under `format` (none: `compute`). MXFP8 runs
+/// at the fp8 peak, NVFP4 at the fp4 peak (Blackwell datasheets). Throws ir::InputError naming the GPU
+/// when it has no such peak.
+double linear_gemm_peak_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat format, ir::DType compute);
+
+/// The --precision names `gpu` supports ("bf16, fp16, fp8, ..."), for refusals.
+std::string supported_precisions(const ir::GpuSpec& gpu);
+
+}  // namespace mgt::cost
