@@ -12,7 +12,7 @@ Subcommand add_validate_cli(CLI::App& app) {
     bool json = false;
     bool cv = false;
     int cv_rounds = 8;
-    std::string cv_start = "shipped";
+    std::string cv_start = "prior";  // the honest score: no fold starts from values the left-out source helped fit
   };
   auto f = std::make_shared<Flags>();
   auto* validate = app.add_subcommand(
@@ -27,8 +27,8 @@ Subcommand add_validate_cli(CLI::App& app) {
       ->check(CLI::Range(1, 100))
       ->needs(cv);
   validate->add_option("--cv-start", f->cv_start,
-                       "where every fit starts (with --cv): shipped (cost::default_cost_params) or prior (the "
-                       "CostParams initialisers, before any fit)")
+                       "where every fit starts (with --cv): prior (default: the FrameworkProfile and CostParams "
+                       "initialisers, before any fit) or shipped (the fitted profiles, which saw every source)")
       ->check(CLI::IsMember({"shipped", "prior"}))
       ->needs(cv);
   return {validate, [f] { return run_validate(f->files, f->json, f->cv, f->cv_rounds, f->cv_start); }};

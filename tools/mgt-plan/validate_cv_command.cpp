@@ -126,7 +126,7 @@ int run_validate_cv(const std::vector<plan::ValidationSource>& sources, bool jso
   const plan::CalibrationSet set(sources, plan::calibrated_parameters());
   const bool prior = start_name == "prior";
   const std::vector<double> start = prior ? plan::prior_values(set.parameters()) : plan::shipped_values(set.parameters());
-  const std::string start_text = prior ? "the CostParams initialisers (before any fit)" : "the shipped constants";
+  const std::string start_text = prior ? "the FrameworkProfile and CostParams initialisers (before any fit)" : "the shipped constants (fitted on every source)";
   plan::FitOptions options;
   options.max_rounds = max_rounds;
   const plan::CrossValidation cv = plan::cross_validate(set, start, options, kMinRankRuns);
