@@ -140,22 +140,25 @@ inline std::string plan_line(const json& p) {
   return s + " recompute=" + p.at("recompute").get<std::string>();
 }
 
+/// Checks that `obj` has `key` and that its value passes `is_type` (a json::is_* member);
+/// `type_name` ("an integer") words the failure.
+inline void expect_key_of_type(const json& obj, const std::string& key, bool (json::*is_type)() const noexcept,
+                               const char* type_name) {
+  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
+  EXPECT_TRUE((obj.at(key).*is_type)()) << key << " is not " << type_name << ": " << obj.at(key).dump();
+}
 /// Checks that the values of these keys are of these JSON types.
 inline void expect_int(const json& obj, const std::string& key) {
-  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
-  EXPECT_TRUE(obj.at(key).is_number_integer()) << key << " is not an integer: " << obj.at(key).dump();
+  expect_key_of_type(obj, key, &json::is_number_integer, "an integer");
 }
 inline void expect_number(const json& obj, const std::string& key) {
-  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
-  EXPECT_TRUE(obj.at(key).is_number()) << key << " is not a number: " << obj.at(key).dump();
+  expect_key_of_type(obj, key, &json::is_number, "a number");
 }
 inline void expect_string(const json& obj, const std::string& key) {
-  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
-  EXPECT_TRUE(obj.at(key).is_string()) << key << " is not a string: " << obj.at(key).dump();
+  expect_key_of_type(obj, key, &json::is_string, "a string");
 }
 inline void expect_object(const json& obj, const std::string& key) {
-  ASSERT_TRUE(obj.contains(key)) << "missing key " << key << " in " << obj.dump();
-  EXPECT_TRUE(obj.at(key).is_object()) << key << " is not an object: " << obj.at(key).dump();
+  expect_key_of_type(obj, key, &json::is_object, "an object");
 }
 
 /// Checks one plan entry (as in mgt.plans/1 "plans" and as `estimate --json` prints it).

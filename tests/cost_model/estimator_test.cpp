@@ -28,18 +28,6 @@ namespace {
 using tiny::A, tiny::D, tiny::F, tiny::H, tiny::K, tiny::V, tiny::make_op, tiny::tensor;
 using round::expect_near_rel, round::kGemmEff, round::kHbm, round::kPeak, round::kSeq, round::settings;
 
-// ---- graph builder (the same tiny model as layer_cost_test.cpp) ----
-
-
-
-ir::Graph tiny_graph(int64_t layers) {
-  ir::Graph g;
-  g.info.name = "tiny";
-  g.info.num_layers = layers;
-  g.blocks = {tiny::embed(), tiny::layer(layers), tiny::head()};
-  return g;
-}
-
 ir::Plan plan_of(int64_t dp_replicate, int64_t dp_shard, int64_t tp, int64_t cp, int64_t micro_batch) {
   return test::plan_of(dp_replicate, dp_shard, tp, cp, /*pp=*/1, /*vpp=*/1, micro_batch);
 }
@@ -86,7 +74,7 @@ double ring_time(CollectiveKind kind, int64_t n, double bytes, const LinkEstimat
 
 TEST(estimate, memory_ddp) {
   const int64_t L = 4, mbs = 2;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), round::params());
   const Estimate e = est.estimate(plan_of(8, 1, 1, 1, mbs));
   const int64_t P = total_params(L);
   EXPECT_EQ(P, 180800);
@@ -106,7 +94,7 @@ TEST(estimate, memory_ddp) {
 
 TEST(estimate, memory_fsdp) {
   const int64_t L = 4;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), round::params());
   const Estimate e = est.estimate(plan_of(1, 8, 1, 1, 2));
   const int64_t shard = (total_params(L) + 7) / 8;
   EXPECT_EQ(e.memory.parameters_bytes, shard * 4);
@@ -131,7 +119,7 @@ TEST(estimate, memory_fsdp_worst_phase_under_full_recompute) {
   // activations of the copies up to it. The head's phase is the largest by 81408 B over the last
   // layer copy's: the estimate is that phase, not the sum of each term's worst.
   const int64_t L = 4;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(1, 8, 1, 1, 2);
   plan.recompute = ir::Recompute::full;
   const Estimate e = est.estimate(plan);
@@ -149,7 +137,7 @@ TEST(estimate, memory_fsdp_worst_phase_under_full_recompute) {
 TEST(estimate, memory_fsdp_shard_rounds_up) {
   // 180800 parameters over 6 shards: ceil = 30134.
   const int64_t L = 4;
-  const Estimator est(tiny_graph(L), round::cluster(), 6, settings(48), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 6, settings(48), round::params());
   const Estimate e = est.estimate(plan_of(1, 6, 1, 1, 2));
   EXPECT_EQ((total_params(L) + 5) / 6, 30134);
   EXPECT_EQ(e.memory.parameters_bytes, 30134 * 4);
@@ -161,7 +149,7 @@ TEST(estimate, memory_fsdp_shard_rounds_up) {
 TEST(estimate, memory_zero1_and_zero2) {
   const int64_t L = 4;
   const int64_t P = total_params(L), shard = (P + 7) / 8;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(1, 8, 1, 1, 2);
   plan.zero_stage = 1;
   Estimate e = est.estimate(plan);
@@ -179,7 +167,7 @@ TEST(estimate, memory_zero1_and_zero2) {
 
 TEST(estimate, memory_activations_per_recompute_mode) {
   const int64_t L = 4, mbs = 2, T = mbs * kSeq;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
   // Embed saves nothing; the head is no layer and keeps its inputs in every mode.
   plan.recompute = ir::Recompute::none;
@@ -203,7 +191,7 @@ TEST(estimate, time_ddp) {
   params.per_microbatch_overhead_s = 1e-3;
   params.per_step_overhead_s = 5e-3;
   const ir::ClusterSpec cluster = round::cluster();
-  const Estimator est(tiny_graph(L), cluster, gpus, settings(seqs), params);
+  const Estimator est(tiny::graph(L), cluster, gpus, settings(seqs), params);
   const Estimate e = est.estimate(plan_of(8, 1, 1, 1, mbs));
 
   const int64_t ga = seqs / (8 * mbs);
@@ -251,7 +239,7 @@ TEST(estimate, time_ddp) {
 
 TEST(estimate, time_recompute) {
   const int64_t L = 4, mbs = 2;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), round::params());
   ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
   const int64_t ga = 4;
   const double T = double(mbs * kSeq);
@@ -276,7 +264,7 @@ TEST(estimate, exposed_dp_ddp_branches) {
   {
     // One NVLink node: the all-reduce hides under backward except the last bucket.
     const CostParams params = round::params();
-    const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+    const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), params);
     const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
     const double last = ring_time(CollectiveKind::all_reduce, 8, bucket, link);
     const double ar = buckets * last;
@@ -288,7 +276,7 @@ TEST(estimate, exposed_dp_ddp_branches) {
     ir::ClusterSpec cluster = round::cluster();
     cluster.nic_bytes_per_s = 0.5e9;
     const CostParams params = round::params();
-    const Estimator est(tiny_graph(L), cluster, 16, settings(), params);
+    const Estimator est(tiny::graph(L), cluster, 16, settings(), params);
     const LinkEstimate link = Topology(cluster, 16, params).link_for_group({{AxisPlacement{16, 1}}});
     // The cut between the nodes carries the 8 NICs of a node.
     EXPECT_DOUBLE_EQ(link.bus_bytes_per_s, 8 * 0.5e9);
@@ -346,7 +334,7 @@ FsdpHand hand_fsdp_chain(int64_t L, int64_t mbs, const LinkEstimate& link, doubl
 TEST(estimate, time_fsdp) {
   const int64_t L = 4, mbs = 2, seqs = 64;
   const CostParams params = round::params();
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(seqs), params);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(seqs), params);
   const Estimate e = est.estimate(plan_of(1, 8, 1, 1, mbs));
   const int64_t ga = seqs / (8 * mbs);
   EXPECT_EQ(e.plan.zero_stage, 3);
@@ -361,7 +349,7 @@ TEST(estimate, fsdp_overlap_contention) {
   const int64_t L = 4, mbs = 2, ga = 4;
   CostParams params = round::params();
   params.overlap_compute_slowdown = 0.1;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), params);
   const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
   // Compute slows by 10 % of the communication time it hides, except where the communication is the
   // longer of the two: there the slowed kernels still end under it (the embedding's tiny kernels
@@ -390,7 +378,7 @@ double hand_zero_dp_time(int64_t zero, int64_t L, int64_t mbs, int64_t ga, const
 TEST(estimate, time_zero1_and_zero2) {
   const int64_t L = 4;
   const CostParams params = round::params();
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), params);
   const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
   for (int64_t zero : {1, 2}) {
     ir::Plan plan = plan_of(1, 8, 1, 1, 2);
@@ -405,7 +393,7 @@ TEST(estimate, time_zero1_and_zero2) {
 TEST(estimate, exposed_tp) {
   const int64_t L = 4, mbs = 2, seqs = 64;
   const CostParams params = round::params();
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(seqs), params);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(seqs), params);
   ir::Plan plan = plan_of(4, 1, 2, 1, mbs);
   plan.sequence_parallel = false;
   const int64_t ga = seqs / (4 * mbs);
@@ -428,7 +416,7 @@ TEST(estimate, exposed_tp) {
 TEST(estimate, exposed_cp) {
   const int64_t L = 4, mbs = 2, seqs = 64, cp = 2;
   const CostParams params = round::params();
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(seqs), params);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(seqs), params);
   const int64_t ga = seqs / (4 * mbs);
   const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{2, 1}}});
   // K and V of the local s / cp gathered over cp, in forward and again in backward; their grads
@@ -454,9 +442,9 @@ TEST(estimate, cp_exchange_is_exposed_so_it_causes_no_overlap_contention) {
   const int64_t L = 4, mbs = 2, cp = 2;
   CostParams params = round::params();
   params.overlap_compute_slowdown = 0.1;
-  const Estimator est(tiny_graph(L), round::cluster(), 8, settings(), params);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), params);
   const Estimate e = est.estimate(plan_of(4, 1, 1, cp, mbs));
-  const Estimate no_contention = Estimator(tiny_graph(L), round::cluster(), 8, settings(), round::params())
+  const Estimate no_contention = Estimator(tiny::graph(L), round::cluster(), 8, settings(), round::params())
                                      .estimate(plan_of(4, 1, 1, cp, mbs));
   EXPECT_EQ(e.time.exposed_cp_s, no_contention.time.exposed_cp_s);
   EXPECT_GT(e.time.exposed_cp_s, 0.0);
@@ -472,7 +460,7 @@ TEST(estimate, zero2_sharded_grads_reduce_every_micro_batch) {
   CostParams params = round::params();
   ir::ClusterSpec slow = round::cluster();
   slow.nvlink_bytes_per_s = 1e9;
-  const Estimator est(tiny_graph(L), slow, 8, settings(64), params);
+  const Estimator est(tiny::graph(L), slow, 8, settings(64), params);
   const LinkEstimate link = Topology(slow, 8, params).link_for_group({{AxisPlacement{8, 1}}});
   ir::Plan plan = plan_of(1, 8, 1, 1, 2);
   plan.zero_stage = 1;
@@ -486,7 +474,7 @@ TEST(estimate, zero2_sharded_grads_reduce_every_micro_batch) {
 
 // Tied embeddings: the head reads the embedding table "wte" [v, h].
 ir::Graph tied_graph(int64_t layers) {
-  ir::Graph g = tiny_graph(layers);
+  ir::Graph g = tiny::graph(layers);
   ir::Block& head = g.blocks.back();
   head.tensors[3] = tensor("wte", "vh", true);
   head.ops[1] = make_op("lm_head", ir::OpKind::contraction, {"x_norm", "wte"}, "logits", "bsh,vh->bsv");
@@ -524,22 +512,22 @@ TEST(estimate, tied_parameters_counted_once_with_padded_vocab) {
 // ---- preconditions ----
 
 TEST(estimate, rejects_world_size_mismatch) {
-  const Estimator est(tiny_graph(2), round::cluster(), 8, settings(), round::params());
+  const Estimator est(tiny::graph(2), round::cluster(), 8, settings(), round::params());
   EXPECT_THROW(est.estimate(plan_of(4, 1, 1, 1, 1)), ir::InputError);
   EXPECT_THROW(est.estimate(plan_of(8, 1, 2, 1, 1)), ir::InputError);
 }
 
 TEST(estimate, rejects_batch_that_does_not_divide) {
-  const Estimator est(tiny_graph(2), round::cluster(), 8, settings(64), round::params());
+  const Estimator est(tiny::graph(2), round::cluster(), 8, settings(64), round::params());
   // 64 sequences over 8 replicas x micro_batch 3.
   EXPECT_THROW(est.estimate(plan_of(8, 1, 1, 1, 3)), ir::InputError);
   // 60 sequences over 8 replicas.
-  const Estimator odd(tiny_graph(2), round::cluster(), 8, settings(60), round::params());
+  const Estimator odd(tiny::graph(2), round::cluster(), 8, settings(60), round::params());
   EXPECT_THROW(odd.estimate(plan_of(8, 1, 1, 1, 1)), ir::InputError);
 }
 
 TEST(estimate, rejects_grad_accum_that_disagrees) {
-  const Estimator est(tiny_graph(2), round::cluster(), 8, settings(64), round::params());
+  const Estimator est(tiny::graph(2), round::cluster(), 8, settings(64), round::params());
   ir::Plan plan = plan_of(8, 1, 1, 1, 2);
   plan.grad_accum = 3;  // the batch needs 64 / (8 * 2) = 4
   EXPECT_THROW(est.estimate(plan), ir::InputError);
@@ -548,7 +536,7 @@ TEST(estimate, rejects_grad_accum_that_disagrees) {
 }
 
 TEST(estimate, rejects_pipelines_that_do_not_split_and_ep_on_dense_models) {
-  const Estimator est(tiny_graph(3), round::cluster(), 8, settings(64), round::params());
+  const Estimator est(tiny::graph(3), round::cluster(), 8, settings(64), round::params());
   ir::Plan plan = plan_of(2, 1, 1, 1, 1);
   plan.pp = 4;  // 3 layers: neither 3 nor 3 + 2 divides into 4 chunks
   EXPECT_THROW(est.estimate(plan), ir::InputError);

@@ -19,14 +19,6 @@ namespace {
 using round::expect_near_rel;
 using test::plan_of;
 
-ir::Graph tiny_graph(int64_t layers) {
-  ir::Graph g;
-  g.info.name = "tiny";
-  g.info.num_layers = layers;
-  g.blocks = {tiny::embed(), tiny::layer(layers), tiny::head()};
-  return g;
-}
-
 TEST(FrameworkProfile, AliasesSelectTheFrameworkTheyRun) {
   EXPECT_EQ(select_framework("NeMo").profile.name, "megatron-core");
   EXPECT_EQ(select_framework("megatron-bridge").profile.name, "megatron-core");
@@ -109,8 +101,8 @@ TEST(FrameworkProfile, TpCommOverlapHidesTheTpCollectivesUnderTheGemms) {
   exposed.overlap_compute_slowdown = 0.1;
   CostParams hidden = exposed;
   hidden.tp_comm_hidden_fraction = 0.5;
-  const Estimate a = Estimator(tiny_graph(2), slow, 2, round::settings(8), exposed).estimate(tp2);
-  const Estimate b = Estimator(tiny_graph(2), slow, 2, round::settings(8), hidden).estimate(tp2);
+  const Estimate a = Estimator(tiny::graph(2), slow, 2, round::settings(8), exposed).estimate(tp2);
+  const Estimate b = Estimator(tiny::graph(2), slow, 2, round::settings(8), hidden).estimate(tp2);
   ASSERT_GT(a.time.exposed_tp_s, 0.0);
   expect_near_rel(b.time.exposed_tp_s, a.time.exposed_tp_s * (1 - 0.5 + 0.5 * 0.1), 1e-9);
   expect_near_rel(a.step_time_s - b.step_time_s, a.time.exposed_tp_s * 0.5 * (1 - 0.1), 1e-9);
@@ -119,8 +111,8 @@ TEST(FrameworkProfile, TpCommOverlapHidesTheTpCollectivesUnderTheGemms) {
   fast.gpu.peak_bf16_flops_per_s = 1e18;
   fast.gpu.hbm_bytes_per_s = 1e18;
   hidden.tp_comm_hidden_fraction = 1.0;
-  const Estimate c = Estimator(tiny_graph(2), fast, 2, round::settings(8), exposed).estimate(tp2);
-  const Estimate d = Estimator(tiny_graph(2), fast, 2, round::settings(8), hidden).estimate(tp2);
+  const Estimate c = Estimator(tiny::graph(2), fast, 2, round::settings(8), exposed).estimate(tp2);
+  const Estimate d = Estimator(tiny::graph(2), fast, 2, round::settings(8), hidden).estimate(tp2);
   EXPECT_GT(d.time.exposed_tp_s, 0.99 * c.time.exposed_tp_s);
 }
 
@@ -130,8 +122,8 @@ TEST(FrameworkProfile, P2pOverlapHidesThePipelineSends) {
   CostParams hidden = exposed;
   hidden.p2p_hidden_fraction = 0.75;
   const ir::Plan pp2 = plan_of(1, 1, 1, 1, 2, 1, 1);
-  const Estimate a = Estimator(tiny_graph(4), round::cluster(), 2, round::settings(8), exposed).estimate(pp2);
-  const Estimate b = Estimator(tiny_graph(4), round::cluster(), 2, round::settings(8), hidden).estimate(pp2);
+  const Estimate a = Estimator(tiny::graph(4), round::cluster(), 2, round::settings(8), exposed).estimate(pp2);
+  const Estimate b = Estimator(tiny::graph(4), round::cluster(), 2, round::settings(8), hidden).estimate(pp2);
   ASSERT_GT(a.time.exposed_pp_s, 0.0);
   expect_near_rel(b.time.exposed_pp_s, 0.25 * a.time.exposed_pp_s, 1e-9);
 }

@@ -13,7 +13,7 @@
 namespace {
 
 using mgt::cost::SimulationReport;
-using mgt::test::field_of_error;
+using mgt::test::field_of_error_after;
 using json = nlohmann::json;
 
 const char* const kHandWritten = R"({
@@ -71,33 +71,21 @@ TEST(SimulationReport, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(SimulationReport, BadDocumentsNameTheField) {
-  const auto read = [](const json& doc) {
-    return [doc] { (void)mgt::cost::simulation_report_from_json(doc, "bad.json"); };
+  const auto field_after = [](auto edit) {
+    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
+      (void)mgt::cost::simulation_report_from_json(doc, "bad.json");
+    });
   };
-  json doc = json::parse(kHandWritten);
-  doc["format"] = "mgt.simulation/2";
-  EXPECT_EQ(field_of_error(read(doc)), "format");
-  doc = json::parse(kHandWritten);
-  doc.erase("instructions");
-  EXPECT_EQ(field_of_error(read(doc)), "instructions");
-  doc = json::parse(kHandWritten);
-  doc["breakdown"].erase("exposed_pp_s");  // every kTimeTerms key is required
-  EXPECT_EQ(field_of_error(read(doc)), "exposed_pp_s");
-  doc = json::parse(kHandWritten);
-  doc["programs"][0]["busy_s"].erase("ep");
-  EXPECT_EQ(field_of_error(read(doc)), "ep");
-  doc = json::parse(kHandWritten);
-  doc["memory"]["by_kind"]["logits"] = "50";
-  EXPECT_EQ(field_of_error(read(doc)), "logits");
-  doc = json::parse(kHandWritten);
-  doc["memory"]["largest_live"][0]["kind"] = "weights";
-  EXPECT_EQ(field_of_error(read(doc)), "kind");
-  doc = json::parse(kHandWritten);
-  doc["memory"]["overhead_bytes"] = 0;  // not peak - allocated
-  EXPECT_EQ(field_of_error(read(doc)), "overhead_bytes");
-  doc = json::parse(kHandWritten);
-  doc["analytic"].erase("peak_bytes");
-  EXPECT_EQ(field_of_error(read(doc)), "peak_bytes");
+  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.simulation/2"; }), "format");
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("instructions"); }), "instructions");
+  // every kTimeTerms key is required
+  EXPECT_EQ(field_after([](json& doc) { doc["breakdown"].erase("exposed_pp_s"); }), "exposed_pp_s");
+  EXPECT_EQ(field_after([](json& doc) { doc["programs"][0]["busy_s"].erase("ep"); }), "ep");
+  EXPECT_EQ(field_after([](json& doc) { doc["memory"]["by_kind"]["logits"] = "50"; }), "logits");
+  EXPECT_EQ(field_after([](json& doc) { doc["memory"]["largest_live"][0]["kind"] = "weights"; }), "kind");
+  // not peak - allocated
+  EXPECT_EQ(field_after([](json& doc) { doc["memory"]["overhead_bytes"] = 0; }), "overhead_bytes");
+  EXPECT_EQ(field_after([](json& doc) { doc["analytic"].erase("peak_bytes"); }), "peak_bytes");
 }
 
 }  // namespace

@@ -93,4 +93,13 @@ inline ir::Block head() {
   return b;
 }
 
+/// The whole tiny model: embedding, `layers` identical layers, head.
+inline ir::Graph graph(int64_t layers) {
+  ir::Graph g;
+  g.info.name = "tiny";
+  g.info.num_layers = layers;
+  g.blocks = {embed(), layer(layers), head()};
+  return g;
+}
+
 }  // namespace mgt::cost::tiny

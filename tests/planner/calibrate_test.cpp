@@ -4,6 +4,7 @@
 #include "mgt/planner/calibrate.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "validation_hardware.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,16 +16,10 @@
 namespace {
 
 using nlohmann::json;
+using mgt::test::h100_block;
 using mgt::plan::CalibrationSet;
 using mgt::plan::FittedParameter;
 using mgt::plan::ValidationSource;
-
-json h100_block() {
-  return json::parse(R"({
-    "gpu": "H100-SXM5-80GB", "peak_dense_tflops": {"bf16": 989, "fp16": 989, "fp8": 1979, "tf32": 495},
-    "hbm_gb": 80, "hbm_bw_TBps": 3.35, "nvlink_bw_GBps_per_gpu_bidir": 900, "gpus_per_node": 8,
-    "nvlink_domain_gpus": 8, "nics_per_node": 8, "nic_gbps": 400})");
-}
 
 /// A small Llama-like row on H100s; `hidden` and `gpus` vary the shapes so the rows differ.
 json row(const std::string& id, int64_t hidden, int64_t gpus, double iteration_time_s) {

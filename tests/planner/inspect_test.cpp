@@ -13,7 +13,7 @@
 namespace {
 
 using mgt::plan::ModelInspection;
-using mgt::test::field_of_error, mgt::test::rewritten;
+using mgt::test::field_of_error_after, mgt::test::rewritten;
 using json = nlohmann::json;
 
 TEST(ModelInspection, EveryExampleModelRoundTripsByteForByte) {
@@ -76,27 +76,19 @@ TEST(ModelInspection, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(ModelInspection, BadDocumentsNameTheField) {
-  const auto read = [](const json& doc) {
-    return [doc] { (void)mgt::plan::model_inspection_from_json(doc, "bad.json"); };
+  const auto field_after = [](auto edit) {
+    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
+      (void)mgt::plan::model_inspection_from_json(doc, "bad.json");
+    });
   };
-  json doc = json::parse(kHandWritten);
-  doc["format"] = "mgt.plans/1";
-  EXPECT_EQ(field_of_error(read(doc)), "format");
-  doc = json::parse(kHandWritten);
-  doc.erase("format");
-  EXPECT_EQ(field_of_error(read(doc)), "format");
-  doc = json::parse(kHandWritten);
-  doc.erase("seq_len");
-  EXPECT_EQ(field_of_error(read(doc)), "seq_len");
-  doc = json::parse(kHandWritten);
-  doc.erase("params_active");  // an MoE model lists all three
-  EXPECT_EQ(field_of_error(read(doc)), "params_active");
-  doc = json::parse(kHandWritten);
-  doc["blocks"][1]["training_flops_per_token_per_copy"] = "many";
-  EXPECT_EQ(field_of_error(read(doc)), "training_flops_per_token_per_copy");
-  doc = json::parse(kHandWritten);
-  doc["blocks"] = json::object();
-  EXPECT_EQ(field_of_error(read(doc)), "blocks");
+  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.plans/1"; }), "format");
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("format"); }), "format");
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("seq_len"); }), "seq_len");
+  // an MoE model lists all three
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("params_active"); }), "params_active");
+  EXPECT_EQ(field_after([](json& doc) { doc["blocks"][1]["training_flops_per_token_per_copy"] = "many"; }),
+            "training_flops_per_token_per_copy");
+  EXPECT_EQ(field_after([](json& doc) { doc["blocks"] = json::object(); }), "blocks");
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 namespace {
 
 using mgt::plan::PlansReport, mgt::plan::RankedEstimate;
-using mgt::test::field_of_error, mgt::test::rewritten;
+using mgt::test::field_of_error_after, mgt::test::rewritten;
 using json = nlohmann::json;
 
 // The search as `mgt-plan examples/models/Llama-3.1-8B.json --gpus 16 --top 4 --json` runs it, but at
@@ -105,28 +105,19 @@ TEST(PlansReport, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(PlansReport, BadDocumentsNameTheField) {
-  const auto read = [](const json& doc) { return [doc] { (void)mgt::plan::plans_report_from_json(doc, "bad.json"); }; };
-  json doc = json::parse(kHandWritten);
-  doc["format"] = "mgt.plan/1";
-  EXPECT_EQ(field_of_error(read(doc)), "format");
-  doc = json::parse(kHandWritten);
-  doc.erase("evaluated");
-  EXPECT_EQ(field_of_error(read(doc)), "evaluated");
-  doc = json::parse(kHandWritten);
-  doc["plans"][0]["time"].erase("bubble_s");
-  EXPECT_EQ(field_of_error(read(doc)), "bubble_s");
-  doc = json::parse(kHandWritten);
-  doc["settings"]["fp8_linears"] = "yes";
-  EXPECT_EQ(field_of_error(read(doc)), "fp8_linears");
-  doc = json::parse(kHandWritten);
-  doc["plans"][0]["memory"]["headroom_bytes"] = 0;  // not hbm - peak
-  EXPECT_EQ(field_of_error(read(doc)), "headroom_bytes");
-  doc = json::parse(kHandWritten);
-  doc["rejected"]["too big"] = -1;
-  EXPECT_EQ(field_of_error(read(doc)), "too big");
-  doc = json::parse(kHandWritten);
-  doc["plans"][0].erase("rank");
-  EXPECT_EQ(field_of_error(read(doc)), "rank");
+  const auto field_after = [](auto edit) {
+    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
+      (void)mgt::plan::plans_report_from_json(doc, "bad.json");
+    });
+  };
+  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.plan/1"; }), "format");
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("evaluated"); }), "evaluated");
+  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["time"].erase("bubble_s"); }), "bubble_s");
+  EXPECT_EQ(field_after([](json& doc) { doc["settings"]["fp8_linears"] = "yes"; }), "fp8_linears");
+  // not hbm - peak
+  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["memory"]["headroom_bytes"] = 0; }), "headroom_bytes");
+  EXPECT_EQ(field_after([](json& doc) { doc["rejected"]["too big"] = -1; }), "too big");
+  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0].erase("rank"); }), "rank");
 }
 
 }  // namespace

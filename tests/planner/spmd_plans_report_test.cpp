@@ -16,7 +16,7 @@
 namespace {
 
 using mgt::plan::SpmdPlansReport;
-using mgt::test::field_of_error, mgt::test::rewritten;
+using mgt::test::field_of_error_after, mgt::test::rewritten;
 using json = nlohmann::json;
 
 // y = relu(x . w1) . w2 over i tokens, j model width, k hidden width: one block, as imported from MLIR.
@@ -77,24 +77,16 @@ TEST(SpmdPlansReport, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(SpmdPlansReport, BadDocumentsNameTheField) {
-  const auto read = [](const json& doc) {
-    return [doc] { (void)mgt::plan::spmd_plans_report_from_json(doc, "bad.json"); };
+  const auto field_after = [](auto edit) {
+    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
+      (void)mgt::plan::spmd_plans_report_from_json(doc, "bad.json");
+    });
   };
-  json doc = json::parse(kHandWritten);
-  doc["format"] = "mgt.spmd_plan/1";
-  EXPECT_EQ(field_of_error(read(doc)), "format");
-  doc = json::parse(kHandWritten);
-  doc.erase("gpus");
-  EXPECT_EQ(field_of_error(read(doc)), "gpus");
-  doc = json::parse(kHandWritten);
-  doc["plans"][0].erase("comm_s");
-  EXPECT_EQ(field_of_error(read(doc)), "comm_s");
-  doc = json::parse(kHandWritten);
-  doc["plans"][0]["peak_bytes"] = 1.5;
-  EXPECT_EQ(field_of_error(read(doc)), "peak_bytes");
-  doc = json::parse(kHandWritten);
-  doc["plans"][0]["plan"]["mesh"] = json::array();
-  EXPECT_EQ(field_of_error(read(doc)), "mesh");
+  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.spmd_plan/1"; }), "format");
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("gpus"); }), "gpus");
+  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0].erase("comm_s"); }), "comm_s");
+  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["peak_bytes"] = 1.5; }), "peak_bytes");
+  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["plan"]["mesh"] = json::array(); }), "mesh");
 }
 
 }  // namespace

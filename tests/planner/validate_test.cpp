@@ -6,6 +6,7 @@
 
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/ir/error.hpp"
+#include "validation_hardware.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -20,17 +21,11 @@
 namespace {
 
 using nlohmann::json;
+using mgt::test::h100_block;
 using mgt::plan::FlopConvention;
 using mgt::plan::MetricKind;
 using mgt::plan::ValidationResult;
 using mgt::plan::ValidationSource;
-
-json h100_block() {
-  return json::parse(R"({
-    "gpu": "H100-SXM5-80GB", "peak_dense_tflops": {"bf16": 989, "fp16": 989, "fp8": 1979, "tf32": 495},
-    "hbm_gb": 80, "hbm_bw_TBps": 3.35, "nvlink_bw_GBps_per_gpu_bidir": 900, "gpus_per_node": 8,
-    "nvlink_domain_gpus": 8, "nics_per_node": 8, "nic_gbps": 400})");
-}
 
 /// A Llama-like dense row (8B-style, 2 layers to stay small) with an iteration time.
 json llama_row() {

@@ -11,7 +11,7 @@
 
 namespace {
 
-using mgt::test::field_of_error;
+using mgt::test::field_of_error_after;
 using json = nlohmann::json;
 
 const char* const kHandWritten = R"({
@@ -50,25 +50,18 @@ TEST(RunRecord, HandWrittenRecordReadsFieldByField) {
 }
 
 TEST(RunRecord, BadRecordsNameTheField) {
-  const auto read = [](const json& doc) { return [doc] { (void)mgt::rt::run_record_from_json(doc, "run.json"); }; };
-  json doc = json::parse(kHandWritten);
-  doc["format"] = "mgt.runs/1";
-  EXPECT_EQ(field_of_error(read(doc)), "format");
-  doc = json::parse(kHandWritten);
-  doc.erase("global_batch");
-  EXPECT_EQ(field_of_error(read(doc)), "global_batch");
-  doc = json::parse(kHandWritten);
-  doc["adamw"].erase("eps");
-  EXPECT_EQ(field_of_error(read(doc)), "adamw.eps");
-  doc = json::parse(kHandWritten);
-  doc["seed"] = -1;
-  EXPECT_EQ(field_of_error(read(doc)), "seed");
-  doc = json::parse(kHandWritten);
-  doc["tokens_seen"] = 100;  // not step x global_batch x seq_len
-  EXPECT_EQ(field_of_error(read(doc)), "tokens_seen");
-  doc = json::parse(kHandWritten);
-  doc["plan"]["tp"] = 0;
-  EXPECT_EQ(field_of_error(read(doc)), "tp");
+  const auto field_after = [](auto edit) {
+    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
+      (void)mgt::rt::run_record_from_json(doc, "run.json");
+    });
+  };
+  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.runs/1"; }), "format");
+  EXPECT_EQ(field_after([](json& doc) { doc.erase("global_batch"); }), "global_batch");
+  EXPECT_EQ(field_after([](json& doc) { doc["adamw"].erase("eps"); }), "adamw.eps");
+  EXPECT_EQ(field_after([](json& doc) { doc["seed"] = -1; }), "seed");
+  // not step x global_batch x seq_len
+  EXPECT_EQ(field_after([](json& doc) { doc["tokens_seen"] = 100; }), "tokens_seen");
+  EXPECT_EQ(field_after([](json& doc) { doc["plan"]["tp"] = 0; }), "tp");
 }
 
 }  // namespace
