@@ -29,9 +29,10 @@ if [ "${MGT_SANITIZE:-1}" != 0 ]; then
   # Ranks that mpirun starts (the CLI tests' multi-rank runs) keep every check but the leak check:
   # Open MPI's allocations there come from components it unloads, which no suppression can name.
   export OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=abort_on_error=1:detect_leaks=0:log_path=$reports/asan-mpi"
-  # Also left to ./build: the two plan sweeps, 20 to 60 times slower under the sanitizers (minutes each).
+  # Also left to ./build: the two plan sweeps, 20 to 60 times slower under the sanitizers (minutes each),
+  # and the bounded-work tests, whose time bounds are set for the optimised build.
   ctest --test-dir build-asan --output-on-failure -j "${MGT_TEST_JOBS:-2}" \
-    -E 'SweepOfValidPlansVerifiesAfterEveryPass|estimator_and_simulator_agree'
+    -E 'SweepOfValidPlansVerifiesAfterEveryPass|estimator_and_simulator_agree|CliBoundedWork'
   if [ -n "$(ls -A "$reports")" ]; then
     echo "sanitizer reports:" >&2
     cat "$reports"/* >&2
