@@ -245,7 +245,8 @@ void cost_frozen_weight(Walk& w, const ir::Op& op, const ir::TensorDecl& weight,
     const ir::DType dt = w.ctx.dtype;
     const double peak = ir::peak_flops_per_s(w.cluster.gpu, dt);
     const auto [batch, m, n, k] = local;
-    auto time = [&](int64_t mm, int64_t nn, int64_t kk) { return gemm_time_s(w, dt, peak, batch, mm, nn, kk); };
+    // local.batch, not the binding: clang 14 cannot capture structured bindings.
+    auto time = [&](int64_t mm, int64_t nn, int64_t kk) { return gemm_time_s(w, dt, peak, local.batch, mm, nn, kk); };
     w.cost.fwd_compute_s += time(m, r, k) + time(m, n, r);
     const double weight_grads = time(k, r, m) + time(r, n, m);
     w.cost.bwd_compute_s += time(m, k, r) + time(m, r, n) + weight_grads;
