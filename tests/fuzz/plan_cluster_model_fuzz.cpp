@@ -28,11 +28,16 @@ int64_t positive(const json& doc, const char* key, int64_t fallback, int64_t mos
   return v;
 }
 
-void check_in_range(const mgt::cost::Estimate& e) {
+// The finding conditions (a trap is what libFuzzer reports): a non-finite or non-positive time, rate or
+// peak, and throughput that does not account for the batch: tokens/s/GPU x step time x GPUs must be
+// the global batch, computed here from the settings, not from the estimator's own fields.
+void check_in_range(const mgt::cost::Estimate& e, int64_t gpus, int64_t global_batch_tokens) {
   if (!std::isfinite(e.step_time_s) || !(e.step_time_s > 0)) __builtin_trap();
   if (!std::isfinite(e.tokens_per_s_per_gpu) || !(e.tokens_per_s_per_gpu > 0)) __builtin_trap();
   if (!std::isfinite(e.mfu) || e.mfu < 0) __builtin_trap();
   if (e.memory.peak_bytes <= 0) __builtin_trap();
+  const double tokens = e.tokens_per_s_per_gpu * e.step_time_s * double(gpus);
+  if (std::fabs(tokens - double(global_batch_tokens)) > 1e-6 * double(global_batch_tokens)) __builtin_trap();
 }
 
 }  // namespace
@@ -59,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const cost::Estimator estimator(graph, cluster, gpus, settings);
     const cost::Estimate e = estimator.estimate(plan);
     if (plan::estimate_out_of_range(e)) return 0;  // refused by estimate, as the CLI refuses it
-    check_in_range(e);
+    check_in_range(e, gpus, settings.global_batch_tokens);
   } catch (const ir::InputError&) {
   }
   return 0;
