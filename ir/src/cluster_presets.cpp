@@ -173,31 +173,18 @@ ClusterSpec make_gb200_nvl72() {
 /// NVLink5 1.8 TB/s bidirectional (900 GB/s per direction) in an 8-GPU NVLink domain; 8x ConnectX-8
 /// SuperNIC 800 Gb/s (100 GB/s each); host PCIe Gen5 assumed as B200 (the GPU's Gen6 needs a Gen6 host).
 ClusterSpec make_b300() {
-  ClusterSpec c;
+  // The B200 node with Blackwell Ultra's differences: fp4 peak, HBM size and ConnectX-8 NICs.
+  ClusterSpec c = make_b200();
   c.name = "b300";
   c.source =
       "NVIDIA HGX/DGX B300 datasheet, per GPU = system / 8, dense = sparse / 2 except fp4 (stated dense: 108 "
       "PFLOPS per 8 GPUs) (2250 TFLOPS bf16, 4500 fp8, 13500 fp4, 75 fp32, 288 GB HBM3e 8 TB/s, NVLink5 1800 "
       "GB/s bidir = 900 GB/s per direction); 8x ConnectX-8 800 Gb/s = 100 GB/s each, PCIe Gen5 63 GB/s "
       "(assumed); latencies from NCCL tuning.cc hwLat (assumed)";
-  c.gpu = {.name = "B300",
-           .arch = GpuArch::blackwell,
-           .peak_bf16_flops_per_s = 2250e12,
-           .peak_fp16_flops_per_s = 2250e12,
-           .peak_fp8_flops_per_s = 4500e12,
-           .peak_fp4_flops_per_s = 13500e12,
-           .peak_fp32_flops_per_s = 75e12,
-           .hbm_bytes = 288 * kGiB,
-           .hbm_bytes_per_s = 8e12};
-  c.gpus_per_node = 8;
-  c.nvlink_domain_gpus = 8;
-  c.nvlink_bytes_per_s = 900e9;
-  c.nvlink_latency_s = kNvlinkLatencyS;
-  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
-  c.pcie_latency_s = kPcieLatencyS;
-  c.nics_per_node = 8;
+  c.gpu.name = "B300";
+  c.gpu.peak_fp4_flops_per_s = 13500e12;
+  c.gpu.hbm_bytes = 288 * kGiB;
   c.nic_bytes_per_s = 100e9;
-  c.network_latency_s = kNetworkLatencyS;
   return c;
 }
 
@@ -207,7 +194,8 @@ ClusterSpec make_b300() {
 /// (1.8 TB/s bidirectional per GPU) with all 72 GPUs in one NVLink Switch domain; 72 ConnectX-8 800 Gb/s
 /// SuperNICs (4 per compute tray of 4 GPUs, 100 GB/s each). FP32 taken as GB200's 80 TFLOPS per GPU.
 ClusterSpec make_gb300_nvl72() {
-  ClusterSpec c;
+  // The GB200 NVL72 rack with Blackwell Ultra's differences: fp4 peak, HBM size and ConnectX-8 NICs.
+  ClusterSpec c = make_gb200_nvl72();
   c.name = "gb300-nvl72";
   c.source =
       "NVIDIA GB300 NVL72 datasheet, per GPU = rack / 72, dense = sparse / 2 except fp4 (stated dense: 1080 "
@@ -215,24 +203,10 @@ ClusterSpec make_gb300_nvl72() {
       "900 GB/s per direction, 72-GPU NVLink domain); fp32 80 TFLOPS as GB200 (assumed); compute tray = 4 GPUs "
       "with 4x ConnectX-8 800 Gb/s = 100 GB/s each (72 per rack), PCIe Gen5 63 GB/s; latencies from NCCL "
       "tuning.cc hwLat (assumed)";
-  c.gpu = {.name = "GB300",
-           .arch = GpuArch::blackwell,
-           .peak_bf16_flops_per_s = 2500e12,
-           .peak_fp16_flops_per_s = 2500e12,
-           .peak_fp8_flops_per_s = 5000e12,
-           .peak_fp4_flops_per_s = 15000e12,
-           .peak_fp32_flops_per_s = 80e12,
-           .hbm_bytes = 288 * kGiB,
-           .hbm_bytes_per_s = 8e12};
-  c.gpus_per_node = 4;
-  c.nvlink_domain_gpus = 72;
-  c.nvlink_bytes_per_s = 900e9;
-  c.nvlink_latency_s = kNvlinkLatencyS;
-  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
-  c.pcie_latency_s = kPcieLatencyS;
-  c.nics_per_node = 4;
+  c.gpu.name = "GB300";
+  c.gpu.peak_fp4_flops_per_s = 15000e12;
+  c.gpu.hbm_bytes = 288 * kGiB;
   c.nic_bytes_per_s = 100e9;
-  c.network_latency_s = kNetworkLatencyS;
   return c;
 }
 
