@@ -6,8 +6,13 @@
 #   MGT_SANITIZE=0 skips the sanitizer build, MGT_FUZZ=0 the fuzz run (both on by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage says when it starts and how long the run has taken so far, so that a slow CI run shows where.
+stage() { echo "== scripts/test.sh: $1 (at $(date -u +%T), ${SECONDS} s in)"; }
+stage "install dependencies"
 bash scripts/install-deps.sh
+stage "release build"
 bash scripts/build.sh -DMGT_WERROR=ON
+stage "release tests"
 ctest --test-dir build --output-on-failure -j "${MGT_TEST_JOBS:-2}"
 
 launcher=()
@@ -18,6 +23,7 @@ if [ "${MGT_SANITIZE:-1}" != 0 ]; then
   # but two slow sweeps (they ran in ./build above).
   cmake -S . -B build-asan -G Ninja -DMGT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
     -DMGT_SANITIZE=address,undefined -DMGT_BUILD_BENCH=OFF "${launcher[@]}"
+  stage "sanitizer build"
   cmake --build build-asan -j "${MGT_BUILD_JOBS:-2}"
   reports="$PWD/build-asan/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
@@ -31,6 +37,7 @@ if [ "${MGT_SANITIZE:-1}" != 0 ]; then
   export OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=abort_on_error=1:detect_leaks=0:log_path=$reports/asan-mpi"
   # Also left to ./build: the two plan sweeps, 20 to 60 times slower under the sanitizers (minutes each),
   # and the bounded-work tests, whose time bounds are set for the optimised build.
+  stage "sanitizer tests"
   ctest --test-dir build-asan --output-on-failure -j "${MGT_TEST_JOBS:-2}" \
     -E 'SweepOfValidPlansVerifiesAfterEveryPass|estimator_and_simulator_agree|CliBoundedWork'
   if [ -n "$(ls -A "$reports")" ]; then
@@ -44,5 +51,7 @@ fi
 if [ "${MGT_FUZZ:-1}" != 0 ]; then
   # Each libFuzzer target briefly from its seeds (clang-14, ./build-fuzz); scripts/fuzz fails on any finding.
   # A fixed libFuzzer seed keeps CI reproducible; long exploring runs are scripts/fuzz SECONDS.
+  stage "fuzz"
   MGT_FUZZ_SEED="${MGT_FUZZ_SEED:-1}" bash scripts/fuzz "${MGT_FUZZ_SECONDS:-10}"
 fi
+stage "done"
