@@ -164,8 +164,10 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
     }
     if (e.memory.peak_bytes > hbm) {
       const int64_t peak = e.memory.peak_bytes;
-      result.min_rejected_peak_bytes =
-          result.min_rejected_peak_bytes == 0 ? peak : std::min(result.min_rejected_peak_bytes, peak);
+      if (result.min_rejected_peak_bytes == 0 || peak < result.min_rejected_peak_bytes) {
+        result.min_rejected_peak_bytes = peak;
+        result.min_rejected_peak_plan = plan;
+      }
       max_rejected_peak = std::max(max_rejected_peak, peak);
       continue;
     }

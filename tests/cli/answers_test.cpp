@@ -81,6 +81,49 @@ TEST(CliAnswers, EmitWithNoExpressiblePlanSaysWhy) {
                                                                         << describe(r);
 }
 
+// "memory per GPU: 90.9 GiB of 80.0 GiB" of `mgt-plan estimate`: the peak in GiB, or -1.
+double estimated_peak_gib(const std::string& model, int64_t gpus, const std::string& plan) {
+  const Result r = run_cli({"estimate", model, "--gpus", std::to_string(gpus), "--plan", plan});
+  double peak = -1;
+  const size_t at = r.out.find("memory per GPU: ");
+  if (at != std::string::npos) std::sscanf(r.out.c_str() + at, "memory per GPU: %lf GiB", &peak);
+  return peak;
+}
+
+TEST(CliAnswers, EmitDeepSpeedWithNothingThatFitsSaysByHowMuch) {
+  // 405B on 512 GPUs: a DeepSpeed config expresses data parallelism and ZeRO only, and 512 sequences
+  // over 512 data-parallel ranks leave micro-batch 1. The answer names the lightest such plan and its
+  // peak; that peak is what `estimate` gives for the plan, and no other DeepSpeed plan (HSDP split of
+  // the 512 ranks x recompute mode) is lighter.
+  const std::string model = "examples/models/Llama-3.1-405B.json";
+  const Result r = run_cli({model, "--gpus", "512", "--emit", "deepspeed"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+  const std::string head = "every plan deepspeed can express needs more than 80.0 GiB per GPU (the lightest, ";
+  const size_t at = r.err.find(head);
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  const size_t plan_end = r.err.find(", needs ", at);
+  ASSERT_NE(plan_end, std::string::npos) << describe(r);
+  const std::string named = r.err.substr(at + head.size(), plan_end - at - head.size());
+  double named_gib = 0;
+  ASSERT_EQ(std::sscanf(r.err.c_str() + plan_end, ", needs %lf GiB)", &named_gib), 1) << describe(r);
+  EXPECT_GT(named_gib, 80.0);
+
+  double lightest = 1e300;
+  std::string lightest_line;
+  for (int64_t replicate : {1, 2, 4, 8, 16})
+    for (const char* recompute : {"none", "selective", "full"}) {
+      const json plan = {{"dp_replicate", replicate}, {"dp_shard", 512 / replicate}, {"tp", 1}, {"cp", 1},
+                         {"sequence_parallel", false}, {"micro_batch", 1},
+                         {"grad_accum", 1}, {"recompute", recompute}};
+      const double peak = estimated_peak_gib(model, 512, plan.dump());
+      ASSERT_GT(peak, 0) << plan.dump();
+      if (peak < lightest) lightest = peak, lightest_line = plan_line(plan);
+    }
+  EXPECT_NEAR(named_gib, lightest, 0.05) << named << " vs " << lightest_line;
+  EXPECT_EQ(named, lightest_line) << describe(r);
+}
+
 TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
   // 12 = 4 x 3: 512 sequences split over dp in {1, 2, 4}, leaving a factor 3 for tp (32 heads), cp (8192 /
   // 6) or pp (32 layers, 34) -- none divides. 8 and 16 GPUs are powers of two; 516 = 12 x 43 sequences is
