@@ -145,13 +145,14 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
     if (options.on_progress && result.evaluated % kProgressEvery == 0)
       options.on_progress(result.evaluated, int64_t(candidates.size()));
     ++result.evaluated;
+    target.plan = plan;
     if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
       ++result.rejected[*broken];
+      if (options.emit && !export_refusal(*options.emit, target)) ++result.expressible_rule_breaks[*broken];
       continue;
     }
     if (options.emit) {
       // Before estimating: a plan the framework cannot run costs no estimate.
-      target.plan = plan;
       if (auto refusal = export_refusal(*options.emit, target)) {
         ++result.rejected[emit_name(*options.emit) + " cannot express it: " + refusal->problem];
         continue;

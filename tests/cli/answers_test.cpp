@@ -115,13 +115,30 @@ TEST(CliAnswers, EmitDeepSpeedWithNothingThatFitsSaysByHowMuch) {
     for (const char* recompute : {"none", "selective", "full"}) {
       const json plan = {{"dp_replicate", replicate}, {"dp_shard", 512 / replicate}, {"tp", 1}, {"cp", 1},
                          {"sequence_parallel", false}, {"micro_batch", 1},
-                         {"grad_accum", 1}, {"recompute", recompute}};
+                         {"recompute", recompute}};  // grad_accum: derived (1), as the search leaves it
       const double peak = estimated_peak_gib(model, 512, plan.dump());
       ASSERT_GT(peak, 0) << plan.dump();
       if (peak < lightest) lightest = peak, lightest_line = plan_line(plan);
     }
   EXPECT_NEAR(named_gib, lightest, 0.05) << named << " vs " << lightest_line;
   EXPECT_EQ(named, lightest_line) << describe(r);
+}
+
+TEST(CliAnswers, EmitDeepSpeedWhoseOwnPlansBreakARuleNamesIt) {
+  // 405B on 2,048 GPUs: a DeepSpeed plan is data parallel over all 2,048 GPUs (no tp, cp, pp or ep),
+  // so each step needs at least 2,048 x micro-batch sequences; the default batch is 512.
+  const Result r = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "2048", "--emit", "deepspeed"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+  const std::string head = "every plan deepspeed can express breaks a rule (";
+  const size_t at = r.err.find(head);
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  const std::string rule = "most often: global batch of 512 sequences is smaller than dp_replicate*dp_shard*micro_batch=";
+  const size_t rule_at = r.err.find(rule, at);
+  ASSERT_NE(rule_at, std::string::npos) << describe(r);
+  const int64_t needed = std::stoll(r.err.substr(rule_at + rule.size()));
+  EXPECT_EQ(needed % 2048, 0) << describe(r);
+  EXPECT_GT(needed, 512);
 }
 
 TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
