@@ -158,6 +158,19 @@ TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
   EXPECT_EQ(run_cli({kLlama8B, "--gpus", "12", "--global-batch-tokens", "4227072"}).exit_code, 0);
 }
 
+TEST(CliAnswers, MillionGpusWithNoPlanNameABatchThatGivesOne) {
+  // 1,000,000 = 2^6 x 5^6 GPUs: tp divides the 8 KV heads and pp the 32 layers (powers of two), so the
+  // 5^6 factor must go to dp or cp; cp 5^k does not divide 8192 tokens, and dp >= 5^6 = 15625 exceeds
+  // 512 sequences. Before, the answer's only advice was "change --gpus, --seq-len or --global-batch-tokens"
+  // under a list topped by "tp=5 must divide". The multiple of 10^6 sequences nearest 512 is 10^6:
+  // 10^6 x 8192 = 8192000000 tokens.
+  const Result r = run_cli({kLlama8B, "--gpus", "1000000"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.err, "no valid plan for 1000000 GPUs")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "plans exist for 1000000 GPUs with --global-batch-tokens 8192000000 (1000000 sequences)"))
+      << describe(r);
+}
+
 // The GPU count the CLI names in "needs at least N GPUs of this kind", or 0.
 int64_t needed_gpus(const std::string& err) {
   const std::string key = "needs at least ";
