@@ -118,14 +118,22 @@ Refusal axolotl_refusal(const ExportContext& c) {
   return detail::fsdp_stage_refusal(p);
 }
 
-// Tensor and context parallelism are not part of the ds_config path.
+// What this ds_config.json expresses is data parallelism and ZeRO (docs/exports.md, "What a DeepSpeed
+// config cannot express"). DeepSpeed 0.19's AutoTP (tensor_parallel.autotp_size) is config-driven
+// tensor parallelism without sequence parallelism; the export does not write it yet.
+// DeepSpeed's sequence parallelism is Ulysses (all-to-all over attention heads, set up by the training
+// script), not the ring context parallelism mgt estimates for cp. Its pipeline engine runs only a model
+// rewritten as a deepspeed.pipe.PipelineModule, which also asserts ZeRO stage < 2.
 Refusal deepspeed_refusal(const ExportContext& c) {
   const Plan& p = c.plan;
   const char* const megatron_deepspeed = "use --emit megatron (Megatron-DeepSpeed) or --emit torchtitan";
   if (auto r = unsupported_axis_refusal(
-          p, {{"tp", "a DeepSpeed config cannot express tensor parallelism", megatron_deepspeed},
-              {"cp", "a DeepSpeed config cannot express context parallelism", megatron_deepspeed},
-              {"pp", "pipeline parallelism needs a DeepSpeed PipelineModule, not this config",
+          p, {{"tp", "the DeepSpeed export writes no tensor parallelism (AutoTP is not supported yet)", megatron_deepspeed},
+              {"cp",
+               "a DeepSpeed config cannot express ring-attention context parallelism (its Ulysses sequence "
+               "parallelism is set up in the training script)",
+               megatron_deepspeed},
+              {"pp", "pipeline parallelism needs the model rewritten as a DeepSpeed PipelineModule, not this config",
                "use --emit megatron or --emit torchtitan"},
               {"ep", "DeepSpeed MoE expert parallelism is set in model code, not this config",
                "use --emit megatron or --emit torchtitan"}}))

@@ -145,13 +145,14 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
     if (options.on_progress && result.evaluated % kProgressEvery == 0)
       options.on_progress(result.evaluated, int64_t(candidates.size()));
     ++result.evaluated;
+    target.plan = plan;
     if (auto broken = first_broken_rule(plan, facts, estimator.cluster(), estimator.settings(), options.rules)) {
       ++result.rejected[*broken];
+      if (options.emit && !export_refusal(*options.emit, target)) ++result.expressible_rule_breaks[*broken];
       continue;
     }
     if (options.emit) {
       // Before estimating: a plan the framework cannot run costs no estimate.
-      target.plan = plan;
       if (auto refusal = export_refusal(*options.emit, target)) {
         ++result.rejected[emit_name(*options.emit) + " cannot express it: " + refusal->problem];
         continue;
@@ -164,8 +165,10 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
     }
     if (e.memory.peak_bytes > hbm) {
       const int64_t peak = e.memory.peak_bytes;
-      result.min_rejected_peak_bytes =
-          result.min_rejected_peak_bytes == 0 ? peak : std::min(result.min_rejected_peak_bytes, peak);
+      if (result.min_rejected_peak_bytes == 0 || peak < result.min_rejected_peak_bytes) {
+        result.min_rejected_peak_bytes = peak;
+        result.min_rejected_peak_plan = plan;
+      }
       max_rejected_peak = std::max(max_rejected_peak, peak);
       continue;
     }

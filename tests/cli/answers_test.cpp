@@ -81,6 +81,66 @@ TEST(CliAnswers, EmitWithNoExpressiblePlanSaysWhy) {
                                                                         << describe(r);
 }
 
+// "memory per GPU: 90.9 GiB of 80.0 GiB" of `mgt-plan estimate`: the peak in GiB, or -1.
+double estimated_peak_gib(const std::string& model, int64_t gpus, const std::string& plan) {
+  const Result r = run_cli({"estimate", model, "--gpus", std::to_string(gpus), "--plan", plan});
+  double peak = -1;
+  const size_t at = r.out.find("memory per GPU: ");
+  if (at != std::string::npos) std::sscanf(r.out.c_str() + at, "memory per GPU: %lf GiB", &peak);
+  return peak;
+}
+
+TEST(CliAnswers, EmitDeepSpeedWithNothingThatFitsSaysByHowMuch) {
+  // 405B on 512 GPUs: a DeepSpeed config expresses data parallelism and ZeRO only, and 512 sequences
+  // over 512 data-parallel ranks leave micro-batch 1. The answer names the lightest such plan and its
+  // peak; that peak is what `estimate` gives for the plan, and no other DeepSpeed plan (HSDP split of
+  // the 512 ranks x recompute mode) is lighter.
+  const std::string model = "examples/models/Llama-3.1-405B.json";
+  const Result r = run_cli({model, "--gpus", "512", "--emit", "deepspeed"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+  const std::string head = "every plan deepspeed can express needs more than 80.0 GiB per GPU (the lightest, ";
+  const size_t at = r.err.find(head);
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  const size_t plan_end = r.err.find(", needs ", at);
+  ASSERT_NE(plan_end, std::string::npos) << describe(r);
+  const std::string named = r.err.substr(at + head.size(), plan_end - at - head.size());
+  double named_gib = 0;
+  ASSERT_EQ(std::sscanf(r.err.c_str() + plan_end, ", needs %lf GiB)", &named_gib), 1) << describe(r);
+  EXPECT_GT(named_gib, 80.0);
+
+  double lightest = 1e300;
+  std::string lightest_line;
+  for (int64_t replicate : {1, 2, 4, 8, 16})
+    for (const char* recompute : {"none", "selective", "full"}) {
+      const json plan = {{"dp_replicate", replicate}, {"dp_shard", 512 / replicate}, {"tp", 1}, {"cp", 1},
+                         {"sequence_parallel", false}, {"micro_batch", 1},
+                         {"recompute", recompute}};  // grad_accum: derived (1), as the search leaves it
+      const double peak = estimated_peak_gib(model, 512, plan.dump());
+      ASSERT_GT(peak, 0) << plan.dump();
+      if (peak < lightest) lightest = peak, lightest_line = plan_line(plan);
+    }
+  EXPECT_NEAR(named_gib, lightest, 0.05) << named << " vs " << lightest_line;
+  EXPECT_EQ(named, lightest_line) << describe(r);
+}
+
+TEST(CliAnswers, EmitDeepSpeedWhoseOwnPlansBreakARuleNamesIt) {
+  // 405B on 2,048 GPUs: a DeepSpeed plan is data parallel over all 2,048 GPUs (no tp, cp, pp or ep),
+  // so each step needs at least 2,048 x micro-batch sequences; the default batch is 512.
+  const Result r = run_cli({"examples/models/Llama-3.1-405B.json", "--gpus", "2048", "--emit", "deepspeed"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+  const std::string head = "every plan deepspeed can express breaks a rule (";
+  const size_t at = r.err.find(head);
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  const std::string rule = "most often: global batch of 512 sequences is smaller than dp_replicate*dp_shard*micro_batch=";
+  const size_t rule_at = r.err.find(rule, at);
+  ASSERT_NE(rule_at, std::string::npos) << describe(r);
+  const int64_t needed = std::stoll(r.err.substr(rule_at + rule.size()));
+  EXPECT_EQ(needed % 2048, 0) << describe(r);
+  EXPECT_GT(needed, 512);
+}
+
 TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
   // 12 = 4 x 3: 512 sequences split over dp in {1, 2, 4}, leaving a factor 3 for tp (32 heads), cp (8192 /
   // 6) or pp (32 layers, 34) -- none divides. 8 and 16 GPUs are powers of two; 516 = 12 x 43 sequences is
@@ -96,6 +156,19 @@ TEST(CliAnswers, NoPlanNamesTheNearestGpuCountsAndBatch) {
   EXPECT_EQ(run_cli({kLlama8B, "--gpus", "8"}).exit_code, 0);
   EXPECT_EQ(run_cli({kLlama8B, "--gpus", "16"}).exit_code, 0);
   EXPECT_EQ(run_cli({kLlama8B, "--gpus", "12", "--global-batch-tokens", "4227072"}).exit_code, 0);
+}
+
+TEST(CliAnswers, MillionGpusWithNoPlanNameABatchThatGivesOne) {
+  // 1,000,000 = 2^6 x 5^6 GPUs: tp divides the 8 KV heads and pp the 32 layers (powers of two), so the
+  // 5^6 factor must go to dp or cp; cp 5^k does not divide 8192 tokens, and dp >= 5^6 = 15625 exceeds
+  // 512 sequences. Before, the answer's only advice was "change --gpus, --seq-len or --global-batch-tokens"
+  // under a list topped by "tp=5 must divide". The multiple of 10^6 sequences nearest 512 is 10^6:
+  // 10^6 x 8192 = 8192000000 tokens.
+  const Result r = run_cli({kLlama8B, "--gpus", "1000000"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.err, "no valid plan for 1000000 GPUs")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "plans exist for 1000000 GPUs with --global-batch-tokens 8192000000 (1000000 sequences)"))
+      << describe(r);
 }
 
 // The GPU count the CLI names in "needs at least N GPUs of this kind", or 0.

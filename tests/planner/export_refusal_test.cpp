@@ -50,7 +50,7 @@ TEST(ExportRefusal, DeepSpeedRefusesTensorParallelWithTheExportersWords) {
   const auto refusal = export_refusal(ExportFormat::deepspeed, context);
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->field, "tp");
-  EXPECT_EQ(refusal->problem, "a DeepSpeed config cannot express tensor parallelism (tp 2)");
+  EXPECT_EQ(refusal->problem, "the DeepSpeed export writes no tensor parallelism (AutoTP is not supported yet) (tp 2)");
   plan.tp = 1;
   plan.dp_shard = 16;
   EXPECT_FALSE(export_refusal(ExportFormat::deepspeed, {plan, "", "", 16, 8, 8192, 0, 32}).has_value());

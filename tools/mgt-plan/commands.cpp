@@ -425,7 +425,23 @@ int no_plan_for_emit(const Loaded& l, const PlanOptions& o, const plan::SearchRe
   const std::string nearest = nearest_answers(l, o, format);
   end_progress(l);
   if (refusals > 0 && !any.plans.empty()) {
-    std::cerr << "mgt-plan: no plan for " << o.gpus << " GPUs can be written for " << emit << ": " << refusals
+    // What the target can express was estimated and did not fit: say by how much, for its lightest plan.
+    // What the target can express was estimated and did not fit: say by how much, for its lightest
+    // plan; else its plans broke rules before any estimate: name the commonest.
+    std::string memory;
+    if (result.min_rejected_peak_plan) {
+      memory = "every plan " + emit + " can express needs more than " + format_gib(l.cluster.gpu.hbm_bytes) +
+               " GiB per GPU (the lightest, " + ir::to_string(*result.min_rejected_peak_plan) + ", needs " +
+               format_gib(result.min_rejected_peak_bytes) + " GiB), and ";
+    } else if (!result.expressible_rule_breaks.empty()) {
+      const auto commonest = std::max_element(result.expressible_rule_breaks.begin(), result.expressible_rule_breaks.end(),
+                                              [](const auto& a, const auto& b) { return a.second < b.second; });
+      int64_t breaks = 0;
+      for (const auto& [reason, n] : result.expressible_rule_breaks) breaks += n;
+      memory = "every plan " + emit + " can express breaks a rule (" + std::to_string(breaks) + " candidates; most often: " +
+               commonest->first + "), and ";
+    }
+    std::cerr << "mgt-plan: no plan for " << o.gpus << " GPUs can be written for " << emit << ": " << memory << refusals
               << " candidates that pass the rules are plans " << emit << " cannot express (reasons above), e.g. the "
               << "best plan, " << ir::to_string(any.plans.front().plan) << nearest
               << " (hint: choose another --emit format, e.g. megatron or torchtitan)\n";

@@ -48,6 +48,12 @@ struct SearchResult {
   int64_t feasible = 0;                       ///< candidates that passed every rule and fit
   std::map<std::string, int64_t> rejected;    ///< reason -> count
   int64_t min_rejected_peak_bytes = 0;        ///< smallest peak among memory rejections (0 if none)
+  /// The plan with that smallest peak (the first such in candidate order); unset when no candidate
+  /// was rejected for memory. With `emit` set it is the lightest plan the framework can express.
+  std::optional<ir::Plan> min_rejected_peak_plan;
+  /// With `emit` set: the rule breaks (reason -> count) of the candidates the framework could express,
+  /// so that "no plan for this framework" can say which rule its own plans break.
+  std::map<std::string, int64_t> expressible_rule_breaks;
 };
 
 /// All candidate plans for `num_gpus`, in a fixed order (deterministic output). Only structurally
