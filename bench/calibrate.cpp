@@ -1,7 +1,8 @@
-// Calibration of the framework profiles' fitted software members against the published runs in
-// examples/validation (docs/cost-model.md §7): the library's coordinate descent (planner/calibrate.hpp)
-// over its parameter table, from the shipped constants, on every source. Prints the fitted values,
-// which are then written into cost_model/src/framework_profile.cpp by hand (docs/cost-model.md §9).
+// Calibration of the framework profiles' fitted in-step members (one value for every profile) against
+// the published runs in examples/validation (docs/cost-model.md §7): the library's coordinate descent
+// (planner/calibrate.hpp) over its parameter table, from the shipped constants, on every source.
+// Prints the fitted values, which are then written into FrameworkProfile's member initialisers
+// (cost_model/include/mgt/cost_model/framework_profile.hpp) by hand (docs/cost-model.md §9).
 //   ./build/bench/mgt_calibrate examples/validation/*.json
 #include "mgt/planner/calibrate.hpp"
 #include "mgt/planner/validate.hpp"

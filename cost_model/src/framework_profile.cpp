@@ -40,10 +40,9 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The profile table. Each claim names where the framework says it; the fitted members (the last
-// three) are set by bench/calibrate.cpp on the rows of examples/validation that ran under that
-// framework (docs/cost-model.md §9 gives the rows and the result); a profile no row ran under keeps
-// the starting values of FrameworkProfile.
+// The profile table. Each claim names where the framework says it; the fitted members are one value
+// for every profile (FrameworkProfile's initialisers, fitted by bench/calibrate.cpp on every row of
+// examples/validation; docs/cost-model.md §9), so no profile carries a number fitted on its own rows.
 std::vector<FrameworkProfile> profile_table() {
   std::vector<FrameworkProfile> t;
   {
@@ -69,9 +68,6 @@ std::vector<FrameworkProfile> profile_table() {
     // (--num-layers-per-virtual-pipeline-stage); --use-distributed-optimizer (ZeRO-1, 2022).
     p.offers_pipeline = p.offers_interleaved = true;
     p.offers_zero[1] = true;
-    // Fitted (bench/calibrate.cpp) on megatron2021_narayanan + korthikanti2022 (31 A100 rows).
-    p.in_step_kernel_fraction = 1.0;
-    p.host_overhead_per_microbatch_s = 0.05e-3;
     t.push_back(p);
   }
   {
@@ -92,10 +88,6 @@ std::vector<FrameworkProfile> profile_table() {
     p.offers_pipeline = p.offers_interleaved = true;
     p.offers_zero[1] = true;
     p.offers_zero[3] = true;  // --use-megatron-fsdp / --use-torch-fsdp2
-    // Fitted on megatronlm_readme_h100_scaling (9 H100 rows); Ampere not fitted (no rows).
-    p.in_step_kernel_fraction_hopper = 0.81;
-    p.attention_in_step_fraction = 1.0;
-    p.host_overhead_per_microbatch_s = 0.93e-3;
     t.push_back(p);
   }
   {
@@ -114,9 +106,6 @@ std::vector<FrameworkProfile> profile_table() {
     // pipeline parallelism (engine asserts), so the offered stages are 0 and 1.
     p.offers_pipeline = true;
     p.offers_zero[1] = true;
-    // Fitted on bloom_176b_bigscience (30 A100 rows).
-    p.in_step_kernel_fraction = 0.89;
-    p.host_overhead_per_microbatch_s = 0.05e-3;
     t.push_back(p);
   }
   {
@@ -145,12 +134,6 @@ std::vector<FrameworkProfile> profile_table() {
     // with compute (torch.distributed.fsdp docs); DDP buckets (NO_SHARD) likewise.
     // ShardingStrategy NO_SHARD (0), SHARD_GRAD_OP (2), FULL_SHARD / HYBRID_SHARD (3); no pipeline.
     p.offers_zero[2] = p.offers_zero[3] = true;
-    // Fitted on mosaicml_llmfoundry_mpt + opt_and_fsdp_paper (217 A100 / H100 rows, llm-foundry's
-    // 2023-24 kernels: triton / flash2 attn_impl, eager LayerNorm and GELU).
-    p.in_step_kernel_fraction = 1.0;
-    p.in_step_kernel_fraction_hopper = 0.66;
-    p.attention_in_step_fraction = 0.61;
-    p.host_overhead_per_microbatch_s = 0.43e-3;
     t.push_back(p);
   }
   {
@@ -178,11 +161,6 @@ std::vector<FrameworkProfile> profile_table() {
     p.overlap_param_gather = false;
     p.offers_pipeline = true;
     p.offers_zero[1] = true;
-    // Fitted on ultrascale_playbook_nanotron (25 H100 rows); Ampere not fitted (no rows).
-    p.in_step_kernel_fraction_hopper = 0.72;
-    p.attention_in_step_fraction = 0.81;
-    p.host_overhead_per_microbatch_s = 1.12e-3;
-    p.comm_hidden_fraction = 0.48;
     t.push_back(p);
   }
   return t;

@@ -22,16 +22,16 @@ std::string ParameterScope::label() const {
 
 std::vector<FittedParameter> calibrated_parameters() {
   std::vector<FittedParameter> out;
-  for (const std::string& profile : cost::framework_profile_names())
-    for (const cost::ProfileFit& fit : cost::kProfileFits) {
-      FittedParameter p;
-      p.name = profile + "." + fit.name;
-      p.scope.framework = profile;
-      p.lower = fit.lo;
-      p.upper = fit.hi;
-      p.profile_member = fit.member;
-      out.push_back(std::move(p));
-    }
+  for (const cost::ProfileFit& fit : cost::kProfileFits) {
+    FittedParameter p;
+    p.scope.arch = fit.arch;
+    p.name = p.scope.label() + "." + fit.name;
+    p.lower = fit.lo;
+    p.upper = fit.hi;
+    p.prior = fit.prior;
+    p.profile_member = fit.member;
+    out.push_back(std::move(p));
+  }
   return out;
 }
 
@@ -39,7 +39,7 @@ std::vector<double> shipped_values(const std::vector<FittedParameter>& parameter
   std::vector<double> out;
   for (const auto& p : parameters) {
     if (p.profile_member) {
-      out.push_back(cost::select_framework(p.scope.framework.value_or("")).profile.*p.profile_member);
+      out.push_back(cost::select_framework(p.scope.framework.value_or(cost::default_framework_profile().name)).profile.*p.profile_member);
       continue;
     }
     ir::GpuSpec gpu;
@@ -53,7 +53,8 @@ std::vector<double> prior_values(const std::vector<FittedParameter>& parameters)
   std::vector<double> out;
   const CostParams prior;
   const cost::FrameworkProfile prior_profile;
-  for (const auto& p : parameters) out.push_back(p.profile_member ? prior_profile.*p.profile_member : prior.*p.member);
+  for (const auto& p : parameters)
+    out.push_back(p.prior ? *p.prior : p.profile_member ? prior_profile.*p.profile_member : prior.*p.member);
   return out;
 }
 

@@ -90,7 +90,7 @@ TEST(ValidateCv, TextTableHasEverySourceAndPooled) {
   const Result r = run_cli(args);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   for (const char* needle : {"bloom_176b_bigscience", "korthikanti2022_seqpar_selective", "zero_deepspeed_sc20", "pooled",
-                             "out-of-sample", "megatron-core.comm_hidden_fraction", "rank order", "BLOOM"})
+                             "out-of-sample", "all.comm_hidden_fraction", "rank order", "BLOOM"})
     EXPECT_TRUE(contains(r.out, needle)) << needle << "\n" << describe(r);
   EXPECT_FALSE(contains(r.out, "catalog_models")) << "catalog files have no rows to cross-validate";
 }

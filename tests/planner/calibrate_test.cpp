@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,7 @@ mgt::ir::GpuSpec hopper_gpu() {
 
 /// The only fitted parameter of these tests: hopper's GEMM efficiency, bounded as in the real table.
 std::vector<FittedParameter> gemm_only() {
-  return {{"hopper.gemm_max_efficiency", {mgt::ir::GpuArch::hopper, std::nullopt}, &mgt::cost::CostParams::gemm_max_efficiency, 0.3, 0.85}};
+  return {{"hopper.gemm_max_efficiency", {mgt::ir::GpuArch::hopper, std::nullopt}, &mgt::cost::CostParams::gemm_max_efficiency, 0.3, 0.85, nullptr, std::nullopt}};
 }
 
 /// Sets each row's measured iteration time to what the estimator predicts with hopper GEMMs at
@@ -158,25 +159,24 @@ TEST(Calibrate, CalibratedParametersAreBoundedAndStartInsideTheirBounds) {
   }
 }
 
-TEST(Calibrate, PriorStartKnowsNoFramework) {
-  // The prior is one value per profile member for every framework (FrameworkProfile's initialisers);
-  // the shipped values are each profile's own fit, so at least one member differs between two profiles.
+TEST(Calibrate, FittedParametersAreSharedByEveryFramework) {
+  // A fitted member is one value for every profile (scoped at most by GPU generation), so a source
+  // alone in its profile is still predicted with values fitted on the other sources; its prior is
+  // the documented one (kProfileFits), inside its bounds, and no profile's shipped value differs.
   const auto parameters = mgt::plan::calibrated_parameters();
-  const auto prior = mgt::plan::prior_values(parameters), shipped = mgt::plan::shipped_values(parameters);
-  auto index_of = [&](const std::string& name) {
-    for (size_t i = 0; i < parameters.size(); ++i)
-      if (parameters[i].name == name) return i;
-    ADD_FAILURE() << name;
-    return size_t{0};
-  };
-  bool some_shipped_differ = false;
-  for (const auto& fit : mgt::cost::kProfileFits) {
-    const size_t mcore = index_of(std::string("megatron-core.") + fit.name);
-    const size_t fsdp = index_of(std::string("pytorch-fsdp.") + fit.name);
-    EXPECT_EQ(prior[mcore], prior[fsdp]) << fit.name;
-    some_shipped_differ = some_shipped_differ || shipped[mcore] != shipped[fsdp];
+  const auto prior = mgt::plan::prior_values(parameters);
+  ASSERT_EQ(parameters.size(), std::size(mgt::cost::kProfileFits));
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const auto& fit = mgt::cost::kProfileFits[i];
+    EXPECT_FALSE(parameters[i].scope.framework.has_value()) << parameters[i].name;
+    EXPECT_EQ(parameters[i].scope.arch, fit.arch) << parameters[i].name;
+    EXPECT_DOUBLE_EQ(prior[i], fit.prior) << parameters[i].name;
+    EXPECT_GE(prior[i], fit.lo) << parameters[i].name;
+    EXPECT_LE(prior[i], fit.hi) << parameters[i].name;
+    const double shipped = mgt::cost::FrameworkProfile{}.*fit.member;
+    for (const auto& name : mgt::cost::framework_profile_names())
+      EXPECT_EQ(mgt::cost::framework_profile(name).*fit.member, shipped) << name << " " << fit.name;
   }
-  EXPECT_TRUE(some_shipped_differ);
 }
 
 TEST(Calibrate, EmptyBoundsAreRefused) {

@@ -48,10 +48,13 @@ struct FittedParameter {
   double cost::CostParams::*member = nullptr;
   double lower = 0, upper = 0;  ///< what hardware or software can physically do (docs/cost-model.md §9)
   double cost::FrameworkProfile::*profile_member = nullptr;  ///< set instead of `member` for a profile's value
+  std::optional<double> prior;  ///< the value before any fit (cost::ProfileFit::prior); nullopt: the member's initialiser
 };
 
-/// The parameters bench/calibrate.cpp and validate --cv fit: each framework profile's few software
-/// members (cost::kProfileFits, bounded there), scoped to the rows that ran under that profile. The
+/// The parameters bench/calibrate.cpp and validate --cv fit: the framework profiles' few in-step
+/// members (cost::kProfileFits, bounded there), one value for every profile, scoped by GPU generation
+/// where the member is read on one generation only (so leaving a source out still fits each on the
+/// other sources). The
 /// hardware side (GEMM, attention, HBM and NCCL fractions) comes from the kernel model, fitted to
 /// kernel measurements only, and is not refitted on training rows.
 std::vector<FittedParameter> calibrated_parameters();
@@ -60,9 +63,8 @@ std::vector<FittedParameter> calibrated_parameters();
 /// cost::default_cost_params of a GPU of the scope's generation, ampere for an all-generation one):
 /// where bench/calibrate.cpp starts.
 std::vector<double> shipped_values(const std::vector<FittedParameter>& parameters);
-/// Each parameter's value before any fit: the member initialisers of cost::FrameworkProfile and
-/// cost::CostParams (the values public measurements give, one for every framework and GPU generation). A start that remembers no source's
-/// kernel efficiencies (the shared constants' initialisers are partly fitted; cost_params.hpp).
+/// Each parameter's value before any fit: its `prior` (cost::kProfileFits, derived without training
+/// rows), else the member initialiser of cost::CostParams. A start that remembers no source.
 std::vector<double> prior_values(const std::vector<FittedParameter>& parameters);
 
 /// The fit's objective over the compared rows (fractions, not percent).
