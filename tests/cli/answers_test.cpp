@@ -253,5 +253,31 @@ TEST(CliAnswers, EstimatesOutOfRangeAreRejectedNotRanked) {
   EXPECT_TRUE(e.out.empty()) << "no config for an estimate out of range\n" << describe(e);
 }
 
+TEST(CliAnswers, SearchOnTinyBandwidthsOrHugeLatenciesRanksNothingAndPrintsNoNan) {
+  // Every link at 1e-300 B/s, or every latency at 1e308 s, on 2 nodes: the search used to rank
+  // "-nan s/step" first. Every candidate is now rejected as out of range, in text and in --json.
+  TempDir dir;
+  json base = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples" / "clusters" / "h100-sxm.json"));
+  json tiny = base, slow = base;
+  for (const char* link : {"nic_bytes_per_s", "nvlink_bytes_per_s", "pcie_bytes_per_s"}) tiny[link] = 1e-300;
+  for (const char* latency : {"network_latency_s", "nvlink_latency_s", "pcie_latency_s"}) slow[latency] = 1e308;
+  for (const auto& [name, cluster] : {std::pair{"tiny-bandwidth", tiny}, std::pair{"huge-latency", slow}}) {
+    SCOPED_TRACE(name);
+    const std::string path = dir.write(std::string(name) + ".json", cluster.dump());
+    const Result r = run_cli({kLlama8B, "--gpus", "16", "--cluster", path});
+    EXPECT_EQ(r.exit_code, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out, "estimate out of range: ")) << describe(r);
+    EXPECT_FALSE(contains(r.out, "recommended:")) << describe(r);
+    EXPECT_FALSE(contains(r.out + r.err, "-nan")) << describe(r);
+    EXPECT_TRUE(contains(r.err, "no valid plan for 16 GPUs")) << describe(r);
+    const Result j = run_cli({kLlama8B, "--gpus", "16", "--cluster", path, "--json"});
+    EXPECT_EQ(j.exit_code, 1) << describe(j);
+    EXPECT_FALSE(contains(j.out, "null")) << describe(j);
+    const json doc = parse_json_or_fail(j);
+    ASSERT_TRUE(doc.is_object());
+    EXPECT_TRUE(doc.at("plans").empty()) << describe(j);
+  }
+}
+
 }  // namespace
 }  // namespace mgt_cli_test

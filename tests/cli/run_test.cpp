@@ -371,6 +371,44 @@ TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
   EXPECT_FALSE(contains(r.out, "summary")) << describe(r);
 }
 
+/// A rank frozen mid-step (SIGSTOP: alive, its sockets open, never answering) under mpirun
+/// --enable-recovery: as for a killed rank, the survivor stops waiting after --comm-timeout, names
+/// the lost rank and ends the job non-zero (the job exited 0 before).
+TEST(CliRunFaults, FrozenRankEndsTheJobWithinTheCommTimeoutNamingIt) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  auto args = concat(training_flags(model, 2), {"--plan", R"({"dp_shard":2})", "--steps", "3", "--comm-timeout", "2"});
+  // MPMD: rank 0 runs normally, rank 1 stops itself at its 5th collective (inside the first step).
+  const std::vector<std::string> victim = {":", "-np", "1", "env", "MGT_FAULT_STOP_AT=collective:5", MGT_CLI_PATH};
+  const Result r = run_cli(concat(args, concat(victim, args)),
+                           {"timeout", "-s", "KILL", "60", mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
+                            "self,vader", "--enable-recovery", "-np", "1"});
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.exit_code, 128 + 9) << "the job hung until the test's timeout\n" << describe(r);
+  EXPECT_TRUE(contains(r.err, "MGT_FAULT_STOP_AT=collective:5: stopping this process")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "did not complete within --comm-timeout 2 s; lost rank 1")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "; aborting the job")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "summary")) << describe(r);
+}
+
+/// --comm-timeout beyond the clock under mpirun, as on one rank (clear_errors_test.cpp): refused by
+/// every rank before MPI starts, saying why, and the job fails.
+TEST(CliRunFaults, CommTimeoutBeyondTheClockIsRefusedUnderMpirunSayingWhy) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const Result r = run_cli(concat(training_flags(model, 2), {"--plan", R"({"dp_shard":2})", "--steps", "1", "--comm-timeout", "1e10"}),
+                           {mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--comm-timeout")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "must be in [0, 1e9] seconds, got 1e+10")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "overflows")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "step ")) << describe(r);
+}
+
 TEST(CliRunFaults, CommTimeoutMustBeANonNegativeNumber) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
