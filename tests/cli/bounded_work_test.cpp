@@ -196,12 +196,15 @@ TEST(CliBoundedWork, DeepPipelinesAreSimulatedOrRefusedWithinTheBounds) {
 // Item 17: devices, FIFOs and huge files as inputs
 
 TEST(CliBoundedWork, EndlessDevicesHugeFilesAndSilentFifosAreRefusedNamingTheFile) {
+  TempDir dir;
+  const std::string tiny = dir.write("config.json", kTinyLlama);
   for (const char* device : {"/dev/zero", "/dev/urandom"}) {
+    expect_bounded_refusal({"run", tiny, "--seq-len", "16", "--global-batch", "2", "--steps", "1", "--data", device},
+                           {device, "--data", "not a regular file"});
     expect_bounded_refusal({device, "--gpus", "8"}, {device, "a character device", "67108864", "MGT_MAX_INPUT_BYTES"});
     expect_bounded_refusal({"estimate", kLlama8B, "--gpus", "8", "--plan", device}, {device, "67108864"});
     expect_bounded_refusal({kLlama8B, "--gpus", "8", "--cluster", device}, {device, "67108864"});
   }
-  TempDir dir;
   const std::string huge = dir.file("huge.json");
   fs::resize_file(dir.write("huge.json", ""), uintmax_t{1} << 30);  // 1 GiB, sparse
   expect_bounded_refusal({huge, "--gpus", "8"}, {huge, "1073741824 bytes", "67108864", "MGT_MAX_INPUT_BYTES"});
@@ -304,13 +307,6 @@ TEST(CliBoundedWork, ValidateRowWithTwoTo40LayersIsSkippedNamingTheField) {
   EXPECT_EQ(std::stoul(counts[2]) + std::stoul(counts[3]), total);
   EXPECT_LE(v.cpu_seconds, kMaxSeconds);
   EXPECT_LE(v.max_resident_kib, kMaxResidentKiB);
-}
-
-TEST(CliBoundedWork, TokenDataFromAnEndlessDeviceIsRefusedWithinTheBounds) {
-  TempDir dir;
-  const std::string tiny = dir.write("config.json", kTinyLlama);
-  expect_bounded_refusal({"run", tiny, "--seq-len", "16", "--global-batch", "2", "--steps", "1", "--data", "/dev/zero"},
-                         {"/dev/zero", "--data", "not a regular file"});
 }
 
 // ------------------------------------------------------------------------------------------------

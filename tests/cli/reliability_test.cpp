@@ -84,6 +84,15 @@ void save_one_step(const std::string& model, const TempDir& d) {
   ASSERT_EQ(saved.exit_code, 0) << describe(saved);
 }
 
+/// A copy of d/ckpt's weights named `name` in d, every float set by `value(tensor, index)`.
+std::string rewritten_weights(const TempDir& d, const std::string& name,
+                              const std::function<float(const std::string&, int64_t)>& value) {
+  const std::string path = (d.path / name).string();
+  fs::copy_file(d.path / "ckpt/model.safetensors", path);
+  rewrite_tensors(path, value);
+  return path;
+}
+
 std::string token_file(const std::vector<uint16_t>& tokens) {
   std::string bytes;
   for (uint16_t t : tokens) {
@@ -134,9 +143,7 @@ TEST(CliReliability, NonFiniteLossStopsTheRunAndKeepsTheCheckpoint) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
-  const std::string huge = (d.path / "huge.safetensors").string();
-  fs::copy_file(d.path / "ckpt/model.safetensors", huge);
-  rewrite_tensors(huge, [](const std::string&, int64_t) { return 1e15f; });
+  const std::string huge = rewritten_weights(d, "huge.safetensors", [](const std::string&, int64_t) { return 1e15f; });
   const std::string before = slurp(d.path / "ckpt/model.safetensors");
 
   const Result r = run_cli(concat(run_flags(model), {"--steps", "3", "--weights", huge, "--save", d.path / "ckpt",
@@ -159,19 +166,17 @@ TEST(CliReliability, NonFiniteGradientNormWithAFiniteLossStopsTheRunAndKeepsTheC
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
-  const std::string weights = (d.path / "overflow.safetensors").string();
-  fs::copy_file(d.path / "ckpt/model.safetensors", weights);
   constexpr int64_t kHidden = 64;
-  rewrite_tensors(weights, [](const std::string& name, int64_t i) {
+  const std::string weights = rewritten_weights(d, "overflow.safetensors", [](const std::string& name, int64_t i) {
     if (name == "model.embed_tokens.weight") return i % kHidden == 0 ? 1.0f : 0.0f;
     if (name == "model.norm.weight") return i == 1 ? 3e38f : 1.0f;
     if (name == "lm_head.weight") return i == 1 * kHidden + 1 ? 1.0f : 0.0f;
     return 0.0f;
   });
-  const std::string data = d.write("ones.bin", token_file(std::vector<uint16_t>(100, 1)));
   const std::string before = slurp(d.path / "ckpt/model.safetensors");
-  const Result r = run_cli(concat(run_flags(model), {"--steps", "3", "--weights", weights, "--data", data, "--save",
-                                                     d.path / "ckpt"}));
+  const Result r = run_cli(concat(run_flags(model), {"--steps", "3", "--weights", weights, "--data",
+                                                     d.write("ones.bin", token_file(std::vector<uint16_t>(100, 1))),
+                                                     "--save", d.path / "ckpt"}));
   expect_error(r, {"step 0: loss ", "grad_norm ", "not finite", "nothing was saved"});
   char loss[64];
   std::snprintf(loss, sizeof loss, "step    0  loss %.6f  grad_norm ", std::log(512.0));
