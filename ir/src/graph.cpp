@@ -553,6 +553,7 @@ void verify(const Graph& graph, const std::string& source) {
     throw InputError(source, "num_layers", "is " + std::to_string(graph.info.num_layers) +
                                                " but the layer blocks repeat " + std::to_string(layers) + " times",
                      "make num_layers the sum of the repeats of blocks with is_layer");
+  check_model_size(graph, source);  // after the bounds on each dimension and on the layer count
 }
 
 }  // namespace mgt::ir

@@ -27,7 +27,9 @@ std::string kind_of(mode_t mode) {
   return "a special file";
 }
 
-const char* kLimitHint = "mgt inputs are JSON or MLIR text of a few MB; set MGT_MAX_INPUT_BYTES=<bytes> to raise the limit";
+const char* kLimitHint =
+    "mgt inputs are JSON or MLIR text of a few MB; pass --max-input-mib <MiB> or set MGT_MAX_INPUT_BYTES=<bytes> to "
+    "raise the limit";
 
 /// Closes the descriptor at scope exit.
 struct Fd {

@@ -28,7 +28,8 @@ std::string emit_name(ExportFormat format) {
 }
 
 std::string gib(int64_t bytes) { return ir::format_number("%.1f", double(bytes) / double(1ll << 30)); }
-std::string number(double v) { return ir::format_number("%.3g", v); }
+// A NaN's sign bit means nothing: "nan", never "-nan".
+std::string number(double v) { return std::isnan(v) ? "nan" : ir::format_number("%.3g", v); }
 
 // A time or size is usable when it is finite and positive (a term may be 0, never negative).
 bool bad_total(double v) { return !std::isfinite(v) || v <= 0; }

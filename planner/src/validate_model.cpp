@@ -5,6 +5,7 @@
 #include "validate_util.hpp"
 
 #include "mgt/ir/error.hpp"
+#include "mgt/ir/input_limits.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -110,6 +111,10 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
   const std::string type = lower(opt_string(model, "type"));
   if (contains(type, "hybrid")) throw RowSkipped("unsupported architecture: model.type \"" + type + "\" (hybrid Mamba layers)");
   m.layers = require_row_int(model, "num_layers", "model");
+  // Named here as the row spells it, not as the config key it becomes (n_layer, num_hidden_layers).
+  if (m.layers > ir::kMaxLayers)
+    throw RowSkipped("model.num_layers " + std::to_string(m.layers) + " is more than " + std::to_string(ir::kMaxLayers) +
+                     ", the most layers mgt plans (the deepest trained model has 126)");
   m.hidden = require_row_int(model, "hidden_size", "model");
   m.heads = require_row_int(model, "num_attention_heads", "model");
   m.vocab = require_row_int(model, "vocab_size", "model");

@@ -388,21 +388,34 @@ void sync_path(const fs::path& path, const std::string& source) {
 
 fs::path parent_or_dot(const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); }
 
+/// One fault variable: MGT_FAULT_KILL_AT or MGT_FAULT_STOP_AT, "<name>:<n>", and its count of hits.
+struct FaultSpec {
+  const char* variable;
+  int signal;
+  const char* doing;
+  const char* spec = std::getenv(variable);
+  int64_t hits = 0;
+
+  void hit(std::string_view name) {
+    if (!spec) return;
+    const std::string_view s(spec);
+    const size_t colon = s.rfind(':');
+    if (s.substr(0, colon) != name) return;
+    const int64_t wanted = colon == std::string_view::npos ? 1 : std::atoll(std::string(s.substr(colon + 1)).c_str());
+    if (++hits != wanted) return;
+    std::fprintf(stderr, "mgt: %s=%s: %s this process\n", variable, spec, doing);
+    std::fflush(stderr);
+    std::raise(signal);
+  }
+};
+
 }  // namespace
 
 void fault_point(std::string_view name) {
-  static const char* spec = std::getenv("MGT_FAULT_KILL_AT");
-  if (!spec) return;
-  const std::string_view s(spec);
-  const size_t colon = s.rfind(':');
-  if (s.substr(0, colon) != name) return;
-  static int64_t hits = 0;
-  const int64_t wanted = colon == std::string_view::npos ? 1 : std::atoll(std::string(s.substr(colon + 1)).c_str());
-  if (++hits == wanted) {
-    std::fprintf(stderr, "mgt: MGT_FAULT_KILL_AT=%s: killing this process\n", spec);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
+  static FaultSpec kill{"MGT_FAULT_KILL_AT", SIGKILL, "killing"};
+  static FaultSpec stop{"MGT_FAULT_STOP_AT", SIGSTOP, "stopping"};
+  kill.hit(name);
+  stop.hit(name);
 }
 
 void write_file_durably(const std::string& path, std::string_view bytes) {

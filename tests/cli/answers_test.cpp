@@ -304,26 +304,51 @@ std::string tiny_peak_cluster(const TempDir& dir) {
   return dir.write("tiny-peak.json", cluster.dump(2));
 }
 
+/// The search `args` ranks nothing: exit 1 and no "recommended:" in text, no plan (and no NaN written
+/// as null) in --json. Returns the text run.
+Result expect_nothing_ranked(const std::vector<std::string>& args) {
+  const Result r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.out, "estimate out of range: ")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "recommended:")) << describe(r);
+  std::vector<std::string> with_json = args;
+  with_json.push_back("--json");
+  const Result j = run_cli(with_json);
+  EXPECT_EQ(j.exit_code, 1) << describe(j);
+  EXPECT_FALSE(contains(j.out, "null")) << describe(j);
+  const json doc = parse_json_or_fail(j);
+  EXPECT_TRUE(doc.is_object() && doc.at("plans").empty()) << describe(j);
+  return r;
+}
+
 TEST(CliAnswers, EstimatesOutOfRangeAreRejectedNotRanked) {
   // A bf16 peak of 1e-300 FLOP/s: every compute time overflows to inf, so no plan ranks.
   TempDir dir;
   const std::string cluster = tiny_peak_cluster(dir);
-  const Result r = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster});
-  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  const Result r = expect_nothing_ranked({kLlama8B, "--gpus", "8", "--cluster", cluster});
   EXPECT_TRUE(contains(r.out, "estimate out of range: compute time inf s")) << describe(r);
   EXPECT_TRUE(contains(r.out, "check the cluster's bandwidths")) << describe(r);
-  EXPECT_FALSE(contains(r.out, "recommended:")) << describe(r);
-
-  const Result j = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster, "--json"});
-  EXPECT_EQ(j.exit_code, 1) << describe(j);
-  EXPECT_FALSE(contains(j.out, "null")) << describe(j);
-  const json doc = parse_json_or_fail(j);
-  ASSERT_TRUE(doc.is_object());
-  EXPECT_TRUE(doc.at("plans").empty()) << describe(j);
 
   const Result e = run_cli({kLlama8B, "--gpus", "8", "--cluster", cluster, "--emit", "megatron"});
   EXPECT_EQ(e.exit_code, 1) << describe(e);
   EXPECT_TRUE(e.out.empty()) << "no config for an estimate out of range\n" << describe(e);
+}
+
+TEST(CliAnswers, SearchOnTinyBandwidthsOrHugeLatenciesRanksNothingAndPrintsNoNan) {
+  // Every link at 1e-300 B/s, or every latency at 1e308 s, on 2 nodes: the search used to rank
+  // "-nan s/step" first. Every candidate is now rejected as out of range, in text and in --json.
+  TempDir dir;
+  json base = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples" / "clusters" / "h100-sxm.json"));
+  json tiny = base, slow = base;
+  for (const char* link : {"nic_bytes_per_s", "nvlink_bytes_per_s", "pcie_bytes_per_s"}) tiny[link] = 1e-300;
+  for (const char* latency : {"network_latency_s", "nvlink_latency_s", "pcie_latency_s"}) slow[latency] = 1e308;
+  for (const auto& [name, cluster] : {std::pair{"tiny-bandwidth", tiny}, std::pair{"huge-latency", slow}}) {
+    SCOPED_TRACE(name);
+    const std::string path = dir.write(std::string(name) + ".json", cluster.dump());
+    const Result r = expect_nothing_ranked({kLlama8B, "--gpus", "16", "--cluster", path});
+    EXPECT_FALSE(contains(r.out + r.err, "-nan")) << describe(r);
+    EXPECT_TRUE(contains(r.err, "no valid plan for 16 GPUs")) << describe(r);
+  }
 }
 
 }  // namespace

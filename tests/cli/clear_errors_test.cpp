@@ -2,6 +2,10 @@
 // error naming the file or flag, the field and the fix (docs/hardening.md "Inputs: bounded work").
 #include "cli_util.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <tuple>
+
 namespace mgt_cli_test {
 namespace {
 
@@ -96,6 +100,58 @@ TEST(CliClearErrors, ModelStateThatCannotBeAllocatedIsTheOutOfMemoryError) {
   EXPECT_FALSE(contains(r.err, "internal error")) << describe(r);
   EXPECT_TRUE(contains(r.err, "out of memory allocating the model state: 8030261248 parameters")) << describe(r);
   EXPECT_TRUE(contains(r.err, "119 GiB")) << describe(r);
+}
+
+TEST(CliClearErrors, DuplicateJsonKeysInClusterAndValidationFilesAreRefusedNamingTheKey) {
+  TempDir dir;
+  // Appended at the end of the top-level object, and inside a nested one (the cluster's "gpu", a row's "model").
+  const auto with_duplicate = [](const std::string& text, const std::string& after, const std::string& insert) {
+    const size_t at = text.find(after);
+    EXPECT_NE(at, std::string::npos) << after;
+    return text.substr(0, at + after.size()) + insert + text.substr(at + after.size());
+  };
+  const std::string cluster = slurp(fs::path(MGT_SOURCE_DIR) / "examples/clusters/h100-sxm.json");
+  const std::string rows = slurp(fs::path(MGT_SOURCE_DIR) / "examples/validation/bloom_176b_bigscience.json");
+  for (const auto& [name, text, key] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"cluster-top.json", with_duplicate(cluster, "{", R"("gpus_per_node": 4, )"), "gpus_per_node"},
+           {"cluster-gpu.json", with_duplicate(cluster, R"("gpu": {)", R"("hbm_bytes": 1, )"), "hbm_bytes"}}) {
+    const std::string path = dir.write(name, text);
+    expect_bad_input({kLlama8B, "--gpus", "8", "--cluster", path}, {path, "field '" + key + "'", "appears twice"});
+  }
+  for (const auto& [name, text, key] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"rows-top.json", with_duplicate(rows, "{", R"("source": "again", )"), "source"},
+           {"rows-model.json", with_duplicate(rows, R"("model": {)", R"("num_layers": 72, )"), "num_layers"}}) {
+    const std::string path = dir.write(name, text);
+    expect_bad_input({"validate", path}, {path, "field '" + key + "'", "appears twice"});
+  }
+}
+
+TEST(CliClearErrors, SubnormalMeasuredValuesLeaveNoNanInTheValidateSummary) {
+  // 1e-308 and 5e-324 (the smallest double) as measured times: the summary read "-nan %".
+  TempDir dir;
+  json rows = json::parse(slurp(fs::path(MGT_SOURCE_DIR) / "examples/validation/bloom_176b_bigscience.json"));
+  rows["rows"][0]["measured"]["iteration_time_s"] = 1e-308;
+  rows["rows"][1]["measured"]["iteration_time_s"] = 5e-324;
+  const std::string path = dir.write("subnormal.json", rows.dump());
+  ASSERT_TRUE(contains(slurp(path), "5e-324"));
+  const Result r = run_cli({"validate", path});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  std::string text = r.out + r.err;
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  EXPECT_FALSE(contains(text, "nan")) << describe(r);
+  EXPECT_FALSE(contains(text, "inf ")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "measured.iteration_time_s 1e-308 is not a normal positive number")) << describe(r);
+  EXPECT_TRUE(contains(r.out, "measured.iteration_time_s 4.94066e-324 is not a normal positive number")) << describe(r);
+  const Result j = run_cli({"validate", path, "--json"});
+  EXPECT_EQ(j.exit_code, 0) << describe(j);
+  // nlohmann writes a NaN as null: the summary has none (rows have null for what they do not state).
+  const json doc = parse_json_or_fail(j);
+  ASSERT_TRUE(doc.is_object());
+  const json& summary = doc.at("summary");
+  EXPECT_FALSE(contains(summary.dump(), "null")) << summary.dump(2);
+  EXPECT_EQ(summary.at("overall").at("rows").get<size_t>(), rows["rows"].size());
+  EXPECT_EQ(summary.at("overall").at("rows_skipped").get<int64_t>(), 2);
+  EXPECT_GT(summary.at("overall").at("throughput").at("median_abs_pct").get<double>(), 0.0);
 }
 
 }  // namespace

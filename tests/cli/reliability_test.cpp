@@ -7,10 +7,16 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <tuple>
 
 namespace {
@@ -78,6 +84,15 @@ void save_one_step(const std::string& model, const TempDir& d) {
   ASSERT_EQ(saved.exit_code, 0) << describe(saved);
 }
 
+/// A copy of d/ckpt's weights named `name` in d, every float set by `value(tensor, index)`.
+std::string rewritten_weights(const TempDir& d, const std::string& name,
+                              const std::function<float(const std::string&, int64_t)>& value) {
+  const std::string path = (d.path / name).string();
+  fs::copy_file(d.path / "ckpt/model.safetensors", path);
+  rewrite_tensors(path, value);
+  return path;
+}
+
 std::string token_file(const std::vector<uint16_t>& tokens) {
   std::string bytes;
   for (uint16_t t : tokens) {
@@ -128,9 +143,7 @@ TEST(CliReliability, NonFiniteLossStopsTheRunAndKeepsTheCheckpoint) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
-  const std::string huge = (d.path / "huge.safetensors").string();
-  fs::copy_file(d.path / "ckpt/model.safetensors", huge);
-  rewrite_tensors(huge, [](const std::string&, int64_t) { return 1e15f; });
+  const std::string huge = rewritten_weights(d, "huge.safetensors", [](const std::string&, int64_t) { return 1e15f; });
   const std::string before = slurp(d.path / "ckpt/model.safetensors");
 
   const Result r = run_cli(concat(run_flags(model), {"--steps", "3", "--weights", huge, "--save", d.path / "ckpt",
@@ -141,6 +154,36 @@ TEST(CliReliability, NonFiniteLossStopsTheRunAndKeepsTheCheckpoint) {
   EXPECT_EQ(json::parse(slurp(d.path / "ckpt/run.json")).at("step").get<int64_t>(), 1);
   EXPECT_EQ(slurp(d.path / "ckpt/model.safetensors"), before);
   EXPECT_EQ(lines_of(slurp(d.path / "log.jsonl")).size(), 1u);  // step 0, then nothing
+}
+
+/// A gradient that overflows while the loss stays finite. One-hot embeddings (token 1 is e_0), every
+/// layer weight 0 (each layer adds nothing to the residual), final norm weight 1 except 3e38 on
+/// channel 1, and lm_head 0 except row 1, channel 1 = 1: the normed hidden state is (8, 0, ..., 0), so
+/// every logit is 0 and the loss is ln(512) exactly; but the loss's gradient on channel 1 of the normed
+/// state, -(1 - 1/512) / tokens, comes back through the norm times 3e38 / rms(x) = 3e38 x 8, past
+/// float's 3.4e38, on every token: the gradient norm is not finite at step 0, and the run stops there.
+TEST(CliReliability, NonFiniteGradientNormWithAFiniteLossStopsTheRunAndKeepsTheCheckpoint) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  ASSERT_NO_FATAL_FAILURE(save_one_step(model, d));
+  constexpr int64_t kHidden = 64;
+  const std::string weights = rewritten_weights(d, "overflow.safetensors", [](const std::string& name, int64_t i) {
+    if (name == "model.embed_tokens.weight") return i % kHidden == 0 ? 1.0f : 0.0f;
+    if (name == "model.norm.weight") return i == 1 ? 3e38f : 1.0f;
+    if (name == "lm_head.weight") return i == 1 * kHidden + 1 ? 1.0f : 0.0f;
+    return 0.0f;
+  });
+  const std::string before = slurp(d.path / "ckpt/model.safetensors");
+  const Result r = run_cli(concat(run_flags(model), {"--steps", "3", "--weights", weights, "--data",
+                                                     d.write("ones.bin", token_file(std::vector<uint16_t>(100, 1))),
+                                                     "--save", d.path / "ckpt"}));
+  expect_error(r, {"step 0: loss ", "grad_norm ", "not finite", "nothing was saved"});
+  char loss[64];
+  std::snprintf(loss, sizeof loss, "step    0  loss %.6f  grad_norm ", std::log(512.0));
+  EXPECT_TRUE(contains(r.out, loss)) << "the loss is finite, ln(512)\n" << describe(r);
+  EXPECT_FALSE(contains(r.out, "step    1")) << describe(r);
+  EXPECT_EQ(json::parse(slurp(d.path / "ckpt/run.json")).at("step").get<int64_t>(), 1);
+  EXPECT_EQ(slurp(d.path / "ckpt/model.safetensors"), before);
 }
 
 TEST(CliReliability, NanOrInfWeightsAreRefusedNamingFileAndTensor) {
@@ -266,6 +309,28 @@ TEST(CliReliability, LogThatCannotBeWrittenFailsTheRun) {
   EXPECT_FALSE(fs::exists(d.path / "ckpt"));
 }
 
+/// A disk that fills part-way through the run: RLIMIT_FSIZE caps every file the run writes at 1000
+/// bytes, with SIGXFSZ ignored so that write(2) fails with EFBIG instead of killing the process (as
+/// ENOSPC would on a full disk). Standard output goes to /dev/null, which no file-size limit applies to.
+/// The first log lines fit; the one past 1000 bytes fails the run, naming the log.
+TEST(CliReliability, LogThatFillsTheDiskPartWayFailsTheRunNamingTheFile) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const std::string log = d.file("log.jsonl");
+  constexpr int64_t kFileLimitBytes = 1000;
+  const Result r = run_cli(concat(run_flags(model), {"--steps", "40", "--log", log}),
+                           {"sh", "-c", "trap '' XFSZ; exec prlimit --fsize=" + std::to_string(kFileLimitBytes) +
+                                            " \"$0\" \"$@\" >/dev/null"});
+  expect_error(r, {log, "--log", "cannot write the log file", std::strerror(EFBIG)});
+  const std::string written = slurp(log);
+  EXPECT_LE(int64_t(written.size()), kFileLimitBytes);
+  // The lines before the limit are whole, one per step from 0; the run stopped at the line that did not fit.
+  const auto lines = lines_of(written.substr(0, written.rfind('\n') + 1));
+  ASSERT_GE(lines.size(), 2u) << written;
+  EXPECT_LT(lines.size(), 40u) << written;
+  for (size_t k = 0; k < lines.size(); ++k) EXPECT_EQ(json::parse(lines[k]).at("step").get<int64_t>(), int64_t(k));
+}
+
 // ------------------------------------------------------------------------------------------------
 // Items 10 and 13: one writer per --save folder; what failed saves left is cleaned up
 
@@ -285,6 +350,73 @@ TEST(CliReliability, SecondWriterOfASaveFolderIsRefusedNamingTheHolder) {
   const Result r = run_cli(concat(run_flags(model), {"--steps", "1", "--save", ckpt}));
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_TRUE(contains(r.out, "saved " + ckpt + ": step 1")) << describe(r);
+  EXPECT_FALSE(fs::exists(ckpt + ".lock"));
+}
+
+/// `mgt-plan args...` started in the background (stdout and stderr to files in `dir`).
+struct Background {
+  pid_t pid = -1;
+  fs::path out, err;
+  Background(const std::vector<std::string>& args, const TempDir& dir, const std::string& name)
+      : out(dir.path / (name + ".out")), err(dir.path / (name + ".err")) {
+    std::string cmd = "cd " + shell_quote(MGT_SOURCE_DIR) + " && exec " + shell_quote(MGT_CLI_PATH);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string()) + " </dev/null";
+    pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  /// Waits for the exit; the status as run_cli reports it.
+  Result wait() {
+    int status = 0;
+    Result r;
+    if (::waitpid(pid, &status, 0) == pid)
+      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid = -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  ~Background() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+/// Two real runs saving to one folder at once: the second is refused naming the first (its pid and
+/// host, read from the lock file), and the first saves. The first is frozen (SIGSTOP) once its lock
+/// file names it, so that it still holds the lock however long the second takes: no timing guess.
+TEST(CliReliability, SecondOfTwoRunsSavingToOneFolderAtOnceIsRefusedAndTheFirstSaves) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const std::string ckpt = d.file("ckpt");
+  constexpr int64_t kFirstSteps = 300;
+  Background first(concat(run_flags(model), {"--steps", std::to_string(kFirstSteps), "--save", ckpt}), d, "first");
+  ASSERT_GT(first.pid, 0);
+  char host[256] = "";
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const std::string holder = "pid " + std::to_string(first.pid) + " on host " + host;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!contains(slurp(ckpt + ".lock"), holder + "\n") && std::chrono::steady_clock::now() < deadline &&
+         ::waitpid(first.pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(contains(slurp(ckpt + ".lock"), holder)) << "the first run never held " << ckpt << ".lock";
+  ASSERT_EQ(::kill(first.pid, SIGSTOP), 0);
+  ASSERT_EQ(::waitpid(first.pid, nullptr, WNOHANG), 0) << "the first run ended before it could be held";
+
+  const Result second = run_cli(concat(run_flags(model), {"--steps", "1", "--save", ckpt}));
+  expect_error(second, {ckpt, "--save", "another run is saving to this folder", "locked by " + holder});
+  EXPECT_TRUE(second.out.empty()) << describe(second);  // refused before training
+
+  ASSERT_EQ(::kill(first.pid, SIGCONT), 0);
+  const Result r = first.wait();
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "saved " + ckpt + ": step " + std::to_string(kFirstSteps))) << describe(r);
+  EXPECT_EQ(json::parse(slurp(ckpt + "/run.json")).at("step").get<int64_t>(), kFirstSteps);
   EXPECT_FALSE(fs::exists(ckpt + ".lock"));
 }
 

@@ -346,29 +346,67 @@ TEST(CliRunFaults, KillDuringSaveLeavesThePreviousCheckpointToResumeFrom) {
   EXPECT_EQ(json::parse(slurp(d.file("ckpt/run.json"))).at("step").get<int64_t>(), 3);
 }
 
-/// A rank killed mid-step under a launcher that keeps the job alive (mpirun --enable-recovery): the
-/// survivor stops waiting after --comm-timeout, names the lost rank and the call, and ends the job
-/// with MPI_Abort, exit status 4, instead of hanging (ctest's timeout would catch a hang); mpirun,
-/// which ignores exit statuses under --enable-recovery, is stopped so that the job fails too.
-TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
-  const std::string mpirun = find_mpirun();
-  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+/// Two ranks under mpirun --enable-recovery (which keeps a job alive when a rank is lost), training
+/// with --comm-timeout 2; rank 1 runs with `fault` (MGT_FAULT_KILL_AT or MGT_FAULT_STOP_AT at its 5th
+/// collective, inside the first step). A hang is killed after 60 s.
+Result run_with_lost_rank_1(const std::string& mpirun, const std::string& fault) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);
   auto args = concat(training_flags(model, 2), {"--plan", R"({"dp_shard":2})", "--steps", "3", "--comm-timeout", "2"});
-  // MPMD: rank 0 runs normally, rank 1 is killed at its 5th collective (inside the first step).
-  const std::vector<std::string> victim = {":", "-np", "1", "env", "MGT_FAULT_KILL_AT=collective:5", MGT_CLI_PATH};
-  const Result r = run_cli(concat(args, concat(victim, args)),
-                       {mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
-                        "--enable-recovery", "-np", "1"});
+  // MPMD: rank 0 runs normally, rank 1 with the fault.
+  const std::vector<std::string> victim = {":", "-np", "1", "env", fault, MGT_CLI_PATH};
+  return run_cli(concat(args, concat(victim, args)), {"timeout", "-s", "KILL", "60", mpirun, "--allow-run-as-root",
+                                                      "--oversubscribe", "--mca", "btl", "self,vader", "--enable-recovery",
+                                                      "-np", "1"});
+}
+
+/// The survivor stopped waiting after --comm-timeout, named rank 1 and ended the job non-zero.
+void expect_job_ended_naming_rank_1(const Result& r, const std::string& fault_line) {
   // mpirun --enable-recovery ignores the ranks' exit statuses (it exited 0 here before the survivor
   // learned to stop it); the job must still end non-zero, and the survivor's line says why.
   EXPECT_NE(r.exit_code, 0) << describe(r);
-  EXPECT_TRUE(contains(r.err, "MGT_FAULT_KILL_AT=collective:5")) << describe(r);
+  EXPECT_NE(r.exit_code, 128 + 9) << "the job hung until the test's timeout\n" << describe(r);
+  EXPECT_TRUE(contains(r.err, fault_line)) << describe(r);
   EXPECT_TRUE(contains(r.err, "mgt: rank 0: MPI_")) << describe(r);
   EXPECT_TRUE(contains(r.err, "did not complete within --comm-timeout 2 s; lost rank 1")) << describe(r);
   EXPECT_TRUE(contains(r.err, "; aborting the job")) << describe(r);
   EXPECT_FALSE(contains(r.out, "summary")) << describe(r);
+}
+
+/// A rank killed mid-step under a launcher that keeps the job alive (mpirun --enable-recovery): the
+/// survivor stops waiting after --comm-timeout, names the lost rank and the call, and ends the job
+/// with MPI_Abort, exit status 4, instead of hanging; mpirun, which ignores exit statuses under
+/// --enable-recovery, is stopped so that the job fails too.
+TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  expect_job_ended_naming_rank_1(run_with_lost_rank_1(mpirun, "MGT_FAULT_KILL_AT=collective:5"),
+                                 "MGT_FAULT_KILL_AT=collective:5: killing this process");
+}
+
+/// A rank frozen mid-step (SIGSTOP: alive, its sockets open, never answering): the same (the job
+/// exited 0 before).
+TEST(CliRunFaults, FrozenRankEndsTheJobWithinTheCommTimeoutNamingIt) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  expect_job_ended_naming_rank_1(run_with_lost_rank_1(mpirun, "MGT_FAULT_STOP_AT=collective:5"),
+                                 "MGT_FAULT_STOP_AT=collective:5: stopping this process");
+}
+
+/// --comm-timeout beyond the clock under mpirun, as on one rank (clear_errors_test.cpp): refused by
+/// every rank before MPI starts, saying why, and the job fails.
+TEST(CliRunFaults, CommTimeoutBeyondTheClockIsRefusedUnderMpirunSayingWhy) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const Result r = run_cli(concat(training_flags(model, 2), {"--plan", R"({"dp_shard":2})", "--steps", "1", "--comm-timeout", "1e10"}),
+                           {mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "--comm-timeout")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "must be in [0, 1e9] seconds, got 1e+10")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "overflows")) << describe(r);
+  EXPECT_FALSE(contains(r.out, "step ")) << describe(r);
 }
 
 TEST(CliRunFaults, CommTimeoutMustBeANonNegativeNumber) {

@@ -124,5 +124,38 @@ TEST(HostileSizes, PlanSizesAreCheckedAndTheWorldSizeCannotOverflow) {
   expect_input_error([&] { world_size(wraps); }, {"overflows"});
 }
 
+/// A graph whose one layer block normalises and adds back `x` [b, s, h]: three activations of h a
+/// token and one parameter of h, repeated `layers` times.
+json norm_stack(int64_t hidden, int64_t layers) {
+  return json::parse(R"({"format": "mgt.graph/1", "name": "norms", "dims": {"h": )" + std::to_string(hidden) + R"(},
+    "blocks": [{"name": "layer", "repeat": )" + std::to_string(layers) + R"(,
+      "tensors": [{"name": "x", "dims": "bsh"}, {"name": "w", "dims": "h", "parameter": true},
+                  {"name": "xn", "dims": "bsh"}, {"name": "out", "dims": "bsh"}],
+      "ops": [{"name": "norm", "kind": "norm", "inputs": ["x", "w"], "output": "xn", "norm": "rms"},
+              {"name": "add", "kind": "residual", "inputs": ["x", "xn"], "output": "out"}]}]})");
+}
+
+TEST(HostileSizes, ActivationsOfOneTokenBeyondTwoTo40BytesNameTheDims) {
+  // 2^24 x 65,536 = 2^40 parameters (under 2^50), but 3 x 2^24 x 65,536 activations x 4 bytes =
+  // 3 x 2^42 bytes a token: times the tokens of a micro-batch, the byte counts would wrap.
+  const Graph big = graph_from_json(norm_stack(int64_t{1} << 24, 65536), "norms.json");
+  expect_input_error([&] { verify(big, "norms.json"); },
+                     {"norms.json", "field 'dims.h'", std::to_string(int64_t{3} << 42) + " bytes", "2^40 = 1099511627776",
+                      "layer.x [h 16777216], in a block repeated 65536 times"});
+  // 4,096 layers: 3 x 2^38 bytes a token, within the bound.
+  EXPECT_NO_THROW(verify(graph_from_json(norm_stack(int64_t{1} << 24, 4096), "norms.json"), "norms.json"));
+}
+
+TEST(HostileSizes, ParametersBeyondTwoTo50NameTheConfigFields) {
+  json c = json::parse(kTinyLlama);
+  c["hidden_size"] = int64_t{1} << 20;
+  c["intermediate_size"] = int64_t{1} << 21;
+  c["num_hidden_layers"] = 65536;
+  // Through load_model as through a graph built for a validation row.
+  const std::string path = write_file("huge-llama.json", c.dump());
+  expect_input_error([&] { load_model(path); },
+                     {path, "field 'hidden_size, intermediate_size'", "more than 2^50", "in a block repeated 65536 times"});
+}
+
 }  // namespace
 }  // namespace mgt::ir

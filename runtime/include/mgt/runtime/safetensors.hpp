@@ -113,7 +113,8 @@ void replace_folder_durably(const std::string& staging, const std::string& targe
 /// n-th call of fault_point(<name>) in this process kills it with SIGKILL (nothing is flushed or
 /// cleaned up, as when a node dies). Points: "write" (after each write(2) of write_file_durably),
 /// "checkpoint-file" (after each file of save_checkpoint), "replace-folder" (before the swap),
-/// "collective" (at the start of each MpiCommunicator collective).
+/// "collective" (at the start of each MpiCommunicator collective). MGT_FAULT_STOP_AT=<name>:<n> stops
+/// the process with SIGSTOP instead (a frozen rank: alive, holding its sockets, never answering).
 void fault_point(std::string_view name);
 
 /// Scalar conversions used by the reader and writer (exposed for tests).
