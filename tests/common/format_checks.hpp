@@ -6,7 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <gtest/gtest.h>
+
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace mgt::test {
 
@@ -21,14 +25,23 @@ std::string field_of_error(Read read) {
   return "<no error>";
 }
 
-/// The field named by the ir::InputError that `read(doc)` throws for the document `good_document` after
-/// `edit(doc)`; "<no error>" when it throws none. Each bad-document case of a format test is one edit of
-/// the test's hand-written good document.
-template <typename Edit, typename Read>
-std::string field_of_error_after(const char* good_document, Edit edit, Read read) {
-  nlohmann::json doc = nlohmann::json::parse(good_document);
-  edit(doc);
-  return field_of_error([&] { read(doc); });
+/// One bad-document case of a format test: the field the reader's ir::InputError must name after
+/// `edit` changes the test's hand-written good document.
+struct BadDocument {
+  std::string field;
+  std::function<void(nlohmann::json&)> edit;
+};
+
+/// The table-driven bad-document test of a format: for each case, reads `good_document` after the
+/// case's edit with `read(doc, "bad.json")` and expects the InputError it throws to name the case's
+/// field ("<no error>" when it throws none).
+template <typename Read>
+void expect_each_error_names_the_field(const char* good_document, Read read, const std::vector<BadDocument>& cases) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json doc = nlohmann::json::parse(good_document);
+    cases[i].edit(doc);
+    EXPECT_EQ(field_of_error([&] { (void)read(doc, "bad.json"); }), cases[i].field) << "bad-document case " << i;
+  }
 }
 
 /// `doc` as the CLI prints it (dump(2)) after reading it with `read(doc, source)` and writing it again.
