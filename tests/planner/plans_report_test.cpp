@@ -106,7 +106,6 @@ TEST(PlansReport, HandWrittenDocumentReadsFieldByField) {
 
 TEST(PlansReport, BadDocumentsNameTheField) {
   expect_each_error_names_the_field(kHandWritten, mgt::plan::plans_report_from_json, {
-      {"format", [](json& doc) { doc["format"] = "mgt.plan/1"; }},
       {"evaluated", [](json& doc) { doc.erase("evaluated"); }},
       {"bubble_s", [](json& doc) { doc["plans"][0]["time"].erase("bubble_s"); }},
       {"fp8_linears", [](json& doc) { doc["settings"]["fp8_linears"] = "yes"; }},

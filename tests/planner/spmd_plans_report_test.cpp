@@ -78,7 +78,6 @@ TEST(SpmdPlansReport, HandWrittenDocumentReadsFieldByField) {
 
 TEST(SpmdPlansReport, BadDocumentsNameTheField) {
   expect_each_error_names_the_field(kHandWritten, mgt::plan::spmd_plans_report_from_json, {
-      {"format", [](json& doc) { doc["format"] = "mgt.spmd_plan/1"; }},
       {"gpus", [](json& doc) { doc.erase("gpus"); }},
       {"comm_s", [](json& doc) { doc["plans"][0].erase("comm_s"); }},
       {"peak_bytes", [](json& doc) { doc["plans"][0]["peak_bytes"] = 1.5; }},

@@ -30,6 +30,7 @@ std::map<std::string, int64_t> require_counts(const nlohmann::json& obj, const s
 
 /// The range a report's integer field is read back in (what its writer guarantees).
 enum class IntRange { nonnegative, positive };
+inline constexpr IntRange kPositive = IntRange::positive;
 
 /// One scalar field of the report struct `T`: its JSON key, the member that holds it and, for an
 /// integer, its range. A table of these is the one list of a struct's scalar fields that both its writer
