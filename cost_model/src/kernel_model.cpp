@@ -30,6 +30,23 @@ int64_t sm_count(const ir::GpuSpec& gpu) {
   return 1;
 }
 
+namespace {
+
+// wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
+KernelModelParams hopper_kernel_model_params() {
+  KernelModelParams p;
+  p.gemm_tiles = {{128, 256}, {256, 128}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
+  p.gemm_tile_half_reuse = 64;
+  p.gemm_peak_fraction = 0.86;
+  p.gemm_fp8_peak_fraction = 0.80;
+  p.hbm_fraction = 0.93;
+  p.launch_s = 8 * kUs;
+  p.nvlink_fraction = 0.81;
+  return p;
+}
+
+}  // namespace
+
 KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
   KernelModelParams p;
   switch (gpu.arch) {
@@ -44,24 +61,17 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
       break;
     case ir::GpuArch::hopper:
     case ir::GpuArch::ada:
-      // wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
-      p.gemm_tiles = {{128, 256}, {256, 128}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
-      p.gemm_tile_half_reuse = 64;
-      p.gemm_peak_fraction = 0.86;
-      p.gemm_fp8_peak_fraction = 0.80;
-      p.hbm_fraction = 0.93;
-      p.launch_s = 8 * kUs;
-      p.nvlink_fraction = 0.81;
+      p = hopper_kernel_model_params();
       break;
     case ir::GpuArch::blackwell:
-      // tcgen05 MMA: up to 128 x 256 per SM (the 2-CTA 256 x 256 tile is two of these on an SM pair).
+      // Hopper's launch cost, fp8 fraction and tile-reuse half point, with what differs: tcgen05 MMA,
+      // up to 128 x 256 per SM (the 2-CTA 256 x 256 tile is two of these on an SM pair), an exposed
+      // epilogue, and its own peak, HBM and NVLink fractions.
+      p = hopper_kernel_model_params();
       p.gemm_tiles = {{128, 256}, {256, 128}, {128, 128}, {128, 64}, {64, 128}};
-      p.gemm_tile_half_reuse = 64;
       p.gemm_epilogue_exposed = 0.5;
       p.gemm_peak_fraction = 0.83;
-      p.gemm_fp8_peak_fraction = 0.80;
       p.hbm_fraction = 0.9;
-      p.launch_s = 8 * kUs;
       p.nvlink_fraction = 0.82;
       break;
     case ir::GpuArch::cpu:

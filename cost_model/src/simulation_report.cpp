@@ -36,69 +36,92 @@ SimulationReport make_simulation_report(const ir::Graph& graph, const ir::Schedu
 
 namespace {
 
+// The scalar fields of mgt.simulation/1 and its objects, for the writers and the readers below.
+constexpr ir::JsonField<SimulationReport> kReportFields[] = {
+    {"model", &SimulationReport::model},       {"num_gpus", &SimulationReport::num_gpus, ir::kPositive},
+    {"step_time_s", &SimulationReport::step_time_s}, {"peak_bytes", &SimulationReport::peak_bytes},
+    {"instructions", &SimulationReport::instructions}};
+
+constexpr ir::JsonField<SimulationReport> kAnalyticFields[] = {
+    {"step_time_s", &SimulationReport::analytic_step_time_s},
+    {"peak_bytes", &SimulationReport::analytic_peak_bytes}};
+
+constexpr ir::JsonField<SimulatedProgram> kProgramFields[] = {
+    {"name", &SimulatedProgram::name}, {"num_ranks", &SimulatedProgram::num_ranks, ir::kPositive},
+    {"end_s", &SimulatedProgram::end_s}, {"peak_bytes", &SimulatedProgram::peak_bytes},
+    {"peak_allocated_bytes", &SimulatedProgram::peak_allocated_bytes},
+    {"peak_time_s", &SimulatedProgram::peak_time_s}};
+
+constexpr ir::JsonField<SimulatedPeakMemory> kPeakMemoryFields[] = {
+    {"program", &SimulatedPeakMemory::program}, {"peak_bytes", &SimulatedPeakMemory::peak_bytes},
+    {"peak_allocated_bytes", &SimulatedPeakMemory::peak_allocated_bytes},
+    {"peak_time_s", &SimulatedPeakMemory::peak_time_s}};
+
+constexpr ir::JsonField<LiveBuffer> kLiveBufferFields[] = {{"name", &LiveBuffer::name},
+                                                           {"bytes", &LiveBuffer::bytes}};
+
+// An array indexed by the enum `E` (ir::Stream, ir::BufferKind) as an object keyed by the enum's names.
+template <typename E, typename V, size_t N>
+json enum_keyed_to_json(const std::array<V, N>& values) {
+  json out = json::object();
+  for (size_t i = 0; i < N; ++i) out[ir::to_string(E(i))] = values[i];
+  return out;
+}
+
+template <typename E, typename V, size_t N>
+void enum_keyed_from_json(const json& doc, const std::string& field, const std::string& source,
+                          std::array<V, N>& values) {
+  const json& obj = ir::require_object(doc, field, source);
+  for (size_t i = 0; i < N; ++i)
+    ir::read_field(obj, ir::to_string(E(i)), ir::IntRange::nonnegative, source + ": " + field, values[i]);
+}
+
 json to_json(const SimulatedProgram& p) {
-  json busy = json::object();
-  for (int s = 0; s < ir::kNumStreams; ++s) busy[ir::to_string(ir::Stream(s))] = p.busy_s[size_t(s)];
-  return {{"name", p.name},
-          {"num_ranks", p.num_ranks},
-          {"end_s", p.end_s},
-          {"busy_s", std::move(busy)},
-          {"breakdown", to_json(p.breakdown)},
-          {"peak_bytes", p.peak_bytes},
-          {"peak_allocated_bytes", p.peak_allocated_bytes},
-          {"peak_time_s", p.peak_time_s}};
+  json j = {{"busy_s", enum_keyed_to_json<ir::Stream>(p.busy_s)}, {"breakdown", to_json(p.breakdown)}};
+  ir::write_fields(p, kProgramFields, j);
+  return j;
 }
 
 json to_json(const SimulatedPeakMemory& m) {
-  json by_kind = json::object();
-  for (int k = 0; k < kNumBufferKinds; ++k) by_kind[ir::to_string(ir::BufferKind(k))] = m.by_kind_bytes[size_t(k)];
   json largest_live = json::array();
-  for (const LiveBuffer& b : m.largest_live)
-    largest_live.push_back({{"name", b.name}, {"bytes", b.bytes}, {"kind", ir::to_string(b.kind)}});
-  return {{"program", m.program},
-          {"peak_bytes", m.peak_bytes},
-          {"peak_allocated_bytes", m.peak_allocated_bytes},
-          {"peak_time_s", m.peak_time_s},
-          {"by_kind", std::move(by_kind)},
-          {"largest_live", std::move(largest_live)},
-          {"overhead_bytes", m.peak_bytes - m.peak_allocated_bytes}};
+  for (const LiveBuffer& b : m.largest_live) {
+    json buffer = json::object();
+    buffer["kind"] = ir::to_string(b.kind);
+    ir::write_fields(b, kLiveBufferFields, buffer);
+    largest_live.push_back(std::move(buffer));
+  }
+  json j = {{"by_kind", enum_keyed_to_json<ir::BufferKind>(m.by_kind_bytes)},
+            {"largest_live", std::move(largest_live)},
+            {"overhead_bytes", m.peak_bytes - m.peak_allocated_bytes}};
+  ir::write_fields(m, kPeakMemoryFields, j);
+  return j;
 }
 
 SimulatedProgram program_from_json(const json& doc, const std::string& source) {
   SimulatedProgram p;
-  p.name = ir::require_string(doc, "name", source);
-  p.num_ranks = ir::require_positive_int(doc, "num_ranks", source);
-  p.end_s = ir::require_finite_number(doc, "end_s", source);
-  const json& busy = ir::require_object(doc, "busy_s", source);
-  for (int s = 0; s < ir::kNumStreams; ++s)
-    p.busy_s[size_t(s)] = ir::require_finite_number(busy, ir::to_string(ir::Stream(s)), source + ": busy_s");
+  ir::read_fields(doc, kProgramFields, source, p);
+  enum_keyed_from_json<ir::Stream>(doc, "busy_s", source, p.busy_s);
   p.breakdown = time_breakdown_from_json(ir::require_object(doc, "breakdown", source), source + ": breakdown");
-  p.peak_bytes = ir::require_nonnegative_int(doc, "peak_bytes", source);
-  p.peak_allocated_bytes = ir::require_nonnegative_int(doc, "peak_allocated_bytes", source);
-  p.peak_time_s = ir::require_finite_number(doc, "peak_time_s", source);
   return p;
+}
+
+LiveBuffer live_buffer_from_json(const json& doc, const std::string& source) {
+  LiveBuffer b;
+  ir::read_fields(doc, kLiveBufferFields, source, b);
+  const std::string kind = ir::require_string(doc, "kind", source);
+  const auto parsed = ir::buffer_kind_from_string(kind);
+  if (!parsed) throw ir::InputError(source, "kind", "unknown buffer kind \"" + kind + "\"", "e.g. activations");
+  b.kind = *parsed;
+  return b;
 }
 
 SimulatedPeakMemory peak_memory_from_json(const json& doc, const std::string& source) {
   SimulatedPeakMemory m;
-  m.program = ir::require_string(doc, "program", source);
-  m.peak_bytes = ir::require_nonnegative_int(doc, "peak_bytes", source);
-  m.peak_allocated_bytes = ir::require_nonnegative_int(doc, "peak_allocated_bytes", source);
-  m.peak_time_s = ir::require_finite_number(doc, "peak_time_s", source);
-  const json& by_kind = ir::require_object(doc, "by_kind", source);
-  for (int k = 0; k < kNumBufferKinds; ++k)
-    m.by_kind_bytes[size_t(k)] =
-        ir::require_nonnegative_int(by_kind, ir::to_string(ir::BufferKind(k)), source + ": by_kind");
+  ir::read_fields(doc, kPeakMemoryFields, source, m);
+  enum_keyed_from_json<ir::BufferKind>(doc, "by_kind", source, m.by_kind_bytes);
   const json& live = ir::require_array(doc, "largest_live", source);
-  for (size_t i = 0; i < live.size(); ++i) {
-    const std::string where = source + ": largest_live[" + std::to_string(i) + "]";
-    LiveBuffer b{ir::require_string(live[i], "name", where), ir::require_nonnegative_int(live[i], "bytes", where), {}};
-    const std::string kind = ir::require_string(live[i], "kind", where);
-    const auto parsed = ir::buffer_kind_from_string(kind);
-    if (!parsed) throw ir::InputError(where, "kind", "unknown buffer kind \"" + kind + "\"", "e.g. activations");
-    b.kind = *parsed;
-    m.largest_live.push_back(std::move(b));
-  }
+  for (size_t i = 0; i < live.size(); ++i)
+    m.largest_live.push_back(live_buffer_from_json(live[i], source + ": largest_live[" + std::to_string(i) + "]"));
   const int64_t overhead = ir::require_nonnegative_int(doc, "overhead_bytes", source);
   if (overhead != m.peak_bytes - m.peak_allocated_bytes)
     throw ir::InputError(source, "overhead_bytes",
@@ -112,36 +135,29 @@ SimulatedPeakMemory peak_memory_from_json(const json& doc, const std::string& so
 json to_json(const SimulationReport& r) {
   json programs = json::array();
   for (const SimulatedProgram& p : r.programs) programs.push_back(to_json(p));
-  return {{"format", kSimulationFormat},
-          {"model", r.model},
-          {"num_gpus", r.num_gpus},
-          {"plan", ir::to_json(r.plan)},
-          {"step_time_s", r.step_time_s},
-          {"peak_bytes", r.peak_bytes},
-          {"breakdown", to_json(r.breakdown)},
-          {"memory", to_json(r.memory)},
-          {"programs", std::move(programs)},
-          {"instructions", r.instructions},
-          {"analytic", {{"step_time_s", r.analytic_step_time_s}, {"peak_bytes", r.analytic_peak_bytes}}}};
+  json analytic = json::object();
+  ir::write_fields(r, kAnalyticFields, analytic);
+  json doc = {{"format", kSimulationFormat},
+              {"plan", ir::to_json(r.plan)},
+              {"breakdown", to_json(r.breakdown)},
+              {"memory", to_json(r.memory)},
+              {"programs", std::move(programs)},
+              {"analytic", std::move(analytic)}};
+  ir::write_fields(r, kReportFields, doc);
+  return doc;
 }
 
 SimulationReport simulation_report_from_json(const json& doc, const std::string& source) {
   ir::require_format(doc, kSimulationFormat, source);
   SimulationReport r;
-  r.model = ir::require_string(doc, "model", source);
-  r.num_gpus = ir::require_positive_int(doc, "num_gpus", source);
+  ir::read_fields(doc, kReportFields, source, r);
   r.plan = ir::plan_from_json(ir::require_object(doc, "plan", source), source + ": plan");
-  r.step_time_s = ir::require_finite_number(doc, "step_time_s", source);
-  r.peak_bytes = ir::require_nonnegative_int(doc, "peak_bytes", source);
   r.breakdown = time_breakdown_from_json(ir::require_object(doc, "breakdown", source), source + ": breakdown");
   r.memory = peak_memory_from_json(ir::require_object(doc, "memory", source), source + ": memory");
   const json& programs = ir::require_array(doc, "programs", source);
   for (size_t i = 0; i < programs.size(); ++i)
     r.programs.push_back(program_from_json(programs[i], source + ": programs[" + std::to_string(i) + "]"));
-  r.instructions = ir::require_nonnegative_int(doc, "instructions", source);
-  const json& analytic = ir::require_object(doc, "analytic", source);
-  r.analytic_step_time_s = ir::require_finite_number(analytic, "step_time_s", source + ": analytic");
-  r.analytic_peak_bytes = ir::require_nonnegative_int(analytic, "peak_bytes", source + ": analytic");
+  ir::read_fields(ir::require_object(doc, "analytic", source), kAnalyticFields, source + ": analytic", r);
   return r;
 }
 

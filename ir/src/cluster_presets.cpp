@@ -139,31 +139,25 @@ ClusterSpec make_b200() {
 /// compute tray (our "node") holds 4 GPUs + 2 Grace CPUs and, per DGX GB200 (72 single-port
 /// ConnectX-7 400 Gb/s per rack), 4 NICs of 50 GB/s; NICs attach over PCIe Gen5.
 ClusterSpec make_gb200_nvl72() {
-  ClusterSpec c;
+  // The B200 node with the rack's differences: its bf16/fp16/fp8/fp4/fp32 peaks, 186 GB HBM, and 4-GPU
+  // compute trays with 4 NICs inside one 72-GPU NVLink domain.
+  ClusterSpec c = make_b200();
   c.name = "gb200-nvl72";
   c.source =
       "NVIDIA GB200 NVL72 datasheet, per GPU = rack / 72, dense = sparse / 2 (2500 TFLOPS bf16, 5000 fp8, 10000 fp4, "
       "80 fp32, 186 GB HBM3e 8 TB/s, NVLink5 1800 GB/s bidir = 900 GB/s per direction, 72-GPU NVLink "
       "domain); compute tray = 4 GPUs with 4x ConnectX-7 400 Gb/s = 50 GB/s each (DGX GB200: 72 per rack), "
       "PCIe Gen5 63 GB/s; latencies from NCCL tuning.cc hwLat (assumed)";
-  c.gpu = {.name = "GB200",
-           .arch = GpuArch::blackwell,
-           .peak_bf16_flops_per_s = 2500e12,
-           .peak_fp16_flops_per_s = 2500e12,
-           .peak_fp8_flops_per_s = 5000e12,
-           .peak_fp4_flops_per_s = 10000e12,
-           .peak_fp32_flops_per_s = 80e12,
-           .hbm_bytes = 186 * kGiB,
-           .hbm_bytes_per_s = 8e12};
+  c.gpu.name = "GB200";
+  c.gpu.peak_bf16_flops_per_s = 2500e12;
+  c.gpu.peak_fp16_flops_per_s = 2500e12;
+  c.gpu.peak_fp8_flops_per_s = 5000e12;
+  c.gpu.peak_fp4_flops_per_s = 10000e12;
+  c.gpu.peak_fp32_flops_per_s = 80e12;
+  c.gpu.hbm_bytes = 186 * kGiB;
   c.gpus_per_node = 4;
   c.nvlink_domain_gpus = 72;
-  c.nvlink_bytes_per_s = 900e9;
-  c.nvlink_latency_s = kNvlinkLatencyS;
-  c.pcie_bytes_per_s = kPcieGen5BytesPerS;
-  c.pcie_latency_s = kPcieLatencyS;
   c.nics_per_node = 4;
-  c.nic_bytes_per_s = 50e9;
-  c.network_latency_s = kNetworkLatencyS;
   return c;
 }
 

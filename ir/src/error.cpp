@@ -200,6 +200,36 @@ const nlohmann::json& require_array(const nlohmann::json& obj, const std::string
   return v;
 }
 
+std::map<std::string, int64_t> require_counts(const nlohmann::json& obj, const std::string& field,
+                                              const std::string& source) {
+  const nlohmann::json& counts = require_object(obj, field, source);
+  std::map<std::string, int64_t> out;
+  for (const auto& item : counts.items())
+    out[item.key()] = require_nonnegative_int(counts, item.key(), source + ": " + field);
+  return out;
+}
+
+void read_field(const nlohmann::json& obj, const std::string& key, IntRange /*range*/, const std::string& source,
+                std::string& out) {
+  out = require_string(obj, key, source);
+}
+
+void read_field(const nlohmann::json& obj, const std::string& key, IntRange range, const std::string& source,
+                int64_t& out) {
+  out = range == IntRange::positive ? require_positive_int(obj, key, source)
+                                    : require_nonnegative_int(obj, key, source);
+}
+
+void read_field(const nlohmann::json& obj, const std::string& key, IntRange /*range*/, const std::string& source,
+                double& out) {
+  out = require_finite_number(obj, key, source);
+}
+
+void read_field(const nlohmann::json& obj, const std::string& key, IntRange /*range*/, const std::string& source,
+                bool& out) {
+  out = require_bool(obj, key, source);
+}
+
 void require_format(const nlohmann::json& doc, const std::string& expected, const std::string& source) {
   if (!doc.is_object()) throw InputError(source, "", "expected a JSON object at the top level");
   auto it = doc.find("format");

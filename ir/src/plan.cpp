@@ -1,6 +1,7 @@
 // mgt.plan/1: reading, writing and printing plans. Keys and defaults: docs/formats.md.
 #include "mgt/ir/plan.hpp"
 
+#include "mgt/ir/enum_names.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <nlohmann/json.hpp>
@@ -11,14 +12,12 @@
 
 namespace mgt::ir {
 
-std::string to_string(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "none";
-}
+namespace {
+// In enumerator order; to_string and plan_from_json both read it.
+constexpr std::array<const char*, 3> kRecomputeNames{"none", "selective", "full"};
+}  // namespace
+
+std::string to_string(Recompute recompute) { return name_of(kRecomputeNames, recompute, "none"); }
 
 bool sequence_parallel(const Plan& plan) { return plan.sequence_parallel.value_or(plan.tp > 1); }
 
@@ -72,11 +71,10 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
   if (doc.contains("grad_accum") && !doc.at("grad_accum").is_null())
     plan.grad_accum = require_positive_int(doc, "grad_accum", source);
   if (doc.contains("recompute") && !doc.at("recompute").is_null()) {
-    std::string r = require_string(doc, "recompute", source);
-    if (r == "none") plan.recompute = Recompute::none;
-    else if (r == "selective") plan.recompute = Recompute::selective;
-    else if (r == "full") plan.recompute = Recompute::full;
-    else throw InputError(source, "recompute", "unknown value \"" + r + "\"", "use none, selective or full");
+    const std::string r = require_string(doc, "recompute", source);
+    const std::optional<Recompute> recompute = enum_of<Recompute>(kRecomputeNames, r);
+    if (!recompute) throw InputError(source, "recompute", "unknown value \"" + r + "\"", "use none, selective or full");
+    plan.recompute = *recompute;
   }
   if (doc.contains("recompute_layers") && !doc.at("recompute_layers").is_null()) {
     plan.recompute_layers = require_positive_int(doc, "recompute_layers", source);

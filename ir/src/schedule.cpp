@@ -1,6 +1,7 @@
 // Schedule helpers: enum names, builders, and the membership rules the verifier, the simulator and
 // the runtime share (docs/schedule.md, "Which programs take part").
 #include "mgt/ir/schedule.hpp"
+#include "mgt/ir/enum_names.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -17,19 +18,6 @@ constexpr std::array<const char*, 8> kBufferKindNames{"parameters",  "gradients"
                                                       "fsdp_buffer", "comm_buffer", "workspace", "logits"};
 constexpr std::array<const char*, 8> kInstrKindNames{"compute", "collective", "send",           "recv",
                                                      "alloc",   "free",       "optimizer_step", "wait"};
-
-template <typename Enum, size_t N>
-std::string name_of(const std::array<const char*, N>& names, Enum value) {
-  auto i = static_cast<size_t>(value);
-  return i < N ? names[i] : "?";
-}
-
-template <typename Enum, size_t N>
-std::optional<Enum> enum_of(const std::array<const char*, N>& names, std::string_view text) {
-  for (size_t i = 0; i < N; ++i)
-    if (text == names[i]) return static_cast<Enum>(i);
-  return std::nullopt;
-}
 }  // namespace
 
 std::string to_string(Stream stream) { return name_of(kStreamNames, stream); }

@@ -42,61 +42,61 @@ ModelInspection inspect_model(const ir::Graph& graph, int64_t seq_len) {
   return m;
 }
 
+namespace {
+
+// The scalar fields of mgt.inspect/1, for the writer and the reader below: the model's identity, the MoE
+// fields (written for MoE models only), its sizes, and one block's.
+constexpr ir::JsonField<ModelInspection> kIdentityFields[] = {
+    {"model", &ModelInspection::model},
+    {"architecture", &ModelInspection::architecture},
+    {"params_total", &ModelInspection::params_total}};
+
+constexpr ir::JsonField<ModelInspection> kMoeFields[] = {
+    {"num_experts", &ModelInspection::num_experts, ir::kPositive},
+    {"experts_per_token", &ModelInspection::experts_per_token, ir::kPositive},
+    {"params_active", &ModelInspection::params_active}};
+
+// Graph JSON models may leave the Hugging Face sizes at 0.
+constexpr ir::JsonField<ModelInspection> kSizeFields[] = {
+    {"num_layers", &ModelInspection::num_layers},     {"hidden_size", &ModelInspection::hidden_size},
+    {"num_attention_heads", &ModelInspection::num_attention_heads},
+    {"num_kv_heads", &ModelInspection::num_kv_heads}, {"vocab_size", &ModelInspection::vocab_size},
+    {"seq_len", &ModelInspection::seq_len, ir::kPositive},
+    {"training_flops_per_token", &ModelInspection::training_flops_per_token}};
+
+constexpr ir::JsonField<InspectedBlock> kBlockFields[] = {
+    {"name", &InspectedBlock::name}, {"repeat", &InspectedBlock::repeat, ir::kPositive},
+    {"params_per_copy", &InspectedBlock::params_per_copy},
+    {"training_flops_per_token_per_copy", &InspectedBlock::training_flops_per_token_per_copy},
+    {"ops", &InspectedBlock::ops}};
+
+}  // namespace
+
 json to_json(const ModelInspection& m) {
   json blocks = json::array();
-  for (const InspectedBlock& b : m.blocks)
-    blocks.push_back({{"name", b.name},
-                      {"repeat", b.repeat},
-                      {"params_per_copy", b.params_per_copy},
-                      {"training_flops_per_token_per_copy", b.training_flops_per_token_per_copy},
-                      {"ops", b.ops}});
-  json doc = {{"format", kInspectFormat},
-              {"model", m.model},
-              {"architecture", m.architecture},
-              {"params_total", m.params_total},
-              {"num_layers", m.num_layers},
-              {"hidden_size", m.hidden_size},
-              {"num_attention_heads", m.num_attention_heads},
-              {"num_kv_heads", m.num_kv_heads},
-              {"vocab_size", m.vocab_size},
-              {"seq_len", m.seq_len},
-              {"training_flops_per_token", m.training_flops_per_token},
-              {"blocks", std::move(blocks)}};
-  if (m.num_experts > 0) {
-    doc["params_active"] = m.params_active;
-    doc["num_experts"] = m.num_experts;
-    doc["experts_per_token"] = m.experts_per_token;
+  for (const InspectedBlock& b : m.blocks) {
+    json block = json::object();
+    ir::write_fields(b, kBlockFields, block);
+    blocks.push_back(std::move(block));
   }
+  json doc = {{"format", kInspectFormat}, {"blocks", std::move(blocks)}};
+  ir::write_fields(m, kIdentityFields, doc);
+  ir::write_fields(m, kSizeFields, doc);
+  if (m.num_experts > 0) ir::write_fields(m, kMoeFields, doc);
   return doc;
 }
 
 ModelInspection model_inspection_from_json(const json& doc, const std::string& source) {
   ir::require_format(doc, kInspectFormat, source);
   ModelInspection m;
-  m.model = ir::require_string(doc, "model", source);
-  m.architecture = ir::require_string(doc, "architecture", source);
-  m.params_total = ir::require_nonnegative_int(doc, "params_total", source);
-  if (doc.contains("num_experts")) {  // an MoE model: all three
-    m.num_experts = ir::require_positive_int(doc, "num_experts", source);
-    m.experts_per_token = ir::require_positive_int(doc, "experts_per_token", source);
-    m.params_active = ir::require_nonnegative_int(doc, "params_active", source);
-  }
-  // Graph JSON models may leave the Hugging Face sizes at 0.
-  m.num_layers = ir::require_nonnegative_int(doc, "num_layers", source);
-  m.hidden_size = ir::require_nonnegative_int(doc, "hidden_size", source);
-  m.num_attention_heads = ir::require_nonnegative_int(doc, "num_attention_heads", source);
-  m.num_kv_heads = ir::require_nonnegative_int(doc, "num_kv_heads", source);
-  m.vocab_size = ir::require_nonnegative_int(doc, "vocab_size", source);
-  m.seq_len = ir::require_positive_int(doc, "seq_len", source);
-  m.training_flops_per_token = ir::require_finite_number(doc, "training_flops_per_token", source);
+  ir::read_fields(doc, kIdentityFields, source, m);
+  if (doc.contains("num_experts")) ir::read_fields(doc, kMoeFields, source, m);  // an MoE model: all three
+  ir::read_fields(doc, kSizeFields, source, m);
   const json& blocks = ir::require_array(doc, "blocks", source);
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const std::string where = source + ": blocks[" + std::to_string(i) + "]";
-    const json& b = blocks[i];
-    m.blocks.push_back({ir::require_string(b, "name", where), ir::require_positive_int(b, "repeat", where),
-                        ir::require_nonnegative_int(b, "params_per_copy", where),
-                        ir::require_finite_number(b, "training_flops_per_token_per_copy", where),
-                        ir::require_nonnegative_int(b, "ops", where)});
+    InspectedBlock b;
+    ir::read_fields(blocks[i], kBlockFields, source + ": blocks[" + std::to_string(i) + "]", b);
+    m.blocks.push_back(std::move(b));
   }
   return m;
 }

@@ -38,30 +38,47 @@ PlansReport make_plans_report(const ir::Graph& graph, const std::string& model_p
   return r;
 }
 
+namespace {
+
+// The scalar fields of "model", "cluster" and "settings", for the writers and the readers below.
+constexpr ir::JsonField<PlannedModel> kModelFields[] = {
+    {"name", &PlannedModel::name},                 {"path", &PlannedModel::path},
+    {"architecture", &PlannedModel::architecture}, {"params_total", &PlannedModel::params_total}};
+
+constexpr ir::JsonField<PlannedCluster> kClusterFields[] = {
+    {"name", &PlannedCluster::name}, {"gpu", &PlannedCluster::gpu},
+    {"num_gpus", &PlannedCluster::num_gpus, ir::kPositive},
+    {"gpus_per_node", &PlannedCluster::gpus_per_node, ir::kPositive},
+    {"hbm_bytes", &PlannedCluster::hbm_bytes, ir::kPositive}};
+
+constexpr ir::JsonField<PlannedSettings> kSettingsFields[] = {
+    {"seq_len", &PlannedSettings::seq_len, ir::kPositive},
+    {"global_batch_tokens", &PlannedSettings::global_batch_tokens, ir::kPositive},
+    {"global_batch_seqs", &PlannedSettings::global_batch_seqs, ir::kPositive},
+    {"compute_dtype", &PlannedSettings::compute_dtype},   {"fp8_linears", &PlannedSettings::fp8_linears},
+    {"master_weights_dtype", &PlannedSettings::master_weights_dtype},
+    {"gradients_dtype", &PlannedSettings::gradients_dtype}, {"optimizer", &PlannedSettings::optimizer}};
+
+}  // namespace
+
 json to_json(const PlannedModel& m) {
-  json j = {{"name", m.name}, {"path", m.path}, {"architecture", m.architecture}, {"params_total", m.params_total}};
+  json j = json::object();
+  ir::write_fields(m, kModelFields, j);
   if (m.params_active) j["params_active"] = *m.params_active;
   return j;
 }
 
 json to_json(const PlannedCluster& c) {
-  return {{"name", c.name},
-          {"gpu", c.gpu},
-          {"num_gpus", c.num_gpus},
-          {"gpus_per_node", c.gpus_per_node},
-          {"hbm_bytes", c.hbm_bytes}};
+  json j = json::object();
+  ir::write_fields(c, kClusterFields, j);
+  return j;
 }
 
 json to_json(const PlannedSettings& s) {
-  return {{"seq_len", s.seq_len},
-          {"global_batch_tokens", s.global_batch_tokens},
-          {"global_batch_seqs", s.global_batch_seqs},
-          {"compute_dtype", s.compute_dtype},
-          {"fp8_linears", s.fp8_linears},
-          {"master_weights_dtype", s.master_weights_dtype},
-          {"gradients_dtype", s.gradients_dtype},
-          {"optimizer", s.optimizer},
-          {"mesh_order", s.mesh_order}};
+  json j = json::object();
+  ir::write_fields(s, kSettingsFields, j);
+  j["mesh_order"] = s.mesh_order;
+  return j;
 }
 
 json to_json(const RankedEstimate& entry) {
@@ -84,48 +101,20 @@ namespace {
 
 PlannedModel planned_model_from_json(const json& doc, const std::string& source) {
   PlannedModel m;
-  m.name = ir::require_string(doc, "name", source);
-  m.path = ir::require_string(doc, "path", source);
-  m.architecture = ir::require_string(doc, "architecture", source);
-  m.params_total = ir::require_nonnegative_int(doc, "params_total", source);
+  ir::read_fields(doc, kModelFields, source, m);
   if (doc.contains("params_active")) m.params_active = ir::require_nonnegative_int(doc, "params_active", source);
   return m;
 }
 
-PlannedCluster planned_cluster_from_json(const json& doc, const std::string& source) {
-  PlannedCluster c;
-  c.name = ir::require_string(doc, "name", source);
-  c.gpu = ir::require_string(doc, "gpu", source);
-  c.num_gpus = ir::require_positive_int(doc, "num_gpus", source);
-  c.gpus_per_node = ir::require_positive_int(doc, "gpus_per_node", source);
-  c.hbm_bytes = ir::require_positive_int(doc, "hbm_bytes", source);
-  return c;
-}
-
 PlannedSettings planned_settings_from_json(const json& doc, const std::string& source) {
   PlannedSettings s;
-  s.seq_len = ir::require_positive_int(doc, "seq_len", source);
-  s.global_batch_tokens = ir::require_positive_int(doc, "global_batch_tokens", source);
-  s.global_batch_seqs = ir::require_positive_int(doc, "global_batch_seqs", source);
-  s.compute_dtype = ir::require_string(doc, "compute_dtype", source);
-  s.fp8_linears = ir::require_bool(doc, "fp8_linears", source);
-  s.master_weights_dtype = ir::require_string(doc, "master_weights_dtype", source);
-  s.gradients_dtype = ir::require_string(doc, "gradients_dtype", source);
-  s.optimizer = ir::require_string(doc, "optimizer", source);
+  ir::read_fields(doc, kSettingsFields, source, s);
   s.mesh_order.clear();
   for (const json& axis : ir::require_array(doc, "mesh_order", source)) {
     if (!axis.is_string()) throw ir::InputError(source, "mesh_order", "expected mesh axis names, got " + axis.dump());
     s.mesh_order.push_back(axis.get<std::string>());
   }
   return s;
-}
-
-std::map<std::string, int64_t> counts_from_json(const json& doc, const std::string& field, const std::string& source) {
-  const json& counts = ir::require_object(doc, field, source);
-  std::map<std::string, int64_t> out;
-  for (const auto& item : counts.items())
-    out[item.key()] = ir::require_nonnegative_int(counts, item.key(), source + ": " + field);
-  return out;
 }
 
 }  // namespace
@@ -151,13 +140,13 @@ PlansReport plans_report_from_json(const json& doc, const std::string& source) {
   ir::require_format(doc, kPlansFormat, source);
   PlansReport r;
   r.model = planned_model_from_json(ir::require_object(doc, "model", source), source + ": model");
-  r.cluster = planned_cluster_from_json(ir::require_object(doc, "cluster", source), source + ": cluster");
+  ir::read_fields(ir::require_object(doc, "cluster", source), kClusterFields, source + ": cluster", r.cluster);
   r.settings = planned_settings_from_json(ir::require_object(doc, "settings", source), source + ": settings");
   const json& plans = ir::require_array(doc, "plans", source);
   for (size_t i = 0; i < plans.size(); ++i)
     r.plans.push_back(ranked_estimate_from_json(plans[i], source + ": plans[" + std::to_string(i) + "]"));
   r.evaluated = ir::require_nonnegative_int(doc, "evaluated", source);
-  r.rejected = counts_from_json(doc, "rejected", source);
+  r.rejected = ir::require_counts(doc, "rejected", source);
   return r;
 }
 

@@ -9,42 +9,50 @@ namespace mgt::plan {
 
 using json = nlohmann::json;
 
+namespace {
+
+// The scalar fields of mgt.spmd_plans/2, for the writer and the reader below.
+constexpr ir::JsonField<SpmdPlansReport> kReportFields[] = {
+    {"model", &SpmdPlansReport::model_path},
+    {"gpus", &SpmdPlansReport::num_gpus, ir::kPositive},
+    {"cluster", &SpmdPlansReport::gpu}};
+
+constexpr ir::JsonField<SpmdSearchResult> kSearchFields[] = {
+    {"evaluated", &SpmdSearchResult::evaluated}, {"feasible", &SpmdSearchResult::feasible}};
+
+constexpr ir::JsonField<SpmdEstimate> kEstimateFields[] = {
+    {"step_time_s", &SpmdEstimate::step_s}, {"compute_s", &SpmdEstimate::compute_s},
+    {"comm_s", &SpmdEstimate::comm_s},      {"peak_bytes", &SpmdEstimate::peak_bytes},
+    {"collectives", &SpmdEstimate::collectives}};
+
+}  // namespace
+
 json to_json(const SpmdPlansReport& r) {
   json plans = json::array();
-  for (const SpmdEstimate& e : r.result.plans)
-    plans.push_back({{"plan", to_json(e.plan)},
-                     {"step_time_s", e.step_s},
-                     {"compute_s", e.compute_s},
-                     {"comm_s", e.comm_s},
-                     {"peak_bytes", e.peak_bytes},
-                     {"collectives", e.collectives}});
-  return {{"format", kSpmdPlansFormat},      {"model", r.model_path},          {"gpus", r.num_gpus},
-          {"cluster", r.gpu},                {"evaluated", r.result.evaluated}, {"feasible", r.result.feasible},
-          {"rejected", r.result.rejected},   {"plans", std::move(plans)}};
+  for (const SpmdEstimate& e : r.result.plans) {
+    json plan = json::object();
+    plan["plan"] = to_json(e.plan);
+    ir::write_fields(e, kEstimateFields, plan);
+    plans.push_back(std::move(plan));
+  }
+  json doc = {{"format", kSpmdPlansFormat}, {"rejected", r.result.rejected}, {"plans", std::move(plans)}};
+  ir::write_fields(r, kReportFields, doc);
+  ir::write_fields(r.result, kSearchFields, doc);
+  return doc;
 }
 
 SpmdPlansReport spmd_plans_report_from_json(const json& doc, const std::string& source) {
   ir::require_format(doc, kSpmdPlansFormat, source);
   SpmdPlansReport r;
-  r.model_path = ir::require_string(doc, "model", source);
-  r.num_gpus = ir::require_positive_int(doc, "gpus", source);
-  r.gpu = ir::require_string(doc, "cluster", source);
-  r.result.evaluated = ir::require_nonnegative_int(doc, "evaluated", source);
-  r.result.feasible = ir::require_nonnegative_int(doc, "feasible", source);
-  const json& rejected = ir::require_object(doc, "rejected", source);
-  for (const auto& item : rejected.items())
-    r.result.rejected[item.key()] = ir::require_nonnegative_int(rejected, item.key(), source + ": rejected");
+  ir::read_fields(doc, kReportFields, source, r);
+  ir::read_fields(doc, kSearchFields, source, r.result);
+  r.result.rejected = ir::require_counts(doc, "rejected", source);
   const json& plans = ir::require_array(doc, "plans", source);
   for (size_t i = 0; i < plans.size(); ++i) {
     const std::string where = source + ": plans[" + std::to_string(i) + "]";
-    const json& p = plans[i];
     SpmdEstimate e;
-    e.plan = spmd_plan_from_json(ir::require_object(p, "plan", where), where + ": plan");
-    e.step_s = ir::require_finite_number(p, "step_time_s", where);
-    e.compute_s = ir::require_finite_number(p, "compute_s", where);
-    e.comm_s = ir::require_finite_number(p, "comm_s", where);
-    e.peak_bytes = ir::require_nonnegative_int(p, "peak_bytes", where);
-    e.collectives = ir::require_nonnegative_int(p, "collectives", where);
+    e.plan = spmd_plan_from_json(ir::require_object(plans[i], "plan", where), where + ": plan");
+    ir::read_fields(plans[i], kEstimateFields, where, e);
     r.result.plans.push_back(std::move(e));
   }
   return r;

@@ -5,7 +5,10 @@
 #include "mgt/planner/validate.hpp"
 #include "validate_util.hpp"
 
+#include "mgt/ir/enum_names.hpp"
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -18,13 +21,15 @@ using namespace detail;
 // ---------------------------------------------------------------------------------------------
 // Metrics
 
-std::string to_string(MetricKind kind) {
-  switch (kind) {
-    case MetricKind::throughput: return "throughput";
-    case MetricKind::memory: return "memory";
-    case MetricKind::oom: return "oom";
-  }
-  return "?";
+namespace {
+// In enumerator order; to_string and metric_kind_from_string both read it.
+constexpr std::array<const char*, 3> kMetricKindNames{"throughput", "memory", "oom"};
+}  // namespace
+
+std::string to_string(MetricKind kind) { return ir::name_of(kMetricKindNames, kind); }
+
+std::optional<MetricKind> metric_kind_from_string(std::string_view text) {
+  return ir::enum_of<MetricKind>(kMetricKindNames, text);
 }
 
 namespace {

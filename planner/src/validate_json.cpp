@@ -81,10 +81,10 @@ const json& read_array(const json& doc, const std::string& key, const std::strin
   return doc.at(key);
 }
 
-MetricKind metric_kind_from_string(const std::string& text, const std::string& source) {
-  for (const MetricKind k : {MetricKind::throughput, MetricKind::memory, MetricKind::oom})
-    if (to_string(k) == text) return k;
-  throw ir::InputError(source, "kind", "\"" + text + "\" is not throughput, memory or oom");
+MetricKind read_metric_kind(const std::string& text, const std::string& source) {
+  const std::optional<MetricKind> kind = metric_kind_from_string(text);
+  if (!kind) throw ir::InputError(source, "kind", "\"" + text + "\" is not throughput, memory or oom");
+  return *kind;
 }
 
 ErrorStats error_stats_from_json(const json& doc, const std::string& source) {
@@ -103,7 +103,7 @@ ValidationResult validation_result_from_json(const json& doc, const std::string&
   r.id = read_string(doc, "id", source);
   r.source = read_string(doc, "source", source);
   if (doc.contains("metric") && !doc.at("metric").is_null()) r.metric = read_string(doc, "metric", source);
-  r.kind = metric_kind_from_string(read_string(doc, "kind", source), source);
+  r.kind = read_metric_kind(read_string(doc, "kind", source), source);
   r.predicted = read_opt_number(doc, "predicted", source);
   r.measured = read_opt_number(doc, "measured", source);
   r.error = read_opt_number(doc, "error", source);

@@ -13,7 +13,7 @@
 namespace {
 
 using mgt::cost::SimulationReport;
-using mgt::test::field_of_error_after;
+using mgt::test::expect_each_error_names_the_field, mgt::test::expect_written_back_with_plan_resolved;
 using json = nlohmann::json;
 
 const char* const kHandWritten = R"({
@@ -64,28 +64,21 @@ TEST(SimulationReport, HandWrittenDocumentReadsFieldByField) {
   EXPECT_EQ(r.instructions, 321);
   EXPECT_EQ(r.analytic_step_time_s, 1.4);
   EXPECT_EQ(r.analytic_peak_bytes, 990);
-  // Written back: the same document, key for key (the plan resolved to every key).
-  json want = json::parse(kHandWritten);
-  want["plan"] = mgt::ir::to_json(r.plan);
-  EXPECT_EQ(mgt::cost::to_json(r), want);
+  expect_written_back_with_plan_resolved(kHandWritten, r);
 }
 
 TEST(SimulationReport, BadDocumentsNameTheField) {
-  const auto field_after = [](auto edit) {
-    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
-      (void)mgt::cost::simulation_report_from_json(doc, "bad.json");
-    });
-  };
-  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.simulation/2"; }), "format");
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("instructions"); }), "instructions");
-  // every kTimeTerms key is required
-  EXPECT_EQ(field_after([](json& doc) { doc["breakdown"].erase("exposed_pp_s"); }), "exposed_pp_s");
-  EXPECT_EQ(field_after([](json& doc) { doc["programs"][0]["busy_s"].erase("ep"); }), "ep");
-  EXPECT_EQ(field_after([](json& doc) { doc["memory"]["by_kind"]["logits"] = "50"; }), "logits");
-  EXPECT_EQ(field_after([](json& doc) { doc["memory"]["largest_live"][0]["kind"] = "weights"; }), "kind");
-  // not peak - allocated
-  EXPECT_EQ(field_after([](json& doc) { doc["memory"]["overhead_bytes"] = 0; }), "overhead_bytes");
-  EXPECT_EQ(field_after([](json& doc) { doc["analytic"].erase("peak_bytes"); }), "peak_bytes");
+  expect_each_error_names_the_field(kHandWritten, mgt::cost::simulation_report_from_json, {
+      {"instructions", [](json& doc) { doc.erase("instructions"); }},
+      // every kTimeTerms key is required
+      {"exposed_pp_s", [](json& doc) { doc["breakdown"].erase("exposed_pp_s"); }},
+      {"ep", [](json& doc) { doc["programs"][0]["busy_s"].erase("ep"); }},
+      {"logits", [](json& doc) { doc["memory"]["by_kind"]["logits"] = "50"; }},
+      {"kind", [](json& doc) { doc["memory"]["largest_live"][0]["kind"] = "weights"; }},
+      // not peak - allocated
+      {"overhead_bytes", [](json& doc) { doc["memory"]["overhead_bytes"] = 0; }},
+      {"peak_bytes", [](json& doc) { doc["analytic"].erase("peak_bytes"); }},
+  });
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 namespace {
 
 using mgt::plan::ModelInspection;
-using mgt::test::field_of_error_after, mgt::test::rewritten;
+using mgt::test::expect_each_error_names_the_field, mgt::test::rewritten;
 using json = nlohmann::json;
 
 TEST(ModelInspection, EveryExampleModelRoundTripsByteForByte) {
@@ -76,19 +76,14 @@ TEST(ModelInspection, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(ModelInspection, BadDocumentsNameTheField) {
-  const auto field_after = [](auto edit) {
-    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
-      (void)mgt::plan::model_inspection_from_json(doc, "bad.json");
-    });
-  };
-  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.plans/1"; }), "format");
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("format"); }), "format");
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("seq_len"); }), "seq_len");
-  // an MoE model lists all three
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("params_active"); }), "params_active");
-  EXPECT_EQ(field_after([](json& doc) { doc["blocks"][1]["training_flops_per_token_per_copy"] = "many"; }),
-            "training_flops_per_token_per_copy");
-  EXPECT_EQ(field_after([](json& doc) { doc["blocks"] = json::object(); }), "blocks");
+  expect_each_error_names_the_field(kHandWritten, mgt::plan::model_inspection_from_json, {
+      {"seq_len", [](json& doc) { doc.erase("seq_len"); }},
+      // an MoE model lists all three
+      {"params_active", [](json& doc) { doc.erase("params_active"); }},
+      {"training_flops_per_token_per_copy",
+       [](json& doc) { doc["blocks"][1]["training_flops_per_token_per_copy"] = "many"; }},
+      {"blocks", [](json& doc) { doc["blocks"] = json::object(); }},
+  });
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 namespace {
 
 using mgt::plan::PlansReport, mgt::plan::RankedEstimate;
-using mgt::test::field_of_error_after, mgt::test::rewritten;
+using mgt::test::expect_each_error_names_the_field, mgt::test::rewritten;
 using json = nlohmann::json;
 
 // The search as `mgt-plan examples/models/Llama-3.1-8B.json --gpus 16 --top 4 --json` runs it, but at
@@ -105,19 +105,15 @@ TEST(PlansReport, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(PlansReport, BadDocumentsNameTheField) {
-  const auto field_after = [](auto edit) {
-    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
-      (void)mgt::plan::plans_report_from_json(doc, "bad.json");
-    });
-  };
-  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.plan/1"; }), "format");
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("evaluated"); }), "evaluated");
-  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["time"].erase("bubble_s"); }), "bubble_s");
-  EXPECT_EQ(field_after([](json& doc) { doc["settings"]["fp8_linears"] = "yes"; }), "fp8_linears");
-  // not hbm - peak
-  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["memory"]["headroom_bytes"] = 0; }), "headroom_bytes");
-  EXPECT_EQ(field_after([](json& doc) { doc["rejected"]["too big"] = -1; }), "too big");
-  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0].erase("rank"); }), "rank");
+  expect_each_error_names_the_field(kHandWritten, mgt::plan::plans_report_from_json, {
+      {"evaluated", [](json& doc) { doc.erase("evaluated"); }},
+      {"bubble_s", [](json& doc) { doc["plans"][0]["time"].erase("bubble_s"); }},
+      {"fp8_linears", [](json& doc) { doc["settings"]["fp8_linears"] = "yes"; }},
+      // not hbm - peak
+      {"headroom_bytes", [](json& doc) { doc["plans"][0]["memory"]["headroom_bytes"] = 0; }},
+      {"too big", [](json& doc) { doc["rejected"]["too big"] = -1; }},
+      {"rank", [](json& doc) { doc["plans"][0].erase("rank"); }},
+  });
 }
 
 }  // namespace

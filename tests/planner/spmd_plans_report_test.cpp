@@ -16,7 +16,7 @@
 namespace {
 
 using mgt::plan::SpmdPlansReport;
-using mgt::test::field_of_error_after, mgt::test::rewritten;
+using mgt::test::expect_each_error_names_the_field, mgt::test::rewritten;
 using json = nlohmann::json;
 
 // y = relu(x . w1) . w2 over i tokens, j model width, k hidden width: one block, as imported from MLIR.
@@ -77,16 +77,12 @@ TEST(SpmdPlansReport, HandWrittenDocumentReadsFieldByField) {
 }
 
 TEST(SpmdPlansReport, BadDocumentsNameTheField) {
-  const auto field_after = [](auto edit) {
-    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
-      (void)mgt::plan::spmd_plans_report_from_json(doc, "bad.json");
-    });
-  };
-  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.spmd_plan/1"; }), "format");
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("gpus"); }), "gpus");
-  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0].erase("comm_s"); }), "comm_s");
-  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["peak_bytes"] = 1.5; }), "peak_bytes");
-  EXPECT_EQ(field_after([](json& doc) { doc["plans"][0]["plan"]["mesh"] = json::array(); }), "mesh");
+  expect_each_error_names_the_field(kHandWritten, mgt::plan::spmd_plans_report_from_json, {
+      {"gpus", [](json& doc) { doc.erase("gpus"); }},
+      {"comm_s", [](json& doc) { doc["plans"][0].erase("comm_s"); }},
+      {"peak_bytes", [](json& doc) { doc["plans"][0]["peak_bytes"] = 1.5; }},
+      {"mesh", [](json& doc) { doc["plans"][0]["plan"]["mesh"] = json::array(); }},
+  });
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 namespace {
 
-using mgt::test::field_of_error_after;
+using mgt::test::expect_each_error_names_the_field, mgt::test::expect_written_back_with_plan_resolved;
 using json = nlohmann::json;
 
 const char* const kHandWritten = R"({
@@ -43,25 +43,18 @@ TEST(RunRecord, HandWrittenRecordReadsFieldByField) {
   EXPECT_EQ(r.data_size_bytes, 4096);
   EXPECT_EQ(r.data_checksum, "mix64:00ff");
   EXPECT_EQ(r.architecture.at("rope_theta"), 10000.0);
-  // Written back: the same record, key for key (the plan resolved to every key).
-  json want = json::parse(kHandWritten);
-  want["plan"] = mgt::ir::to_json(r.plan);
-  EXPECT_EQ(mgt::rt::to_json(r), want);
+  expect_written_back_with_plan_resolved(kHandWritten, r);
 }
 
 TEST(RunRecord, BadRecordsNameTheField) {
-  const auto field_after = [](auto edit) {
-    return field_of_error_after(kHandWritten, edit, [](const json& doc) {
-      (void)mgt::rt::run_record_from_json(doc, "run.json");
-    });
-  };
-  EXPECT_EQ(field_after([](json& doc) { doc["format"] = "mgt.runs/1"; }), "format");
-  EXPECT_EQ(field_after([](json& doc) { doc.erase("global_batch"); }), "global_batch");
-  EXPECT_EQ(field_after([](json& doc) { doc["adamw"].erase("eps"); }), "adamw.eps");
-  EXPECT_EQ(field_after([](json& doc) { doc["seed"] = -1; }), "seed");
-  // not step x global_batch x seq_len
-  EXPECT_EQ(field_after([](json& doc) { doc["tokens_seen"] = 100; }), "tokens_seen");
-  EXPECT_EQ(field_after([](json& doc) { doc["plan"]["tp"] = 0; }), "tp");
+  expect_each_error_names_the_field(kHandWritten, mgt::rt::run_record_from_json, {
+      {"global_batch", [](json& doc) { doc.erase("global_batch"); }},
+      {"adamw.eps", [](json& doc) { doc["adamw"].erase("eps"); }},
+      {"seed", [](json& doc) { doc["seed"] = -1; }},
+      // not step x global_batch x seq_len
+      {"tokens_seen", [](json& doc) { doc["tokens_seen"] = 100; }},
+      {"tp", [](json& doc) { doc["plan"]["tp"] = 0; }},
+  });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -132,6 +133,8 @@ double flops_per_token(FlopConvention convention, const ModelShape& shape, int64
 
 enum class MetricKind { throughput, memory, oom };
 std::string to_string(MetricKind kind);
+/// The kind whose to_string is `text`; nullopt when none is.
+std::optional<MetricKind> metric_kind_from_string(std::string_view text);
 
 /// One comparison (or one skipped row).
 struct ValidationResult {
