@@ -46,6 +46,9 @@ class BlockBuilder {
     block_.is_layer = is_layer;
   }
 
+  /// Appends to a block built already (the MTP layer gains its prediction head).
+  BlockBuilder(Block existing, DimSizes sizes) : block_(std::move(existing)), sizes_(std::move(sizes)) {}
+
   /// Declares an activation (or, with `parameter`, a weight); `overrides` replace table sizes.
   void declare(const std::string& name, std::string_view dims, bool parameter, const DimSizes& overrides = {}) {
     if (find_tensor(block_, name)) return;
@@ -144,6 +147,12 @@ DimSizes dim_table(const HfModel& m) {
   DimSizes t{{'h', m.hidden}, {'a', m.heads}, {'k', m.kv_heads}, {'d', m.head_dim}, {'f', m.ffn}, {'v', m.vocab}};
   if (m.positions) t['p'] = m.positions;
   if (m.experts) t['e'] = m.experts;
+  // Encoders: segment rows, patch pixels and the class-token row; the BERT heads' input and pooler
+  // widths (j, u: both h, named apart so that h x h weights have two dims) and NSP's 2 classes.
+  if (m.encoder.token_types) t['t'] = m.encoder.token_types;
+  if (m.encoder.patch_pixels) t.insert({{'c', m.encoder.patch_pixels}, {'n', 1}});
+  if (m.encoder.mlm_head) t.insert({{'j', m.hidden}, {'u', m.hidden}, {'y', 2}});
+  if (m.mtp_layers) t['j'] = m.hidden;
   if (m.mla) t.insert({{'r', m.q_lora}, {'l', m.kv_lora}, {'n', m.qk_nope}, {'g', m.qk_rope}, {'c', m.v_head}});
   return t;
 }
@@ -166,7 +175,7 @@ std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& 
     k = b.rope("k_rope", k, "k_rot");
   }
   Op core = make_op("attention", OpKind::attention_core, {q, k, v}, "attn");
-  core.causal = true;
+  core.causal = !m.bidirectional;
   core.sliding_window = sliding_window;
   b.add(std::move(core), "bsad");
   return b.contract("o_proj", "attn", "wo", "bsad,adh->bsh", "attn_out", m.o_bias ? "bo" : "");
@@ -337,6 +346,13 @@ Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, Lay
   const auto ffn = [&](const std::string& in) {
     return kind.moe ? add_moe_ffn(b, m, in) : add_mlp(b, m, in, "", m.ffn);
   };
+  if (m.norm_after_residual) {  // BERT: x -> LN(x + attn(x)) -> LN(h1 + mlp(h1))
+    const std::string a = b.residual("attn_residual", "x", attention("x"), "attn_sum");
+    const std::string h1 = b.norm("attn_norm", a, "h", m.norm, m.norm_bias, "h1");
+    const std::string f = b.residual("mlp_residual", h1, ffn(h1), "mlp_sum");
+    b.norm("mlp_norm", f, "h", m.norm, m.norm_bias, "out");
+    return b.take();
+  }
   if (m.parallel != Parallel::none) {
     const std::string attn_in = b.norm("attn_norm", "x", "h", m.norm, m.norm_bias, "attn_in");
     const std::string mlp_in =
@@ -398,31 +414,116 @@ void add_layer_blocks(const HfModel& m, Graph& g) {
   }
 }
 
+/// ViT: the patch GEMM over each patch's pixels (block input "x", dims b, s, c), learned positions
+/// and the class token as a one-row table added to the embeddings (its concatenation at position 0
+/// is not an op kind; the count and the cost are the same).
+Block build_patch_embed(const HfModel& m) {
+  BlockBuilder b("embed", 1, /*is_layer=*/false, dim_table(m));
+  b.declare("x", "bsc", false);
+  const std::string patches = b.contract("patch_proj", "x", "w_patch", "bsc,ch->bsh", "patches", "b_patch");
+  b.declare("wpe", "ph", true);
+  b.add(make_op("position_embedding", OpKind::embedding, {"wpe"}, "pos"), "bsh");
+  const std::string with_pos = b.residual("add_positions", patches, "pos", "with_pos");
+  b.declare("cls_token", "nh", true);
+  b.add(make_op("class_token", OpKind::embedding, {"cls_token"}, "cls"), "bsh");
+  b.residual("add_class_token", with_pos, "cls", "out");
+  return b.take();
+}
+
+/// Token (and learned position, and BERT segment) embeddings, summed; BERT normalises the sum.
 Block build_embed(const HfModel& m) {
+  if (m.encoder.patch_pixels) return build_patch_embed(m);
   BlockBuilder b("embed", 1, /*is_layer=*/false, dim_table(m));
   b.declare("wte", "vh", true);
-  b.add(make_op("token_embedding", OpKind::embedding, {"wte"}, m.positions ? "tok" : "out"),
-        "bsh");
+  const bool sums = m.positions || m.encoder.token_types;
+  b.add(make_op("token_embedding", OpKind::embedding, {"wte"}, sums ? "tok" : "out"), "bsh");
+  std::string sum = "tok";
+  const std::string last = m.encoder.embed_norm ? "embed_sum" : "out";
   if (m.positions) {
     b.declare("wpe", "ph", true);
     b.add(make_op("position_embedding", OpKind::embedding, {"wpe"}, "pos"), "bsh");
-    b.residual("embed_add", "tok", "pos", "out");
+    sum = b.residual("embed_add", sum, "pos", m.encoder.token_types ? "tok_pos" : last);
+  }
+  if (m.encoder.token_types) {
+    b.declare("w_token_type", "th", true);
+    b.add(make_op("token_type_embedding", OpKind::embedding, {"w_token_type"}, "token_type"), "bsh");
+    sum = b.residual("token_type_add", sum, "token_type", last);
+  }
+  if (m.encoder.embed_norm) b.norm("embed_norm", sum, "h", m.norm, m.norm_bias, "out");
+  return b.take();
+}
+
+/// LM head on `in` ("bsh"): the final norm unless the layers end normalised (post-LN), the
+/// projection to the vocabulary (tied: "wte", laid out like the embedding table), the loss.
+void add_lm_head(BlockBuilder& b, const HfModel& m, const std::string& in) {
+  const std::string xn = m.norm_after_residual ? in : b.norm("final_norm", in, "h", m.norm, m.norm_bias, "x_norm");
+  const std::string bias = m.lm_head_bias ? "b_lm_head" : "";
+  if (m.tied) b.contract("lm_head", xn, "wte", "bsh,vh->bsv", "logits", bias);
+  else b.contract("lm_head", xn, "w_lm_head", "bsh,hv->bsv", "logits", bias);
+  b.add(make_op("loss", OpKind::softmax_cross_entropy, {"logits"}, ""));
+}
+
+/// BERT's pre-training heads, on every position (Megatron and transformers compute the MLM logits
+/// for all tokens and mask the loss; the pooler and NSP classifier read only the [CLS] token, so
+/// pricing them on every position is an upper bound of 2 x h x (h + 2) FLOPs per token). The input
+/// is named in j so that the h x h transform and pooler weights have two distinct dims.
+Block build_bert_head(const HfModel& m) {
+  BlockBuilder b("head", 1, /*is_layer=*/false, dim_table(m));
+  b.declare("x", "bsj", false);
+  const std::string t = b.contract("mlm_transform", "x", "w_mlm_transform", "bsj,jh->bsh", "mlm_t", "b_mlm_transform");
+  const std::string ta = b.activation("mlm_act", {t}, m.act, "mlm_t_act");
+  const std::string tn = b.norm("mlm_norm", ta, "h", m.norm, m.norm_bias, "mlm_t_norm");
+  add_lm_head(b, m, tn);
+  if (m.encoder.nsp_head) {
+    // The pooler's tanh is priced as the GELU (one elementwise pass either way).
+    const std::string p = b.contract("pooler", "x", "w_pooler", "bsj,ju->bsu", "pooled", "b_pooler");
+    const std::string pa = b.activation("pooler_act", {p}, m.act, "pooled_act");
+    b.contract("nsp_proj", pa, "w_nsp", "bsu,uy->bsy", "nsp_logits", "b_nsp");
+    b.add(make_op("nsp_loss", OpKind::softmax_cross_entropy, {"nsp_logits"}, ""));
   }
   return b.take();
 }
 
 /// Final norm, LM head and loss. A tied head reads "wte" laid out like the embedding table (v, h).
 Block build_head(const HfModel& m) {
+  if (m.encoder.mlm_head) return build_bert_head(m);
   BlockBuilder b("head", 1, /*is_layer=*/false, dim_table(m));
   b.declare("x", "bsh", false);
-  const std::string xn = b.norm("final_norm", "x", "h", m.norm, m.norm_bias, "x_norm");
-  if (m.tied) {
-    b.contract("lm_head", xn, "wte", "bsh,vh->bsv", "logits", m.lm_head_bias ? "b_lm_head" : "");
-  } else {
-    b.contract("lm_head", xn, "w_lm_head", "bsh,hv->bsv", "logits", m.lm_head_bias ? "b_lm_head" : "");
-  }
-  b.add(make_op("loss", OpKind::softmax_cross_entropy, {"logits"}, ""));
+  add_lm_head(b, m, "x");
   return b.take();
+}
+
+/// DeepSeek-V3 multi-token prediction (DeepSeek-V3 report §2.2; Megatron-Core MTP), depth by depth:
+/// the main model's last hidden state (before its final norm) and the embedding of the next token
+/// are each RMS-normalised, concatenated and projected 2h -> h (eh_proj, two h x h halves summed),
+/// then one more transformer layer (the kind of the last main layer: MoE in V3) and the shared
+/// output head with its own norm. The embedding and output head are the main model's (tied), so
+/// only eh_proj, the norms and the layer are new parameters. Two blocks per depth, because the
+/// concatenation's h x h halves need the input named apart from the output (j, then h).
+void add_mtp_blocks(const HfModel& m, Graph& g) {
+  for (int64_t d = 0; d < m.mtp_layers; ++d) {
+    const std::string suffix = m.mtp_layers > 1 ? "_" + std::to_string(d) : "";
+    BlockBuilder p("mtp_proj" + suffix, 1, /*is_layer=*/false, dim_table(m));
+    p.declare("x", "bsh", false);
+    const std::string hn = p.norm("hnorm", "x", "h", m.norm, m.norm_bias, "h_normed");
+    p.declare("wte", "vh", true);
+    p.add(make_op("token_embedding", OpKind::embedding, {"wte"}, "emb"), "bsh");
+    const std::string en = p.norm("enorm", "emb", "h", m.norm, m.norm_bias, "e_normed");
+    const std::string from_h = p.contract("eh_proj_h", hn, "w_eh_h", "bsh,hj->bsj", "eh_h");
+    const std::string from_e = p.contract("eh_proj_e", en, "w_eh_e", "bsh,hj->bsj", "eh_e");
+    p.residual("eh_sum", from_h, from_e, "out");
+    g.blocks.push_back(p.take());
+    g.tied_parameters.push_back({"embed.wte", "mtp_proj" + suffix + ".wte"});
+
+    const std::string layer_name = "mtp_layer" + suffix;
+    Block layer = build_layer(m, layer_name, 1, m.layer_kinds.back());
+    layer.is_layer = false;  // Megatron places MTP on the last pipeline stage, beside the head
+    BlockBuilder l(std::move(layer), layer_dims(m, m.layer_kinds.back().mixer));
+    add_lm_head(l, m, "out");
+    g.blocks.push_back(l.take());
+    g.tied_parameters.push_back({m.tied ? "embed.wte" : "head.w_lm_head",
+                                 layer_name + "." + std::string(m.tied ? "wte" : "w_lm_head")});
+  }
 }
 
 ModelInfo model_info(const HfModel& m, const std::string& source) {
@@ -452,6 +553,7 @@ Graph graph_from_hf_config(const nlohmann::json& config, const std::string& sour
   add_layer_blocks(m, g);
   g.blocks.push_back(build_head(m));
   if (m.tied) g.tied_parameters.push_back({"embed.wte", "head.wte"});
+  add_mtp_blocks(m, g);
   return g;
 }
 

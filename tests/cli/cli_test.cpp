@@ -251,8 +251,9 @@ TEST(CliInspect, ParamsMatchPublishedCountsForEveryExample) {
     const json config = json::parse(slurp(file));
     ASSERT_TRUE(config.contains("_published_params"));
     const json& pub = config.at("_published_params");
-    const int64_t expected_total =
-        pub.contains("computed_main_model") ? pub.at("computed_main_model").get<int64_t>() : pub.at("total").get<int64_t>();
+    // DeepSeek-V3: main model plus its multi-token-prediction module (shared embedding and head).
+    const int64_t expected_total = pub.contains("computed_trained_with_mtp") ? pub.at("computed_trained_with_mtp").get<int64_t>()
+                                                                              : pub.at("total").get<int64_t>();
     const std::string rel = "examples/models/" + file.filename().string();
     const Result r = run_cli({"inspect", rel, "--json"});
     ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -264,8 +265,9 @@ TEST(CliInspect, ParamsMatchPublishedCountsForEveryExample) {
     EXPECT_GT(doc.value("training_flops_per_token", 0.0), 0.0);
     const bool moe = pub.contains("active_per_token_computed") || pub.contains("computed_active");
     if (moe) {
-      const int64_t expected_active = pub.contains("computed_active") ? pub.at("computed_active").get<int64_t>()
-                                                                      : pub.at("active_per_token_computed").get<int64_t>();
+      const int64_t expected_active = pub.contains("computed_active_with_mtp")
+                                          ? pub.at("computed_active_with_mtp").get<int64_t>()
+                                          : pub.at("active_per_token_computed").get<int64_t>();
       ASSERT_TRUE(doc.contains("params_active")) << r.out.substr(0, 500);
       EXPECT_EQ(doc.at("params_active").get<int64_t>(), expected_active);
       EXPECT_LT(doc.at("params_active").get<int64_t>(), doc.at("params_total").get<int64_t>());

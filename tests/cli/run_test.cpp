@@ -371,6 +371,18 @@ TEST(CliRunFaults, KilledRankEndsTheJobWithinTheCommTimeoutNamingIt) {
   EXPECT_FALSE(contains(r.out, "summary")) << describe(r);
 }
 
+TEST(CliRun, EncodersAreRefusedNamingTheBidirectionalAttention) {
+  // A tiny BERT plans and estimates, but the CPU executor trains decoder-only models: one line, exit 2.
+  TempDir d;
+  const std::string model = d.write("bert.json", R"({"model_type":"bert","hidden_size":64,"num_hidden_layers":1,
+    "num_attention_heads":4,"intermediate_size":128,"vocab_size":512,"max_position_embeddings":128})");
+  const Result r = run_cli(concat(training_flags(model, 2), {"--steps", "1"}));
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << describe(r);
+  EXPECT_TRUE(contains(r.err, "bidirectional attention")) << describe(r);
+  EXPECT_TRUE(contains(r.err, "layer.attention")) << describe(r);
+}
+
 TEST(CliRunFaults, CommTimeoutMustBeANonNegativeNumber) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);

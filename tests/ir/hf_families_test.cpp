@@ -107,6 +107,20 @@ const std::vector<Published> kPublished{
     // 3 x 4096 x 14336, router 4096 x 16), 2 norms each, + untied 2 x 65536 x 4096 + norm. Active: 2 of 16.
     {"Jamba-v0.1", 51570323328, 12110311296, 52.0, 12.0, 0.5, 0.5,
      "ai21labs/Jamba-v0.1 model card: 52B total, 12B active (rounded)"},
+    // 40 x (q 4096^2 + 4096 bias, k, v 4096 x 256 + 256 biases each, o 4096^2, 3 x 4096 x 13696, 2 norms)
+    // + untied 2 x 151552 x 4096 + norm.
+    {"GLM-4-9B-Chat-HF", 9399951360, 9399951360, 9.4, 9.4, 0.05, 0.05,
+     "THUDM/glm-4-9b-chat-hf Hub page: 9.4B params (safetensors, rounded)"},
+    // Encoders (tests/ir/hf_encoder_families_test.cpp for their structure).
+    // Embeddings 30522 x 768 + positions 512 x 768 + segments 2 x 768 + LayerNorm 2 x 768; 12 x (4 x (768^2
+    // + 768) + 768 x 3072 + 3072 + 3072 x 768 + 768 + 2 LayerNorms 4 x 768); MLM transform 768^2 + 768,
+    // its LayerNorm 2 x 768, decoder bias 30522 (decoder weight tied to the word embeddings).
+    {"BERT-base-uncased", 109514298, 109514298, 0.110, 0.110, 0.0005, 0.0005,
+     "Devlin et al. 2019 (arXiv:1810.04805) §3: BERT-BASE 110M total parameters (rounded)"},
+    // Patch GEMM 768 x 768 + bias 768, class token 768, positions 197 x 768; 12 x 7087872 (as BERT's
+    // layer); final LayerNorm 2 x 768; classifier 768 x 1000 + 1000.
+    {"ViT-base-patch16-224", 86567656, 86567656, 0.086567656, 0.086567656, 0.0000866, 0.0000866,
+     "timm vit_base_patch16_224: 86,567,656 parameters (exact)"},
     // 40 x (q, o 4096^2 + k, v 4096 x 1024 + 3 x 4096 x 12800 + 2 norms) + tied 49159 x 4096 + norm.
     {"Granite-3.3-8B", 8170864640, 8170864640, 8.0, 8.0, 0.5, 0.5, "ibm-granite Granite 3.3 8B model card: 8B (nominal)"},
 };
