@@ -153,12 +153,15 @@ DimSizes dim_table(const HfModel& m) {
   if (m.encoder.patch_pixels) t.insert({{'c', m.encoder.patch_pixels}, {'n', 1}});
   if (m.encoder.mlm_head) t.insert({{'j', m.hidden}, {'u', m.hidden}, {'y', 2}});
   if (m.mtp_layers) t['j'] = m.hidden;
+  // T5: relative position buckets x heads (w: the heads again, a table no mesh axis splits).
+  if (m.encoder.relative_buckets) t.insert({{'u', m.encoder.relative_buckets}, {'w', m.heads}});
   if (m.mla) t.insert({{'r', m.q_lora}, {'l', m.kv_lora}, {'n', m.qk_nope}, {'g', m.qk_rope}, {'c', m.v_head}});
   return t;
 }
 
 /// Grouped-query attention: q/k/v projections, optional q/k norms, rope, attention core, o proj.
-std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& in, int64_t sliding_window) {
+std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& in, int64_t sliding_window,
+                          bool causal) {
   const bool bias = m.qkv_bias;
   std::string q = b.contract("q_proj", in, "wq", "bsh,had->bsad", "q", bias ? "bq" : "");
   std::string k = b.contract("k_proj", in, "wk", "bsh,hkd->bskd", "k", bias ? "bk" : "");
@@ -175,7 +178,7 @@ std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& 
     k = b.rope("k_rope", k, "k_rot");
   }
   Op core = make_op("attention", OpKind::attention_core, {q, k, v}, "attn");
-  core.causal = !m.bidirectional;
+  core.causal = causal;
   core.sliding_window = sliding_window;
   b.add(std::move(core), "bsad");
   return b.contract("o_proj", "attn", "wo", "bsad,adh->bsh", "attn_out", m.o_bias ? "bo" : "");
@@ -341,7 +344,7 @@ Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, Lay
   const auto attention = [&](const std::string& in) {
     if (kind.mixer == Mixer::mamba1) return add_mamba1(b, m, in);
     if (kind.mixer == Mixer::mamba2) return add_mamba2(b, m, in);
-    return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window);
+    return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window, !m.bidirectional);
   };
   const auto ffn = [&](const std::string& in) {
     return kind.moe ? add_moe_ffn(b, m, in) : add_mlp(b, m, in, "", m.ffn);
@@ -493,6 +496,62 @@ Block build_head(const HfModel& m) {
   return b.take();
 }
 
+/// T5's relative position bias (first layer of each stack): a lookup of the [buckets, heads] table
+/// for every query (its s x s expansion is added to the scores inside the attention kernel, not
+/// priced separately; later layers reuse it).
+void add_position_bias(BlockBuilder& b) {
+  b.declare("w_relative_bias", "uw", true);
+  b.add(make_op("relative_position_bias", OpKind::embedding, {"w_relative_bias"}, "position_bias"), "bsw");
+}
+
+/// Cross-attention: queries from the decoder, keys and values from the encoder output, which every
+/// decoder layer reads as its second block input "memory"; no mask, no rope.
+std::string add_cross_attention(BlockBuilder& b, const std::string& in) {
+  const std::string q = b.contract("cross_q_proj", in, "w_cross_q", "bsh,had->bsad", "cross_q");
+  b.declare("memory", "bsh", false);
+  const std::string k = b.contract("cross_k_proj", "memory", "w_cross_k", "bsh,hkd->bskd", "cross_k");
+  const std::string v = b.contract("cross_v_proj", "memory", "w_cross_v", "bsh,hkd->bskd", "cross_v");
+  Op core = make_op("cross_attention", OpKind::attention_core, {q, k, v}, "cross_attn");
+  core.causal = false;
+  b.add(std::move(core), "bsad");
+  return b.contract("cross_o_proj", "cross_attn", "w_cross_o", "bsad,adh->bsh", "cross_attn_out");
+}
+
+/// A T5 decoder layer: pre-norm causal self-attention, pre-norm cross-attention, pre-norm MLP, each
+/// with its residual add.
+Block build_t5_decoder_layer(const HfModel& m, const std::string& name, int64_t repeat, bool position_bias) {
+  BlockBuilder b(name, repeat, /*is_layer=*/true, dim_table(m));
+  b.declare("x", "bsh", false);
+  const std::string sa = b.norm("attn_norm", "x", "h", m.norm, false, "attn_in");
+  const std::string h1 = b.residual("attn_residual", "x", add_attention(b, m, sa, 0, /*causal=*/true), "h1");
+  const std::string ca = b.norm("cross_attn_norm", h1, "h", m.norm, false, "cross_attn_in");
+  const std::string h2 = b.residual("cross_attn_residual", h1, add_cross_attention(b, ca), "h2");
+  const std::string mi = b.norm("mlp_norm", h2, "h", m.norm, false, "mlp_in");
+  b.residual("mlp_residual", h2, add_mlp(b, m, mi, "", m.ffn), "out");
+  if (position_bias) add_position_bias(b);
+  return b.take();
+}
+
+/// T5: embed, encoder layers (the first with the position bias table), the encoder's final norm
+/// with the decoder's token embedding (the shared table, tied), decoder layers, head. One sequence
+/// length s serves encoder and decoder (docs/graph_format.md, "Encoders").
+void add_t5_blocks(const HfModel& m, Graph& g) {
+  const int64_t enc = m.layers, dec = m.encoder.decoder_layers;
+  BlockBuilder first(build_layer(m, "encoder_layer_0", 1, m.layer_kinds.front()), dim_table(m));
+  add_position_bias(first);
+  g.blocks.push_back(first.take());
+  if (enc > 1) g.blocks.push_back(build_layer(m, "encoder_layer", enc - 1, m.layer_kinds.front()));
+  BlockBuilder bridge("decoder_embed", 1, /*is_layer=*/false, dim_table(m));
+  bridge.declare("x", "bsh", false);
+  bridge.norm("encoder_final_norm", "x", "h", m.norm, false, "encoder_out");  // the decoder layers' "memory"
+  bridge.declare("wte", "vh", true);
+  bridge.add(make_op("token_embedding", OpKind::embedding, {"wte"}, "out"), "bsh");
+  g.blocks.push_back(bridge.take());
+  g.tied_parameters.push_back({"embed.wte", "decoder_embed.wte"});
+  g.blocks.push_back(build_t5_decoder_layer(m, "decoder_layer_0", 1, true));
+  if (dec > 1) g.blocks.push_back(build_t5_decoder_layer(m, "decoder_layer", dec - 1, false));
+}
+
 /// DeepSeek-V3 multi-token prediction (DeepSeek-V3 report §2.2; Megatron-Core MTP), depth by depth:
 /// the main model's last hidden state (before its final norm) and the embedding of the next token
 /// are each RMS-normalised, concatenated and projected 2h -> h (eh_proj, two h x h halves summed),
@@ -530,7 +589,7 @@ ModelInfo model_info(const HfModel& m, const std::string& source) {
   ModelInfo info;
   info.name = std::filesystem::path(source).stem().string();
   info.architecture = m.architecture;
-  info.num_layers = m.layers;
+  info.num_layers = m.layers + m.encoder.decoder_layers;
   info.hidden_size = m.hidden;
   info.num_attention_heads = m.heads;  // 0 for pure Mamba stacks
   info.num_kv_heads = m.kv_heads;
@@ -550,7 +609,11 @@ Graph graph_from_hf_config(const nlohmann::json& config, const std::string& sour
   Graph g;
   g.info = model_info(m, source);
   g.blocks.push_back(build_embed(m));
-  add_layer_blocks(m, g);
+  if (m.encoder.decoder_layers > 0) {
+    add_t5_blocks(m, g);
+  } else {
+    add_layer_blocks(m, g);
+  }
   g.blocks.push_back(build_head(m));
   if (m.tied) g.tied_parameters.push_back({"embed.wte", "head.wte"});
   add_mtp_blocks(m, g);

@@ -4,7 +4,7 @@
 // patches: the patch embedding is a GEMM over each patch's pixels, a class token, learned
 // positions; trained as an image classifier). Reads the config into HfModel; hf_config.cpp builds
 // the blocks. Key names and defaults follow transformers' BertConfig and ViTConfig;
-// docs/graph_format.md, "Encoders".
+// docs/graph_format.md, "Encoders". T5 (encoder-decoder) is read here too.
 #include "hf_model.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -115,15 +115,53 @@ void read_vit(const json& c, HfModel& m, const std::string& source) {
                         {'c', "num_channels x patch_size^2"}});
 }
 
+/// t5 (T5Config keys): an encoder of num_layers and a decoder of num_decoder_layers pre-RMSNorm
+/// layers without biases, heads of d_kv (so num_heads x d_kv need not be d_model), relative position
+/// buckets in the first layer of each stack, the MLP by feed_forward_proj ("relu": T5 1.0,
+/// "gated-gelu": T5 1.1 and Flan-T5), the word embeddings shared by encoder and decoder.
+void read_t5(const json& c, HfModel& m, const std::string& source) {
+  m.hidden = require_positive_int(c, "d_model", source);
+  m.layers = require_positive_int(c, "num_layers", source);
+  m.encoder.decoder_layers = optional_positive_int(c, "num_decoder_layers", m.layers, source);
+  if (m.layers + m.encoder.decoder_layers > kMaxLayers)
+    throw InputError(source, "num_decoder_layers", "encoder and decoder together exceed " + std::to_string(kMaxLayers) +
+                                                       " layers");
+  m.heads = m.kv_heads = require_positive_int(c, "num_heads", source);
+  m.head_dim = optional_positive_int(c, "d_kv", 64, source);
+  m.ffn = require_positive_int(c, "d_ff", source);
+  m.vocab = require_positive_int(c, "vocab_size", source);
+  m.encoder.relative_buckets = optional_positive_int(c, "relative_attention_num_buckets", 32, source);
+  m.max_pos = optional_nonnegative_int(c, "n_positions", 0, source);  // relative positions: no table bound
+  const std::string proj = c.contains("feed_forward_proj") ? require_string(c, "feed_forward_proj", source) : "relu";
+  if (proj == "relu") {
+    m.gated_mlp = false, m.act = ActivationKind::relu;
+  } else if (proj == "gated-gelu") {
+    m.act = ActivationKind::gelu_glu;
+  } else if (proj == "gated-silu") {
+    m.act = ActivationKind::silu_glu;
+  } else {
+    throw InputError(source, "feed_forward_proj", "\"" + proj + "\" is not modelled",
+                     "use \"relu\" (T5 1.0), \"gated-gelu\" (T5 1.1, Flan-T5) or \"gated-silu\"");
+  }
+  m.norm = NormKind::rms;
+  m.rope = false;
+  m.bidirectional = true;  // the encoder's; the decoder's self-attention is causal (hf_config.cpp)
+  m.tied = optional_bool(c, "tie_word_embeddings", true, source);
+  m.layer_kinds.assign(size_t(m.layers), LayerKind{});
+  m.dim_sources.insert({{'h', "d_model"}, {'a', "num_heads"}, {'k', "num_heads"}, {'d', "d_kv"}, {'f', "d_ff"},
+                        {'v', "vocab_size"}, {'u', "relative_attention_num_buckets"}, {'w', "num_heads"}});
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> encoder_families() {
-  return {{"bert", "BertForMaskedLM"}, {"vit", "ViTForImageClassification"}};
+  return {{"bert", "BertForMaskedLM"}, {"vit", "ViTForImageClassification"}, {"t5", "T5ForConditionalGeneration"}};
 }
 
 bool read_encoder_family(const json& c, HfModel& m, const std::string& source) {
   if (m.model_type == "bert") read_bert(c, m, source);
   else if (m.model_type == "vit") read_vit(c, m, source);
+  else if (m.model_type == "t5") read_t5(c, m, source);
   else return false;
   return true;
 }

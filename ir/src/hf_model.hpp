@@ -49,6 +49,9 @@ struct EncoderSizes {
   int64_t classes = 0;       ///< ViT: classifier labels (the head's "vocabulary")
   bool mlm_head = false;     ///< BERT: MLM transform (dense, GELU, LayerNorm) before the tied decoder
   bool nsp_head = false;     ///< BertForPreTraining: pooler (dense, tanh) and next-sentence classifier
+  /// T5: decoder layers after the `layers` encoder layers (0 = not an encoder-decoder), and the
+  /// relative position buckets of the first layer of each stack.
+  int64_t decoder_layers = 0, relative_buckets = 0;
 };
 
 /// The sizes read from a config, validated once; builders only read this struct.
@@ -93,7 +96,7 @@ bool read_ssm_family(const nlohmann::json& config, HfModel& m, const std::string
 /// Their model_types and architectures, for the unsupported-type hint and architecture lookup.
 std::vector<std::pair<std::string, std::string>> ssm_families();
 
-/// The encoder families (bert, vit: hf_encoder_families.cpp); false when `model_type` is neither.
+/// The encoder and encoder-decoder families (bert, vit, t5: hf_encoder_families.cpp); false when `model_type` is neither.
 bool read_encoder_family(const nlohmann::json& config, HfModel& m, const std::string& source);
 /// Their model_types and architectures.
 std::vector<std::pair<std::string, std::string>> encoder_families();

@@ -87,6 +87,27 @@ TEST(patch_embedding, gemm_over_patch_pixels_per_token_by_hand) {
   EXPECT_EQ(c.param_elements_total, 192 * 64 + 64 + 17 * 64 + 64);
 }
 
+TEST(cross_attention, t5_decoder_layer_flops_and_memory_per_token_by_hand) {
+  // h 64, 4 heads of 16, f 128 gated-GELU; encoder and decoder both s = 512 tokens.
+  const json t5 = {{"model_type", "t5"}, {"d_model", 64},  {"d_kv", 16},      {"num_heads", 4},
+                   {"d_ff", 128},        {"num_layers", 2}, {"vocab_size", 100}, {"feed_forward_proj", "gated-gelu"}};
+  const ir::Graph g = build(t5);
+  const ir::Block& dec = g.blocks.at(5);
+  ASSERT_EQ(dec.name, "decoder_layer");
+  const BlockCost c = cost_of(dec);
+  // Forward per token: self q, k, v, o 4 x 2 x 64 x 64; cross q, o 2 x 2 x 64 x 64 and cross k, v over the
+  // encoder's tokens 2 x 2 x 64 x 64; MLP 3 x 2 x 64 x 128. Attention: causal self 2 x 512 x 4 x 32 / 2,
+  // cross over all 512 encoder tokens 2 x 512 x 4 x 32.
+  const double matmul = 4 * 2.0 * 64 * 64 + 2 * 2.0 * 64 * 64 + 2 * 2.0 * 64 * 64 + 3 * 2.0 * 64 * 128;
+  const double attention = 2.0 * kSeq * 4 * 32 / 2 + 2.0 * kSeq * 4 * 32;
+  EXPECT_DOUBLE_EQ(c.model_flops, 3.0 * (matmul + attention) * kSeq);
+  // Saved elements per token: x, attn_in, q, k, v, attn, h1, cross_attn_in, memory, cross q, k, v,
+  // cross_attn, h2, mlp_in (64 each: 15 x 64) and gate, up, GELU out (128 each) = 1344 in bf16; plus two
+  // log-sum-exps of 4 heads x 4 bytes.
+  EXPECT_EQ(c.saved_bytes_none, (1344 * 2 + 2 * 16) * kSeq);
+  EXPECT_EQ(c.param_elements_total, 8 * 64 * 64 + 3 * 64 * 128 + 3 * 64);
+}
+
 TEST(multi_token_prediction, projection_and_layer_per_token_by_hand) {
   const json ds = json::parse(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 128, "moe_intermediate_size": 32, "vocab_size": 100,

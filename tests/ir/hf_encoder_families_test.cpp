@@ -121,6 +121,56 @@ TEST(vit, refuses_a_checkpoint_without_a_classifier_and_a_bad_patch) {
   EXPECT_THROW(graph_from_hf_config(no_labels, "vit.json"), InputError);
 }
 
+json tiny_t5() {
+  return json{{"model_type", "t5"},  {"d_model", 64},         {"d_kv", 8},
+              {"num_heads", 4},      {"d_ff", 128},           {"num_layers", 2},
+              {"num_decoder_layers", 2}, {"vocab_size", 100}, {"relative_attention_num_buckets", 8},
+              {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}};
+}
+
+TEST(t5, encoder_decoder_blocks_with_cross_attention_reading_memory) {
+  const Graph g = build(tiny_t5());
+  std::vector<std::string> names;
+  for (const auto& b : g.blocks) names.push_back(b.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embed", "encoder_layer_0", "encoder_layer", "decoder_embed",
+                                             "decoder_layer_0", "decoder_layer", "head"}));
+  EXPECT_EQ(num_layers(g), 4);
+  EXPECT_FALSE(g.blocks[3].is_layer);
+  // Encoder self-attention attends both ways; the decoder's self-attention is causal and its
+  // cross-attention, keys and values projected from "memory", is not.
+  for (const auto& op : g.blocks[2].ops) {
+    if (op.kind == OpKind::attention_core) { EXPECT_FALSE(op.causal); }
+  }
+  const Block& dec = g.blocks[5];
+  std::vector<std::pair<std::string, bool>> cores;
+  for (const auto& op : dec.ops)
+    if (op.kind == OpKind::attention_core) cores.push_back({op.name, op.causal});
+  EXPECT_EQ(cores, (std::vector<std::pair<std::string, bool>>{{"attention", true}, {"cross_attention", false}}));
+  for (const auto& op : dec.ops)
+    if (op.name == "cross_k_proj" || op.name == "cross_v_proj") { EXPECT_EQ(op.inputs[0], "memory"); }
+  // d_kv 8 x 4 heads = 32: the projections are 64 x 32, not d_model square.
+  EXPECT_EQ(find_tensor(dec, "w_cross_k")->dims, (std::vector<Dim>{{'h', 64}, {'k', 4}, {'d', 8}}));
+  EXPECT_EQ(g.tied_parameters, (std::vector<std::pair<std::string, std::string>>{{"embed.wte", "decoder_embed.wte"}}));
+}
+
+TEST(t5, parameters_by_hand) {
+  // Attention 4 x 64 x 32, gated-GELU MLP 3 x 64 x 128, RMSNorms 64 each, no biases.
+  const int64_t attention = 4 * 64 * 32, mlp = 3 * 64 * 128;
+  const int64_t encoder_layer = attention + mlp + 2 * 64;
+  const int64_t decoder_layer = encoder_layer + attention + 64;  // cross-attention and its norm
+  const int64_t position_bias = 8 * 4;                           // buckets x heads, first layer of each stack
+  // Shared embedding 100 x 64; encoder final norm; decoder final norm and untied lm_head 64 x 100.
+  const int64_t expected = 100 * 64 + 2 * encoder_layer + position_bias + 64 + 2 * decoder_layer + position_bias +
+                           64 + 64 * 100;
+  EXPECT_EQ(count_parameters(build(tiny_t5())).total, expected);
+  json relu = tiny_t5();
+  relu["feed_forward_proj"] = "relu";  // T5 1.0: wi, wo only
+  EXPECT_EQ(count_parameters(build(relu)).total, expected - 4 * 64 * 128);
+  json bad = tiny_t5();
+  bad["feed_forward_proj"] = "gated-swish";
+  EXPECT_THROW(graph_from_hf_config(bad, "t5.json"), InputError);
+}
+
 TEST(multi_token_prediction, deepseek_v3_counts_the_module_once_with_shared_embedding_and_head) {
   const Graph g = load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/DeepSeek-V3.json");
   ASSERT_EQ(g.blocks.size(), 6u);

@@ -121,6 +121,11 @@ const std::vector<Published> kPublished{
     // layer); final LayerNorm 2 x 768; classifier 768 x 1000 + 1000.
     {"ViT-base-patch16-224", 86567656, 86567656, 0.086567656, 0.086567656, 0.0000866, 0.0000866,
      "timm vit_base_patch16_224: 86,567,656 parameters (exact)"},
+    // Shared embedding 32128 x 768; 12 encoder layers (q, k, v, o 768 x 768, gated-GELU 3 x 768 x 2048, 2 norms);
+    // 12 decoder layers (the same plus cross-attention 4 x 768 x 768 and its norm); relative position bias
+    // 32 x 12 in the first layer of each stack; encoder and decoder final norms; untied lm_head 768 x 32128.
+    {"Flan-T5-base", 247577856, 247577856, 0.248, 0.248, 0.0005, 0.0005,
+     "google/flan-t5-base Hub page: 248M params (safetensors, rounded)"},
     // 40 x (q, o 4096^2 + k, v 4096 x 1024 + 3 x 4096 x 12800 + 2 norms) + tied 49159 x 4096 + norm.
     {"Granite-3.3-8B", 8170864640, 8170864640, 8.0, 8.0, 0.5, 0.5, "ibm-granite Granite 3.3 8B model card: 8B (nominal)"},
 };
