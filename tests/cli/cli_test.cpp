@@ -415,6 +415,20 @@ TEST(CliGraphModel, VitBasePlans) {
   EXPECT_EQ(i.exit_code, 0) << describe(i);
 }
 
+TEST(CliFamilies, EncodersEncoderDecoderAndGlmPlanOnEightGpus) {
+  // Issue 16: each new family example gets a plan on 8 GPUs or a "needs at least N GPUs" answer;
+  // these all fit (the largest, GLM-4-9B, in 66.7 GiB of 80 under FSDP).
+  for (const char* name : {"GLM-4-9B-Chat-HF", "BERT-base-uncased", "ViT-base-patch16-224", "Flan-T5-base"}) {
+    const Result r = run_cli({"examples/models/families/" + std::string(name) + ".json", "--gpus", "8"});
+    EXPECT_EQ(r.exit_code, 0) << name << describe(r);
+    EXPECT_TRUE(contains(r.out, "recommended: ")) << name << describe(r);
+  }
+  // DeepSeek-V3 with its MTP module does not fit on 8 GPUs of 80 GiB: one line naming the count.
+  const Result ds = run_cli({"examples/models/DeepSeek-V3.json", "--gpus", "8"});
+  EXPECT_EQ(ds.exit_code, 1) << describe(ds);
+  EXPECT_TRUE(contains(ds.err, "needs at least")) << describe(ds);
+}
+
 TEST(CliGraphModel, MlpPlans) {
   const Result r = run_cli({"examples/models/mlp.graph.json", "--gpus", "8", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
