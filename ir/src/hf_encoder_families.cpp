@@ -123,7 +123,8 @@ void read_t5(const json& c, HfModel& m, const std::string& source) {
   m.hidden = require_positive_int(c, "d_model", source);
   m.layers = require_positive_int(c, "num_layers", source);
   m.encoder.decoder_layers = optional_positive_int(c, "num_decoder_layers", m.layers, source);
-  if (m.layers + m.encoder.decoder_layers > kMaxLayers)
+  if (m.layers > kMaxLayers || m.encoder.decoder_layers > kMaxLayers ||
+      m.layers + m.encoder.decoder_layers > kMaxLayers)
     throw InputError(source, "num_decoder_layers", "encoder and decoder together exceed " + std::to_string(kMaxLayers) +
                                                        " layers");
   m.heads = m.kv_heads = require_positive_int(c, "num_heads", source);
