@@ -451,10 +451,11 @@ void verify_tensor(const TensorDecl& t, const std::string& source, const std::st
     if (!is_symbolic_dim(dim.name)) n = checked_mul(n, dim.size, source, where + ".dims");
 }
 
-/// Names resolve in program order: an activation is read only after an op wrote it (or it is the
-/// block input "x"), and every tensor is written at most once.
+/// Names resolve in program order: an activation is read only after an op wrote it (or it is a
+/// block input: "x", or "memory", the encoder output an encoder-decoder's decoder layers attend
+/// to), and every tensor is written at most once.
 void verify_dataflow(const Block& block, const std::string& source, const std::string& where) {
-  std::set<std::string> written{"x"};
+  std::set<std::string> written{"x", "memory"};
   for (size_t i = 0; i < block.ops.size(); ++i) {
     const Op& op = block.ops[i];
     const std::string op_where = where + ".ops[" + std::to_string(i) + "]";

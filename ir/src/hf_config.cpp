@@ -46,6 +46,9 @@ class BlockBuilder {
     block_.is_layer = is_layer;
   }
 
+  /// Appends to a block built already (the MTP layer gains its prediction head).
+  BlockBuilder(Block existing, DimSizes sizes) : block_(std::move(existing)), sizes_(std::move(sizes)) {}
+
   /// Declares an activation (or, with `parameter`, a weight); `overrides` replace table sizes.
   void declare(const std::string& name, std::string_view dims, bool parameter, const DimSizes& overrides = {}) {
     if (find_tensor(block_, name)) return;
@@ -144,12 +147,21 @@ DimSizes dim_table(const HfModel& m) {
   DimSizes t{{'h', m.hidden}, {'a', m.heads}, {'k', m.kv_heads}, {'d', m.head_dim}, {'f', m.ffn}, {'v', m.vocab}};
   if (m.positions) t['p'] = m.positions;
   if (m.experts) t['e'] = m.experts;
+  // Encoders: segment rows, patch pixels and the class-token row; the BERT heads' input and pooler
+  // widths (j, u: both h, named apart so that h x h weights have two dims) and NSP's 2 classes.
+  if (m.encoder.token_types) t['t'] = m.encoder.token_types;
+  if (m.encoder.patch_pixels) t.insert({{'c', m.encoder.patch_pixels}, {'n', 1}});
+  if (m.encoder.mlm_head) t.insert({{'j', m.hidden}, {'u', m.hidden}, {'y', 2}});
+  if (m.mtp_layers) t['j'] = m.hidden;
+  // T5: relative position buckets x heads (w: the heads again, a table no mesh axis splits).
+  if (m.encoder.relative_buckets) t.insert({{'u', m.encoder.relative_buckets}, {'w', m.heads}});
   if (m.mla) t.insert({{'r', m.q_lora}, {'l', m.kv_lora}, {'n', m.qk_nope}, {'g', m.qk_rope}, {'c', m.v_head}});
   return t;
 }
 
 /// Grouped-query attention: q/k/v projections, optional q/k norms, rope, attention core, o proj.
-std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& in, int64_t sliding_window) {
+std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& in, int64_t sliding_window,
+                          bool causal) {
   const bool bias = m.qkv_bias;
   std::string q = b.contract("q_proj", in, "wq", "bsh,had->bsad", "q", bias ? "bq" : "");
   std::string k = b.contract("k_proj", in, "wk", "bsh,hkd->bskd", "k", bias ? "bk" : "");
@@ -166,7 +178,7 @@ std::string add_attention(BlockBuilder& b, const HfModel& m, const std::string& 
     k = b.rope("k_rope", k, "k_rot");
   }
   Op core = make_op("attention", OpKind::attention_core, {q, k, v}, "attn");
-  core.causal = true;
+  core.causal = causal;
   core.sliding_window = sliding_window;
   b.add(std::move(core), "bsad");
   return b.contract("o_proj", "attn", "wo", "bsad,adh->bsh", "attn_out", m.o_bias ? "bo" : "");
@@ -332,11 +344,18 @@ Block build_layer(const HfModel& m, const std::string& name, int64_t repeat, Lay
   const auto attention = [&](const std::string& in) {
     if (kind.mixer == Mixer::mamba1) return add_mamba1(b, m, in);
     if (kind.mixer == Mixer::mamba2) return add_mamba2(b, m, in);
-    return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window);
+    return m.mla ? add_mla(b, m, in) : add_attention(b, m, in, kind.sliding_window, !m.bidirectional);
   };
   const auto ffn = [&](const std::string& in) {
     return kind.moe ? add_moe_ffn(b, m, in) : add_mlp(b, m, in, "", m.ffn);
   };
+  if (m.norm_after_residual) {  // BERT: x -> LN(x + attn(x)) -> LN(h1 + mlp(h1))
+    const std::string a = b.residual("attn_residual", "x", attention("x"), "attn_sum");
+    const std::string h1 = b.norm("attn_norm", a, "h", m.norm, m.norm_bias, "h1");
+    const std::string f = b.residual("mlp_residual", h1, ffn(h1), "mlp_sum");
+    b.norm("mlp_norm", f, "h", m.norm, m.norm_bias, "out");
+    return b.take();
+  }
   if (m.parallel != Parallel::none) {
     const std::string attn_in = b.norm("attn_norm", "x", "h", m.norm, m.norm_bias, "attn_in");
     const std::string mlp_in =
@@ -398,38 +417,179 @@ void add_layer_blocks(const HfModel& m, Graph& g) {
   }
 }
 
+/// ViT: the patch GEMM over each patch's pixels (block input "x", dims b, s, c), learned positions
+/// and the class token as a one-row table added to the embeddings (its concatenation at position 0
+/// is not an op kind; the count and the cost are the same).
+Block build_patch_embed(const HfModel& m) {
+  BlockBuilder b("embed", 1, /*is_layer=*/false, dim_table(m));
+  b.declare("x", "bsc", false);
+  const std::string patches = b.contract("patch_proj", "x", "w_patch", "bsc,ch->bsh", "patches", "b_patch");
+  b.declare("wpe", "ph", true);
+  b.add(make_op("position_embedding", OpKind::embedding, {"wpe"}, "pos"), "bsh");
+  const std::string with_pos = b.residual("add_positions", patches, "pos", "with_pos");
+  b.declare("cls_token", "nh", true);
+  b.add(make_op("class_token", OpKind::embedding, {"cls_token"}, "cls"), "bsh");
+  b.residual("add_class_token", with_pos, "cls", "out");
+  return b.take();
+}
+
+/// Token (and learned position, and BERT segment) embeddings, summed; BERT normalises the sum.
 Block build_embed(const HfModel& m) {
+  if (m.encoder.patch_pixels) return build_patch_embed(m);
   BlockBuilder b("embed", 1, /*is_layer=*/false, dim_table(m));
   b.declare("wte", "vh", true);
-  b.add(make_op("token_embedding", OpKind::embedding, {"wte"}, m.positions ? "tok" : "out"),
-        "bsh");
+  const bool sums = m.positions || m.encoder.token_types;
+  b.add(make_op("token_embedding", OpKind::embedding, {"wte"}, sums ? "tok" : "out"), "bsh");
+  std::string sum = "tok";
+  const std::string last = m.encoder.embed_norm ? "embed_sum" : "out";
   if (m.positions) {
     b.declare("wpe", "ph", true);
     b.add(make_op("position_embedding", OpKind::embedding, {"wpe"}, "pos"), "bsh");
-    b.residual("embed_add", "tok", "pos", "out");
+    sum = b.residual("embed_add", sum, "pos", m.encoder.token_types ? "tok_pos" : last);
+  }
+  if (m.encoder.token_types) {
+    b.declare("w_token_type", "th", true);
+    b.add(make_op("token_type_embedding", OpKind::embedding, {"w_token_type"}, "token_type"), "bsh");
+    sum = b.residual("token_type_add", sum, "token_type", last);
+  }
+  if (m.encoder.embed_norm) b.norm("embed_norm", sum, "h", m.norm, m.norm_bias, "out");
+  return b.take();
+}
+
+/// LM head on `in` ("bsh"): the final norm unless the layers end normalised (post-LN), the
+/// projection to the vocabulary (tied: "wte", laid out like the embedding table), the loss.
+void add_lm_head(BlockBuilder& b, const HfModel& m, const std::string& in) {
+  const std::string xn = m.norm_after_residual ? in : b.norm("final_norm", in, "h", m.norm, m.norm_bias, "x_norm");
+  const std::string bias = m.lm_head_bias ? "b_lm_head" : "";
+  if (m.tied) b.contract("lm_head", xn, "wte", "bsh,vh->bsv", "logits", bias);
+  else b.contract("lm_head", xn, "w_lm_head", "bsh,hv->bsv", "logits", bias);
+  b.add(make_op("loss", OpKind::softmax_cross_entropy, {"logits"}, ""));
+}
+
+/// BERT's pre-training heads, on every position (Megatron and transformers compute the MLM logits
+/// for all tokens and mask the loss; the pooler and NSP classifier read only the [CLS] token, so
+/// pricing them on every position is an upper bound of 2 x h x (h + 2) FLOPs per token). The input
+/// is named in j so that the h x h transform and pooler weights have two distinct dims.
+Block build_bert_head(const HfModel& m) {
+  BlockBuilder b("head", 1, /*is_layer=*/false, dim_table(m));
+  b.declare("x", "bsj", false);
+  const std::string t = b.contract("mlm_transform", "x", "w_mlm_transform", "bsj,jh->bsh", "mlm_t", "b_mlm_transform");
+  const std::string ta = b.activation("mlm_act", {t}, m.act, "mlm_t_act");
+  const std::string tn = b.norm("mlm_norm", ta, "h", m.norm, m.norm_bias, "mlm_t_norm");
+  add_lm_head(b, m, tn);
+  if (m.encoder.nsp_head) {
+    // The pooler's tanh is priced as the GELU (one elementwise pass either way).
+    const std::string p = b.contract("pooler", "x", "w_pooler", "bsj,ju->bsu", "pooled", "b_pooler");
+    const std::string pa = b.activation("pooler_act", {p}, m.act, "pooled_act");
+    b.contract("nsp_proj", pa, "w_nsp", "bsu,uy->bsy", "nsp_logits", "b_nsp");
+    b.add(make_op("nsp_loss", OpKind::softmax_cross_entropy, {"nsp_logits"}, ""));
   }
   return b.take();
 }
 
 /// Final norm, LM head and loss. A tied head reads "wte" laid out like the embedding table (v, h).
 Block build_head(const HfModel& m) {
+  if (m.encoder.mlm_head) return build_bert_head(m);
   BlockBuilder b("head", 1, /*is_layer=*/false, dim_table(m));
   b.declare("x", "bsh", false);
-  const std::string xn = b.norm("final_norm", "x", "h", m.norm, m.norm_bias, "x_norm");
-  if (m.tied) {
-    b.contract("lm_head", xn, "wte", "bsh,vh->bsv", "logits", m.lm_head_bias ? "b_lm_head" : "");
-  } else {
-    b.contract("lm_head", xn, "w_lm_head", "bsh,hv->bsv", "logits", m.lm_head_bias ? "b_lm_head" : "");
-  }
-  b.add(make_op("loss", OpKind::softmax_cross_entropy, {"logits"}, ""));
+  add_lm_head(b, m, "x");
   return b.take();
+}
+
+/// T5's relative position bias (first layer of each stack): a lookup of the [buckets, heads] table
+/// for every query (its s x s expansion is added to the scores inside the attention kernel, not
+/// priced separately; later layers reuse it).
+void add_position_bias(BlockBuilder& b) {
+  b.declare("w_relative_bias", "uw", true);
+  b.add(make_op("relative_position_bias", OpKind::embedding, {"w_relative_bias"}, "position_bias"), "bsw");
+}
+
+/// Cross-attention: queries from the decoder, keys and values from the encoder output, which every
+/// decoder layer reads as its second block input "memory"; no mask, no rope.
+std::string add_cross_attention(BlockBuilder& b, const std::string& in) {
+  const std::string q = b.contract("cross_q_proj", in, "w_cross_q", "bsh,had->bsad", "cross_q");
+  b.declare("memory", "bsh", false);
+  const std::string k = b.contract("cross_k_proj", "memory", "w_cross_k", "bsh,hkd->bskd", "cross_k");
+  const std::string v = b.contract("cross_v_proj", "memory", "w_cross_v", "bsh,hkd->bskd", "cross_v");
+  Op core = make_op("cross_attention", OpKind::attention_core, {q, k, v}, "cross_attn");
+  core.causal = false;
+  b.add(std::move(core), "bsad");
+  return b.contract("cross_o_proj", "cross_attn", "w_cross_o", "bsad,adh->bsh", "cross_attn_out");
+}
+
+/// A T5 decoder layer: pre-norm causal self-attention, pre-norm cross-attention, pre-norm MLP, each
+/// with its residual add.
+Block build_t5_decoder_layer(const HfModel& m, const std::string& name, int64_t repeat, bool position_bias) {
+  BlockBuilder b(name, repeat, /*is_layer=*/true, dim_table(m));
+  b.declare("x", "bsh", false);
+  const std::string sa = b.norm("attn_norm", "x", "h", m.norm, false, "attn_in");
+  const std::string h1 = b.residual("attn_residual", "x", add_attention(b, m, sa, 0, /*causal=*/true), "h1");
+  const std::string ca = b.norm("cross_attn_norm", h1, "h", m.norm, false, "cross_attn_in");
+  const std::string h2 = b.residual("cross_attn_residual", h1, add_cross_attention(b, ca), "h2");
+  const std::string mi = b.norm("mlp_norm", h2, "h", m.norm, false, "mlp_in");
+  b.residual("mlp_residual", h2, add_mlp(b, m, mi, "", m.ffn), "out");
+  if (position_bias) add_position_bias(b);
+  return b.take();
+}
+
+/// T5: embed, encoder layers (the first with the position bias table), the encoder's final norm
+/// with the decoder's token embedding (the shared table, tied), decoder layers, head. One sequence
+/// length s serves encoder and decoder (docs/graph_format.md, "Encoders").
+void add_t5_blocks(const HfModel& m, Graph& g) {
+  const int64_t enc = m.layers, dec = m.encoder.decoder_layers;
+  BlockBuilder first(build_layer(m, "encoder_layer_0", 1, m.layer_kinds.front()), dim_table(m));
+  add_position_bias(first);
+  g.blocks.push_back(first.take());
+  if (enc > 1) g.blocks.push_back(build_layer(m, "encoder_layer", enc - 1, m.layer_kinds.front()));
+  BlockBuilder bridge("decoder_embed", 1, /*is_layer=*/false, dim_table(m));
+  bridge.declare("x", "bsh", false);
+  bridge.norm("encoder_final_norm", "x", "h", m.norm, false, "encoder_out");  // the decoder layers' "memory"
+  bridge.declare("wte", "vh", true);
+  bridge.add(make_op("token_embedding", OpKind::embedding, {"wte"}, "out"), "bsh");
+  g.blocks.push_back(bridge.take());
+  g.tied_parameters.push_back({"embed.wte", "decoder_embed.wte"});
+  g.blocks.push_back(build_t5_decoder_layer(m, "decoder_layer_0", 1, true));
+  if (dec > 1) g.blocks.push_back(build_t5_decoder_layer(m, "decoder_layer", dec - 1, false));
+}
+
+/// DeepSeek-V3 multi-token prediction (DeepSeek-V3 report §2.2; Megatron-Core MTP), depth by depth:
+/// the main model's last hidden state (before its final norm) and the embedding of the next token
+/// are each RMS-normalised, concatenated and projected 2h -> h (eh_proj, two h x h halves summed),
+/// then one more transformer layer (the kind of the last main layer: MoE in V3) and the shared
+/// output head with its own norm. The embedding and output head are the main model's (tied), so
+/// only eh_proj, the norms and the layer are new parameters. Two blocks per depth, because the
+/// concatenation's h x h halves need the input named apart from the output (j, then h).
+void add_mtp_blocks(const HfModel& m, Graph& g) {
+  for (int64_t d = 0; d < m.mtp_layers; ++d) {
+    const std::string suffix = m.mtp_layers > 1 ? "_" + std::to_string(d) : "";
+    BlockBuilder p("mtp_proj" + suffix, 1, /*is_layer=*/false, dim_table(m));
+    p.declare("x", "bsh", false);
+    const std::string hn = p.norm("hnorm", "x", "h", m.norm, m.norm_bias, "h_normed");
+    p.declare("wte", "vh", true);
+    p.add(make_op("token_embedding", OpKind::embedding, {"wte"}, "emb"), "bsh");
+    const std::string en = p.norm("enorm", "emb", "h", m.norm, m.norm_bias, "e_normed");
+    const std::string from_h = p.contract("eh_proj_h", hn, "w_eh_h", "bsh,hj->bsj", "eh_h");
+    const std::string from_e = p.contract("eh_proj_e", en, "w_eh_e", "bsh,hj->bsj", "eh_e");
+    p.residual("eh_sum", from_h, from_e, "out");
+    g.blocks.push_back(p.take());
+    g.tied_parameters.push_back({"embed.wte", "mtp_proj" + suffix + ".wte"});
+
+    const std::string layer_name = "mtp_layer" + suffix;
+    Block layer = build_layer(m, layer_name, 1, m.layer_kinds.back());
+    layer.is_layer = false;  // Megatron places MTP on the last pipeline stage, beside the head
+    BlockBuilder l(std::move(layer), layer_dims(m, m.layer_kinds.back().mixer));
+    add_lm_head(l, m, "out");
+    g.blocks.push_back(l.take());
+    g.tied_parameters.push_back({m.tied ? "embed.wte" : "head.w_lm_head",
+                                 layer_name + "." + std::string(m.tied ? "wte" : "w_lm_head")});
+  }
 }
 
 ModelInfo model_info(const HfModel& m, const std::string& source) {
   ModelInfo info;
   info.name = std::filesystem::path(source).stem().string();
   info.architecture = m.architecture;
-  info.num_layers = m.layers;
+  info.num_layers = m.layers + m.encoder.decoder_layers;
   info.hidden_size = m.hidden;
   info.num_attention_heads = m.heads;  // 0 for pure Mamba stacks
   info.num_kv_heads = m.kv_heads;
@@ -449,9 +609,14 @@ Graph graph_from_hf_config(const nlohmann::json& config, const std::string& sour
   Graph g;
   g.info = model_info(m, source);
   g.blocks.push_back(build_embed(m));
-  add_layer_blocks(m, g);
+  if (m.encoder.decoder_layers > 0) {
+    add_t5_blocks(m, g);
+  } else {
+    add_layer_blocks(m, g);
+  }
   g.blocks.push_back(build_head(m));
   if (m.tied) g.tied_parameters.push_back({"embed.wte", "head.wte"});
+  add_mtp_blocks(m, g);
   return g;
 }
 

@@ -167,6 +167,7 @@ std::string supported_list() {
   for (const FamilySpec& f : kFamilies) out += (out.empty() ? "" : ", ") + std::string(f.model_type);
   for (std::string_view w : kTextConfigWrappers) out += ", " + std::string(w);
   for (const auto& [type, arch] : ssm_families()) out += ", " + type;
+  for (const auto& [type, arch] : encoder_families()) out += ", " + type;
   return out;
 }
 
@@ -202,6 +203,8 @@ std::string model_type_of(const json& config, const std::string& source) {
     if (arch == f.architecture) return f.model_type;
   for (const auto& [type, ssm_arch] : ssm_families())
     if (arch == ssm_arch) return type;
+  for (const auto& [type, encoder_arch] : encoder_families())
+    if (arch == encoder_arch) return type;
   throw InputError(source, "architectures", "unsupported architecture \"" + arch + "\"", unsupported_hint());
 }
 
@@ -438,6 +441,10 @@ HfModel read_family(const json& config, const FamilySpec& f, HfModel m, const st
   m.layer_kinds.assign(size_t(m.layers), LayerKind{});
   if (f.moe != MoeLayout::none) read_moe(c, f, m, source);
   read_windows(c, f, m, source);
+  if (f.mla) m.mtp_layers = optional_nonnegative_int(c, "num_nextn_predict_layers", 0, source);
+  if (m.mtp_layers > m.layers)
+    throw InputError(source, "num_nextn_predict_layers", std::to_string(m.mtp_layers) + " exceeds num_hidden_layers",
+                     "DeepSeek-V3 uses 1 multi-token-prediction module");
   if (m.max_pos == 0 && c.contains("n_positions")) m.max_pos = optional_nonnegative_int(c, "n_positions", 0, source);
   return m;
 }
@@ -463,6 +470,7 @@ HfModel read_hf_model(const json& c, const std::string& source) {
   }
   const FamilySpec* f = find_family(m.model_type);
   if (!f && read_ssm_family(c, m, source)) return m;
+  if (!f && read_encoder_family(c, m, source)) return m;
   if (!f)
     throw InputError(source, "model_type",
                      "unsupported model_type \"" + m.model_type + "\" (architecture \"" + m.architecture + "\")",

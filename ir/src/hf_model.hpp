@@ -41,6 +41,19 @@ struct SsmSizes {
   bool dt_bc_norms = false;  ///< Jamba: RMSNorms with weights on dt, B and C
 };
 
+/// Encoder families (bert, vit): what their embeddings and training heads hold beyond a decoder's.
+struct EncoderSizes {
+  int64_t token_types = 0;   ///< BERT type_vocab_size: segment embedding rows (0 = none)
+  bool embed_norm = false;   ///< BERT: a LayerNorm over the summed embeddings
+  int64_t patch_pixels = 0;  ///< ViT: channels x patch^2, the patch GEMM's inner dim (0 = token ids)
+  int64_t classes = 0;       ///< ViT: classifier labels (the head's "vocabulary")
+  bool mlm_head = false;     ///< BERT: MLM transform (dense, GELU, LayerNorm) before the tied decoder
+  bool nsp_head = false;     ///< BertForPreTraining: pooler (dense, tanh) and next-sentence classifier
+  /// T5: decoder layers after the `layers` encoder layers (0 = not an encoder-decoder), and the
+  /// relative position buckets of the first layer of each stack.
+  int64_t decoder_layers = 0, relative_buckets = 0;
+};
+
 /// The sizes read from a config, validated once; builders only read this struct.
 struct HfModel {
   std::string model_type;
@@ -64,6 +77,11 @@ struct HfModel {
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
   SsmSizes ssm;
   bool rope = true;  ///< false: attention without positions (Jamba, Nemotron-H)
+  bool bidirectional = false;        ///< encoders: attention without a causal mask
+  bool norm_after_residual = false;  ///< BERT: LayerNorm(x + sublayer(x)) (post-LN)
+  EncoderSizes encoder;
+  /// DeepSeek-V3 multi-token prediction modules (num_nextn_predict_layers), each one more layer.
+  int64_t mtp_layers = 0;
   /// One entry per decoder layer, in order.
   std::vector<LayerKind> layer_kinds;
   std::map<char, std::string> dim_sources;
@@ -77,5 +95,10 @@ HfModel read_hf_model(const nlohmann::json& config, const std::string& source);
 bool read_ssm_family(const nlohmann::json& config, HfModel& m, const std::string& source);
 /// Their model_types and architectures, for the unsupported-type hint and architecture lookup.
 std::vector<std::pair<std::string, std::string>> ssm_families();
+
+/// The encoder and encoder-decoder families (bert, vit, t5: hf_encoder_families.cpp); false when `model_type` is neither.
+bool read_encoder_family(const nlohmann::json& config, HfModel& m, const std::string& source);
+/// Their model_types and architectures.
+std::vector<std::pair<std::string, std::string>> encoder_families();
 
 }  // namespace mgt::ir::hf

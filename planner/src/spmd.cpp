@@ -66,8 +66,9 @@ nlohmann::json to_json(const SpmdPlan& plan) {
 
 namespace {
 
-// Block inputs: the activation "x" and the parameters (docs/graph_format.md, "Block interface").
-bool is_block_input(const ir::TensorDecl& t) { return t.is_parameter || t.name == "x"; }
+// Block inputs: the activation "x", an encoder-decoder's "memory" (the encoder output) and the
+// parameters (docs/graph_format.md, "Block interface").
+bool is_block_input(const ir::TensorDecl& t) { return t.is_parameter || t.name == "x" || t.name == "memory"; }
 
 int64_t axes_size(const std::vector<int64_t>& mesh, const std::vector<int>& axes) {
   int64_t n = 1;

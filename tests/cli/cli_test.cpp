@@ -251,8 +251,9 @@ TEST(CliInspect, ParamsMatchPublishedCountsForEveryExample) {
     const json config = json::parse(slurp(file));
     ASSERT_TRUE(config.contains("_published_params"));
     const json& pub = config.at("_published_params");
-    const int64_t expected_total =
-        pub.contains("computed_main_model") ? pub.at("computed_main_model").get<int64_t>() : pub.at("total").get<int64_t>();
+    // DeepSeek-V3: main model plus its multi-token-prediction module (shared embedding and head).
+    const int64_t expected_total = pub.contains("computed_trained_with_mtp") ? pub.at("computed_trained_with_mtp").get<int64_t>()
+                                                                              : pub.at("total").get<int64_t>();
     const std::string rel = "examples/models/" + file.filename().string();
     const Result r = run_cli({"inspect", rel, "--json"});
     ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -264,8 +265,9 @@ TEST(CliInspect, ParamsMatchPublishedCountsForEveryExample) {
     EXPECT_GT(doc.value("training_flops_per_token", 0.0), 0.0);
     const bool moe = pub.contains("active_per_token_computed") || pub.contains("computed_active");
     if (moe) {
-      const int64_t expected_active = pub.contains("computed_active") ? pub.at("computed_active").get<int64_t>()
-                                                                      : pub.at("active_per_token_computed").get<int64_t>();
+      const int64_t expected_active = pub.contains("computed_active_with_mtp")
+                                          ? pub.at("computed_active_with_mtp").get<int64_t>()
+                                          : pub.at("active_per_token_computed").get<int64_t>();
       ASSERT_TRUE(doc.contains("params_active")) << r.out.substr(0, 500);
       EXPECT_EQ(doc.at("params_active").get<int64_t>(), expected_active);
       EXPECT_LT(doc.at("params_active").get<int64_t>(), doc.at("params_total").get<int64_t>());
@@ -411,6 +413,20 @@ TEST(CliGraphModel, VitBasePlans) {
   EXPECT_TRUE(contains(r.out, "recommended: ")) << describe(r);
   const Result i = run_cli({"inspect", "examples/models/vit-base.graph.json", "--json"});
   EXPECT_EQ(i.exit_code, 0) << describe(i);
+}
+
+TEST(CliFamilies, EncodersEncoderDecoderAndGlmPlanOnEightGpus) {
+  // Issue 16: each new family example gets a plan on 8 GPUs or a "needs at least N GPUs" answer;
+  // these all fit (the largest, GLM-4-9B, in 66.7 GiB of 80 under FSDP).
+  for (const char* name : {"GLM-4-9B-Chat-HF", "BERT-base-uncased", "ViT-base-patch16-224", "Flan-T5-base"}) {
+    const Result r = run_cli({"examples/models/families/" + std::string(name) + ".json", "--gpus", "8"});
+    EXPECT_EQ(r.exit_code, 0) << name << describe(r);
+    EXPECT_TRUE(contains(r.out, "recommended: ")) << name << describe(r);
+  }
+  // DeepSeek-V3 with its MTP module does not fit on 8 GPUs of 80 GiB: one line naming the count.
+  const Result ds = run_cli({"examples/models/DeepSeek-V3.json", "--gpus", "8"});
+  EXPECT_EQ(ds.exit_code, 1) << describe(ds);
+  EXPECT_TRUE(contains(ds.err, "needs at least")) << describe(ds);
 }
 
 TEST(CliGraphModel, MlpPlans) {

@@ -409,6 +409,27 @@ TEST(CliRunFaults, CommTimeoutBeyondTheClockIsRefusedUnderMpirunSayingWhy) {
   EXPECT_FALSE(contains(r.out, "step ")) << describe(r);
 }
 
+TEST(CliRun, EncodersAreRefusedWithOneLine) {
+  // Tiny BERT, ViT and T5 configs plan and estimate, but the CPU runtime trains the dense rotary
+  // decoder families only: one line naming the first parameter it cannot place and the families it
+  // runs, exit 2 (a graph file that gets past the naming is refused by the executor for its
+  // bidirectional attention, runtime/src/executor/setup.cpp).
+  TempDir d;
+  const std::vector<std::string> configs{
+      R"({"model_type":"bert","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,
+          "intermediate_size":128,"vocab_size":512,"max_position_embeddings":128})",
+      R"({"model_type":"vit","architectures":["ViTForImageClassification"],"hidden_size":64,"num_hidden_layers":1,
+          "num_attention_heads":4,"intermediate_size":128,"image_size":16,"patch_size":4,"num_labels":10})",
+      R"({"model_type":"t5","d_model":64,"d_kv":16,"num_heads":4,"d_ff":128,"num_layers":1,"vocab_size":512})"};
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string model = d.write("encoder" + std::to_string(i) + ".json", configs[i]);
+    const Result r = run_cli(concat(training_flags(model, 2), {"--steps", "1"}));
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << describe(r);
+    EXPECT_TRUE(contains(r.err, "dense rotary families")) << describe(r);
+  }
+}
+
 TEST(CliRunFaults, CommTimeoutMustBeANonNegativeNumber) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);

@@ -41,14 +41,15 @@ TEST_P(PublishedParams, count_parameters_matches_published_total_and_active) {
   const json published = read_json_file(path).at("_published_params");
   const Graph graph = load_model(path);
   const ParamCount count = count_parameters(graph);
-  // DeepSeek-V3 publishes the main model without the multi-token-prediction module.
+  // DeepSeek-V3: the main model plus its multi-token-prediction module, whose embedding and output
+  // head are the main model's (tests/ir/hf_encoder_families_test.cpp derives it against the 685B).
   const int64_t total = published.contains("total") ? published["total"].get<int64_t>()
-                                                    : published["computed_main_model"].get<int64_t>();
+                                                    : published["computed_trained_with_mtp"].get<int64_t>();
   EXPECT_EQ(count.total, total);
   if (published.contains("active_per_token_computed")) {
     EXPECT_EQ(count.active, published["active_per_token_computed"].get<int64_t>());
-  } else if (published.contains("computed_active")) {
-    EXPECT_EQ(count.active, published["computed_active"].get<int64_t>());
+  } else if (published.contains("computed_active_with_mtp")) {
+    EXPECT_EQ(count.active, published["computed_active_with_mtp"].get<int64_t>());
   } else {
     EXPECT_EQ(count.active, count.total);  // dense: every parameter is active
   }
@@ -126,7 +127,7 @@ TEST(graph_from_hf_config, llama_layer_shape) {
 
 TEST(graph_from_hf_config, moe_blocks_and_info) {
   const Graph ds = load_model(model_path("DeepSeek-V3"));
-  ASSERT_EQ(ds.blocks.size(), 4u);
+  ASSERT_EQ(ds.blocks.size(), 6u);  // embed, dense, moe, head, mtp_proj, mtp_layer
   EXPECT_EQ(ds.blocks[1].name, "dense_layer");
   EXPECT_EQ(ds.blocks[1].repeat, 3);
   EXPECT_EQ(ds.blocks[2].name, "moe_layer");

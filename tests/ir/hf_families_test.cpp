@@ -109,6 +109,33 @@ const std::vector<Published> kPublished{
      "ai21labs/Jamba-v0.1 model card: 52B total, 12B active (rounded)"},
     // 40 x (q, o 4096^2 + k, v 4096 x 1024 + 3 x 4096 x 12800 + 2 norms) + tied 49159 x 4096 + norm.
     {"Granite-3.3-8B", 8170864640, 8170864640, 8.0, 8.0, 0.5, 0.5, "ibm-granite Granite 3.3 8B model card: 8B (nominal)"},
+    // GLM: 40 layers of q 4096^2 + 4096 bias, k, v 4096 x 256 + 256 biases each, o 4096^2, SwiGLU 3 x 4096 x
+    // 13696, 2 norms; untied embedding and head 151552 x 4096; final norm.
+    {"GLM-4-9B-Chat-HF",
+     40 * (2 * 4096LL * 4096 + 4096 + 2 * (4096 * 256 + 256) + 3 * 4096LL * 13696 + 2 * 4096) + 2 * 151552LL * 4096 + 4096,
+     9399951360, 9.4, 9.4, 0.05, 0.05, "THUDM/glm-4-9b-chat-hf Hub page: 9.4B params (safetensors, rounded)"},
+    // Encoders and T5 (tests/ir/hf_encoder_families_test.cpp for their structure). BERT: words 30522 x 768,
+    // positions 512 x 768, segments 2 x 768, embedding LayerNorm; 12 post-LN layers (q, k, v, o with biases,
+    // GELU MLP 768 <-> 3072 with biases, 2 LayerNorms); MLM transform 768^2 + 768, its LayerNorm, decoder
+    // bias 30522 (the decoder weight is the tied word table).
+    {"BERT-base-uncased",
+     (30522 + 512 + 2 + 2) * 768 + 12 * (4 * (768 * 768 + 768) + 2 * 768 * 3072 + 3072 + 768 + 4 * 768) +
+         768 * 768 + 768 + 2 * 768 + 30522,
+     109514298, 0.110, 0.110, 0.0005, 0.0005,
+     "Devlin et al. 2019 (arXiv:1810.04805) section 3: BERT-BASE 110M total parameters (rounded)"},
+    // ViT-B/16: patch GEMM 3 x 16 x 16 -> 768 with bias, class token, positions 197 x 768; 12 layers as BERT's;
+    // final LayerNorm; classifier 768 x 1000 + 1000.
+    {"ViT-base-patch16-224",
+     (768 + 1) * 768 + 768 + 197 * 768 + 12 * (4 * (768 * 768 + 768) + 2 * 768 * 3072 + 3072 + 768 + 4 * 768) +
+         2 * 768 + 768 * 1000 + 1000,
+     86567656, 0.086567656, 0.086567656, 0.0000866, 0.0000866, "timm vit_base_patch16_224: 86,567,656 parameters (exact)"},
+    // Flan-T5-base: shared embedding 32128 x 768; 12 encoder layers (q, k, v, o 768^2, gated-GELU 3 x 768 x 2048,
+    // 2 RMSNorms); 12 decoder layers (plus cross-attention 4 x 768^2 and its norm); relative position bias
+    // 32 x 12 in the first layer of each stack; 2 final norms; untied lm_head 768 x 32128.
+    {"Flan-T5-base",
+     32128 * 768 + 12 * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 12 * (8 * 768 * 768 + 3 * 768 * 2048 + 3 * 768) +
+         2 * 32 * 12 + 2 * 768 + 768 * 32128,
+     247577856, 0.248, 0.248, 0.0005, 0.0005, "google/flan-t5-base Hub page: 248M params (safetensors, rounded)"},
 };
 
 void PrintTo(const Published& p, std::ostream* os) { *os << p.name; }

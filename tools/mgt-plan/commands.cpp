@@ -582,7 +582,7 @@ int run_inspect(const std::string& model_path, const std::optional<std::string>&
   std::printf("%s (%s)\n", m.model.c_str(), m.architecture.c_str());
   std::printf("parameters: %lld", (long long)m.params_total);
   if (m.num_experts > 0) std::printf(" total, %lld active per token", (long long)m.params_active);
-  std::printf("\ntraining FLOPs per token at seq_len %lld: %.4g (fwd + bwd, incl. causal attention)\n",
+  std::printf("\ntraining FLOPs per token at seq_len %lld: %.4g (fwd + bwd, incl. attention: halved under a causal mask)\n",
               (long long)seq_len, m.training_flops_per_token);
   std::printf("%-14s %7s %16s %20s\n", "block", "repeat", "params/copy", "train FLOPs/token/copy");
   for (const plan::InspectedBlock& b : m.blocks)

@@ -95,6 +95,15 @@ void Executor::Impl::setup_groups() {
 /// What the CPU executor cannot run yet, refused before the first step: expert parallelism, a tie
 /// across pipeline stages, ZeRO-1/2 (parameters all-gathered whole after the optimizer step).
 void Executor::Impl::check_supported() const {
+  // Encoders (BERT, ViT) attend both ways and read segment ids or image patches the CPU executor's
+  // token batches do not carry: refused by name rather than trained on the wrong inputs.
+  for (const ir::Block& block : graph.blocks)
+    for (const ir::Op& op : block.ops)
+      if (op.kind == ir::OpKind::attention_core && !op.causal)
+        throw ir::InputError("model", block.name + "." + op.name,
+                             "bidirectional attention (an encoder such as BERT or ViT): the CPU executor trains "
+                             "decoder-only language models",
+                             "plan, estimate and simulate encoders with mgt-plan; run a decoder-only model");
   const int64_t ep = ir::group_size(schedule.mesh, {"ep"});
   if (ep > 1) {
     throw ir::InputError("schedule", "mesh.ep",
