@@ -20,8 +20,8 @@ TrainingSettings settings(int64_t seq_len, int64_t tokens) {
 }  // namespace
 
 TEST(PipelineSplit, EqualChunksWhenTheCountDivides) {
-  const PipelineSplit split{32, 8};
-  EXPECT_TRUE(PipelineSplit::splits(32, 8));
+  const PipelineSplit split = *PipelineSplit::choose(32, 8, 1);
+  EXPECT_TRUE(PipelineSplit::splits(32, 8, 1));
   EXPECT_FALSE(split.uneven());
   EXPECT_EQ(split.layers_per_chunk(), 4);
   EXPECT_EQ(split.chunk_of_layer(0), 0);
@@ -34,9 +34,9 @@ TEST(PipelineSplit, EqualChunksWhenTheCountDivides) {
 
 TEST(PipelineSplit, UnevenFirstAndLastChunksOneLayerLighter) {
   // Llama 3 405B: 126 layers on 16 stages = 7 + 14 x 8 + 7.
-  const PipelineSplit split{126, 16};
-  EXPECT_TRUE(PipelineSplit::splits(126, 16));
+  const PipelineSplit split = *PipelineSplit::choose(126, 16, 1);
   EXPECT_TRUE(split.uneven());
+  EXPECT_TRUE(split.embedding_as_layer && split.loss_as_layer);
   EXPECT_EQ(split.layers_per_chunk(), 8);
   EXPECT_EQ(split.chunk_of_layer(6), 0);     // layers 0..6: chunk 0 (7 layers)
   EXPECT_EQ(split.chunk_of_layer(7), 1);     // layers 7..14: chunk 1
@@ -45,13 +45,13 @@ TEST(PipelineSplit, UnevenFirstAndLastChunksOneLayerLighter) {
   EXPECT_EQ(split.chunk_of_layer(118), 14);  // chunk 14: layers 111..118
   EXPECT_EQ(split.chunk_of_layer(119), 15);  // layers 119..125: chunk 15 (7 layers)
   EXPECT_EQ(split.chunk_of_layer(125), 15);
-  EXPECT_FALSE(PipelineSplit::splits(31, 8));  // neither 31 nor 33 divides by 8
-  EXPECT_FALSE(PipelineSplit::splits(32, 0));
+  EXPECT_FALSE(PipelineSplit::splits(7, 8, 1));  // fewer layers than chunks, and neither 8 nor 9 divides by 8
+  EXPECT_FALSE(PipelineSplit::splits(32, 0, 1));
 }
 
 TEST(for_each_block_copy, EveryCopyOnceWithTheChunkOfItsLayer) {
   const Graph graph = load_model(model("Llama-3.1-8B.json"));
-  const PipelineSplit split{num_layers(graph), 4};
+  const PipelineSplit split = *PipelineSplit::choose(num_layers(graph), 4, 1);
   ASSERT_EQ(split.num_layers, 32);
   std::vector<int64_t> layers_per_chunk(4, 0), others_per_chunk(4, 0);
   int64_t copies = 0;
@@ -131,7 +131,7 @@ TEST(resolve, RefusesPlansWithTheKeyAtFault) {
   p.vpp = 4611686018427387906;  // pp*vpp wraps to 8
   EXPECT_EQ(key_of(p, 2), "pp*vpp");
   p = Plan{};
-  p.pp = 2, p.vpp = 5;  // 32 layers in 10 chunks: neither 32 nor 34 divides by 10
+  p.pp = 2, p.vpp = 20;  // 32 layers in 40 chunks
   EXPECT_EQ(key_of(p, 2), "pp*vpp");
   p = Plan{};
   p.dp_shard = 2, p.micro_batch = 3;  // 32 sequences over 2 replicas x 3
