@@ -315,7 +315,11 @@ Pieces stage_pieces(const Plan& p, int64_t etp) {
                          "choose tp, cp, the data-parallel sizes, etp and ep as powers of two");
       const bool whole = a == lo && b == hi;
       Piece piece{axis.name, b / a, axis.groups};
-      if (b <= etp_top && own_etp) {
+      if (a == b) {  // a size-1 axis: no rank of an expert group, keeps its name
+        piece.groups |= bit(MeshGroup::expert_dp);
+        if (axis.groups & bit(MeshGroup::shard)) piece.groups |= bit(MeshGroup::expert_shard);
+        if (axis.groups & bit(MeshGroup::replicate)) piece.groups |= bit(MeshGroup::expert_replicate);
+      } else if (b <= etp_top && own_etp) {
         piece.groups |= bit(MeshGroup::etp);
         if (b == etp_top && !whole) piece.name = "etp";
       } else if (b <= etp_top) {

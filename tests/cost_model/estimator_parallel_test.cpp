@@ -724,10 +724,13 @@ TEST(estimate_parallel, rejects_ep_that_does_not_divide_the_experts) {
   EXPECT_THROW(est.estimate(plan), ir::InputError);
   plan.ep = 2;  // divides both
   EXPECT_NO_THROW(est.estimate(plan));
-  // 4 experts, dp_shard 2: ep = 4 divides the experts but not dp_shard x cp.
+  // 4 experts on dp_replicate 4 x dp_shard 2: ep = 4 spans dp_shard and half the replicas
+  // (Megatron's expert data parallel): accepted; ep = 8 divides the ranks but not the experts.
   const Estimator four(moe_graph(2, 4, 2), round_cluster(), 8, settings(64), round_params());
   plan = plan_of(4, 2, 1, 1, 1);
   plan.ep = 4;
+  EXPECT_NO_THROW(four.estimate(plan));
+  plan.ep = 8;
   EXPECT_THROW(four.estimate(plan), ir::InputError);
 }
 
