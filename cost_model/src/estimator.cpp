@@ -413,19 +413,17 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   const ir::Plan& plan = x.layout.plan;
   if (x.layout.zero_stage == 0) {
     // DDP over every replica and cp rank: fp32 grads all-reduced in 25 MiB buckets, each paying the
-    // ring latency, overlapped with the last backward except the last bucket. Routed experts differ
-    // across ep: their gradients reduce over the expert-data-parallel group (Megatron's expert DP).
-    auto bucketed = [&](ir::MeshGroup group, int64_t bytes) {
-      const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
-      const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(group),
-                                                  ceil_div(bytes, buckets), x.link(topology_, group), ddp_bucket_copies(plan.tp));
-      return std::pair{double(buckets) * per_bucket, per_bucket};
-    };
-    const bool separate_experts = plan.ep > 1 && expert_params > 0;
-    const auto [total, last] = bucketed(ir::MeshGroup::dp, (separate_experts ? params - expert_params : params) * kGradBytes);
-    const double experts = separate_experts ? bucketed(ir::MeshGroup::expert_dp, expert_params * kGradBytes).first : 0.0;
+    // ring latency, overlapped with the last backward except the last bucket. (Routed experts differ
+    // across ep and belong on the expert-DP group, as Megatron reduces them; the lowering's DDP pass
+    // reduces every gradient over dp, and the two change together.)
+    const int64_t group = x.layout.size(ir::MeshGroup::dp);
+    const LinkEstimate link = x.link(topology_, ir::MeshGroup::dp);
+    const int64_t bytes = params * kGradBytes;
+    const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
+    const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link,
+                                                ddp_bucket_copies(plan.tp));
     const double hidden_under = params_.concurrent_streams ? slowest.bwd_window * params_.dp_grad_reduce_hidden_fraction : 0.0;
-    return std::max(total + experts - hidden_under, last);
+    return std::max(double(buckets) * per_bucket - hidden_under, per_bucket);
   }
   if (x.layout.zero_stage == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
   // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a
