@@ -45,6 +45,7 @@ struct Estimator::ShapeSummary {
 struct Estimator::PlanContext {
   ir::Layout layout;
   LinkEstimate shard_link, expert_link, replicate_link;  // every candidate needs these
+  LinkEstimate expert_replicate_link;  // the replicas that hold the same experts (all of them unless ep spans replicas)
   LinkEstimate pp_link;  // the slowest stage boundary (Topology::pipeline_link), when pp > 1
   /// The link of any named group (tp, cp and ep are priced once per memoised shape, dp only under DDP).
   LinkEstimate link(const Topology& topology, ir::MeshGroup group) const {
@@ -95,7 +96,8 @@ Estimator::Estimator(Estimator&&) noexcept = default;
 const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) const {
   const ir::Plan& plan = x.layout.plan;
   const bool sp = *plan.sequence_parallel;
-  const uint64_t key = (uint64_t(plan.tp) << 48) ^ (uint64_t(plan.cp) << 32) ^ (uint64_t(plan.ep) << 16) ^
+  const uint64_t key = (uint64_t(plan.tp) << 48) ^ (uint64_t(x.layout.expert_tp) << 40) ^ (uint64_t(plan.cp) << 32) ^
+                       (uint64_t(plan.ep) << 16) ^
                        (uint64_t(plan.micro_batch) << 1) ^ uint64_t(sp);
   auto it = summaries_.find(key);
   if (it != summaries_.end()) return *it->second;
@@ -146,7 +148,8 @@ const Estimator::StageLayout& Estimator::layout_for(const ir::Plan& plan) const 
   const uint64_t key = (uint64_t(plan.pp) << 32) ^ uint64_t(plan.vpp);
   auto it = layouts_.find(key);
   if (it != layouts_.end()) return *it->second;
-  const ir::PipelineSplit split{ir::num_layers(graph_), plan.pp * plan.vpp};
+  // resolve (context_for) has checked that the split exists.
+  const ir::PipelineSplit split = ir::PipelineSplit::choose(ir::num_layers(graph_), plan.pp, plan.vpp).value();
   const size_t n = graph_.blocks.size();
   std::vector<std::vector<int64_t>> copies(size_t(plan.pp), std::vector<int64_t>(n, 0));
   ir::for_each_block_copy(graph_, split, [&](size_t b, int64_t, int64_t chunk) { copies[size_t(chunk % plan.pp)][b] += 1; });
@@ -246,10 +249,11 @@ struct Estimator::StageTime {
 };
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
-  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}};
+  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}, {}};
   x.shard_link = x.link(topology_, ir::MeshGroup::shard);
   x.expert_link = x.link(topology_, ir::MeshGroup::expert_shard);
   x.replicate_link = x.link(topology_, ir::MeshGroup::replicate);
+  x.expert_replicate_link = x.link(topology_, ir::MeshGroup::expert_replicate);
   // The slowest boundary paces a 1F1B pipeline: every stage waits for what crosses it.
   if (x.layout.plan.pp > 1)
     x.pp_link = topology_.pipeline_link(x.layout.pp_stride(), x.layout.plan.pp, /*wraps=*/x.layout.plan.vpp > 1);
@@ -376,8 +380,8 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       run_all_reduce.push_back(
           collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.layout.shard_group) * kGradBytes,
                             x.replicate_link) +
-          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
-                            ceil_div(expert, x.layout.expert_shard_group) * kGradBytes, x.replicate_link));
+          collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
+                            ceil_div(expert, x.layout.expert_shard_group) * kGradBytes, x.expert_replicate_link));
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
@@ -405,12 +409,14 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
 }
 
 double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
-                                       int64_t params_shard) const {
+                                       int64_t expert_params, int64_t params_shard) const {
   const ir::Plan& plan = x.layout.plan;
   if (x.layout.zero_stage == 0) {
     // DDP over every replica and cp rank: fp32 grads all-reduced in 25 MiB buckets, each paying the
-    // ring latency, overlapped with the last backward except the last bucket.
-    const int64_t group = plan.dp_replicate * plan.dp_shard * plan.cp;
+    // ring latency, overlapped with the last backward except the last bucket. (Routed experts differ
+    // across ep and belong on the expert-DP group, as Megatron reduces them; the lowering's DDP pass
+    // reduces every gradient over dp, and the two change together.)
+    const int64_t group = x.layout.size(ir::MeshGroup::dp);
     const LinkEstimate link = x.link(topology_, ir::MeshGroup::dp);
     const int64_t bytes = params * kGradBytes;
     const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
@@ -437,8 +443,17 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   const double fwd = concurrent ? (slowest.compute - slowest.bwd) * params_.dp_param_gather_hidden_fraction : 0.0;
   double t = (x.layout.zero_stage == 2 ? double(x.layout.grad_accum) : 1.0) * std::max(rs - bwd, rs_last);
   t += std::max(ag - fwd, ag_last);
-  // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate.
-  t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes, x.replicate_link);
+  // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate (experts across
+  // the replicas that hold them, when ep spans replicas).
+  const int64_t expert_replicas = x.layout.size(ir::MeshGroup::expert_replicate);
+  if (expert_replicas == plan.dp_replicate || expert_params == 0)
+    return t + collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
+                                 x.replicate_link);
+  const int64_t expert_shard = ceil_div(expert_params, x.layout.expert_shard_group);
+  t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, (params_shard - expert_shard) * kGradBytes,
+                         x.replicate_link);
+  t += collective_time_s(cluster_, CollectiveKind::all_reduce, expert_replicas, expert_shard * kGradBytes,
+                         x.expert_replicate_link);
   return t;
 }
 
@@ -684,7 +699,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const int64_t expert_shard = x.layout.zero_stage >= 1 ? x.layout.expert_shard_group : 1;
   const int64_t params_shard =
       ceil_div(most_params - most_expert_params, shard) + ceil_div(most_expert_params, expert_shard);
-  t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, params_shard);
+  t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, most_expert_params, params_shard);
   t.optimizer_s = optimizer_time_s(params_shard, params_shard * kOptimizerTrafficBytes, cluster_, params_);
   t.overhead_s = ga * params_.per_microbatch_overhead_s + params_.per_step_overhead_s;
 

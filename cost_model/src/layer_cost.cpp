@@ -545,7 +545,7 @@ ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& set
   const ir::LinearFormat format = settings.linear_gemm_format();
   return ShardContext{plan.micro_batch, settings.seq_len, plan.tp, plan.cp, ir::sequence_parallel(plan),
                       settings.compute_dtype, plan.ep, format != ir::LinearFormat::none, format, settings.task,
-                      settings.lora};
+                      settings.lora, ir::expert_tp(plan)};
 }
 
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region) {
@@ -647,7 +647,9 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       const bool expert = w.expert_weights.count(t.name) > 0;
       int64_t local = 1, total = 1;
       for (const auto& d : t.dims) {
-        if (is_tp_dim(d.name)) local *= ceil_div(d.size, ctx.tp);
+        // Experts under etp: the FFN split over etp ranks; the per-rank FLOPs stay those of the tp
+        // split (the etp x ep group sees the same tokens as tp x ep, folded), priced as such.
+        if (is_tp_dim(d.name)) local *= ceil_div(d.size, expert && ctx.expert_tp > 0 ? ctx.expert_tp : ctx.tp);
         else if (expert && d.name == 'e') local *= ceil_div(d.size, ctx.ep);
         else local *= d.size;
         total *= d.size;

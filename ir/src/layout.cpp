@@ -5,6 +5,7 @@
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <set>
 
@@ -19,22 +20,84 @@ int64_t num_layers(const Graph& graph) {
 
 // ---- pipeline split ----
 
-bool PipelineSplit::splits(int64_t num_layers, int64_t virtual_stages) {
-  if (virtual_stages < 1) return false;
-  return num_layers % virtual_stages == 0 || (num_layers + 2) % virtual_stages == 0;
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// first_last: the smallest middle-rank share m (a multiple of vpp) for which the first rank takes up
+// to m layers and the last rank what is left, at least vpp and at most m, both multiples of vpp.
+std::optional<PipelineSplit> first_last_split(PipelineSplit split) {
+  const int64_t layers = split.num_layers, pp = split.pp, vpp = split.vpp;
+  if (pp < 2 || layers % vpp != 0) return std::nullopt;
+  for (int64_t middle = ceil_div(ceil_div(layers, pp), vpp) * vpp; middle <= layers; middle += vpp) {
+    const int64_t ends = layers - middle * (pp - 2);  // layers on the first and last rank together
+    if (ends < 2 * vpp) break;
+    if (ends > 2 * middle) continue;
+    const int64_t first = std::min(middle, ends - vpp), last = ends - first;
+    split.first_rank_layers = first, split.middle_rank_layers = middle, split.last_rank_layers = last;
+    return split;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t pp, int64_t vpp) {
+  if (pp < 1 || vpp < 1 || num_layers < 0 || pp > std::numeric_limits<int64_t>::max() / vpp) return std::nullopt;
+  PipelineSplit split;
+  split.num_layers = num_layers, split.pp = pp, split.vpp = vpp, split.virtual_stages = pp * vpp;
+  const int64_t chunks = split.virtual_stages;
+  if (num_layers % chunks == 0) return split;
+  split.rule = Rule::account;
+  if ((num_layers + 2) % chunks == 0) {
+    split.embedding_as_layer = split.loss_as_layer = true;
+    return split;
+  }
+  if ((num_layers + 1) % chunks == 0) {  // the loss: the LM head GEMM outweighs the embedding lookup
+    split.loss_as_layer = true;
+    return split;
+  }
+  split.rule = Rule::first_last;
+  if (auto first_last = first_last_split(split)) return first_last;
+  if (num_layers < chunks) return std::nullopt;
+  split.rule = Rule::balanced;
+  return split;
+}
+
+int64_t PipelineSplit::layers_in_chunk(int64_t chunk) const {
+  if (chunk < 0 || chunk >= virtual_stages) return 0;
+  switch (rule) {
+    case Rule::even: return num_layers / virtual_stages;
+    case Rule::account: {
+      const int64_t per_chunk = (num_layers + int64_t(embedding_as_layer) + int64_t(loss_as_layer)) / virtual_stages;
+      return per_chunk - int64_t(embedding_as_layer && chunk == 0) - int64_t(loss_as_layer && chunk == virtual_stages - 1);
+    }
+    case Rule::first_last: {
+      const int64_t rank = chunk % pp;
+      return (rank == 0 ? first_rank_layers : rank == pp - 1 ? last_rank_layers : middle_rank_layers) / vpp;
+    }
+    case Rule::balanced: {
+      const int64_t extra = num_layers % virtual_stages;
+      return num_layers / virtual_stages + int64_t(chunk >= 1 && chunk <= extra);
+    }
+  }
+  return 0;
 }
 
 int64_t PipelineSplit::layers_per_chunk() const {
-  return uneven() ? (num_layers + 2) / virtual_stages : num_layers / virtual_stages;
+  switch (rule) {
+    case Rule::even: return num_layers / virtual_stages;
+    case Rule::account: return (num_layers + int64_t(embedding_as_layer) + int64_t(loss_as_layer)) / virtual_stages;
+    case Rule::first_last: return std::max({first_rank_layers, middle_rank_layers, last_rank_layers}) / vpp;
+    case Rule::balanced: return ceil_div(num_layers, virtual_stages);
+  }
+  return 0;
 }
 
 int64_t PipelineSplit::chunk_of_layer(int64_t layer) const {
-  const int64_t per_chunk = layers_per_chunk();
-  if (per_chunk == 0) return 0;
-  if (!uneven()) return layer / per_chunk;
-  // The first chunk holds per_chunk - 1 layers, the middle ones per_chunk, the last what is left.
-  if (layer < per_chunk - 1) return 0;
-  return std::min(virtual_stages - 1, 1 + (layer - (per_chunk - 1)) / per_chunk);
+  if (rule == Rule::even) return num_layers >= virtual_stages ? layer / (num_layers / virtual_stages) : 0;
+  int64_t end = 0;
+  for (int64_t chunk = 0; chunk < virtual_stages; ++chunk)
+    if ((end += layers_in_chunk(chunk)) > layer) return chunk;
+  return virtual_stages - 1;
 }
 
 int64_t PipelineSplit::chunk_of_block_after(int64_t layers_before) const {
@@ -133,6 +196,27 @@ void check_degrees(const Plan& plan) {
                      "micro_batch is sequences per replica per micro-step; choose a small value");
 }
 
+// Expert parallel and expert tensor parallel fold into the ranks of a pipeline stage (Megatron-Core's
+// MoE parallel folding): etp * ep must divide dp_replicate * dp_shard * cp * tp, ep the expert count.
+// Whether the groups nest with the attention axes is build_mesh's check.
+void check_experts(const Plan& plan, int64_t experts) {
+  const int64_t etp = expert_tp(plan);
+  if (etp < 1) throw InputError("--plan", "etp", "etp=" + str(etp) + " must be at least 1");
+  const int64_t stage_ranks = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
+  if (experts == 0 && plan.ep != 1)
+    throw InputError("--plan", "ep", "ep=" + str(plan.ep) + " needs a mixture-of-experts model", "use ep=1 for dense models");
+  if (experts == 0 && etp != plan.tp)
+    throw InputError("--plan", "etp", "etp=" + str(etp) + " needs a mixture-of-experts model", "drop etp for dense models");
+  if (experts > 0 && experts % plan.ep != 0)
+    throw InputError("--plan", "ep", "ep=" + str(plan.ep) + " must divide the expert count " + str(experts),
+                     "choose ep dividing the expert count");
+  if (etp > stage_ranks || plan.ep > stage_ranks / etp || stage_ranks % (etp * plan.ep) != 0)
+    throw InputError("--plan", "ep",
+                     "etp*ep=" + str(etp) + "*" + str(plan.ep) + " must divide the ranks of a pipeline stage, "
+                     "dp_replicate*dp_shard*cp*tp=" + str(stage_ranks),
+                     "expert groups fold into the data-parallel, context and tensor ranks; choose etp*ep dividing them");
+}
+
 // Validates the plan against the model and batch, and resolves grad_accum, sequence_parallel and
 // zero_stage (mgt.plan/1 defaults).
 void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& settings) {
@@ -142,13 +226,12 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
     throw InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
                      "plan uses " + str(world_size(plan)) + " GPUs, not --gpus " + str(x.num_gpus),
                      "make the product equal the GPU count");
-  x.pipeline = {num_layers(graph), plan.pp * plan.vpp};
-  if (!PipelineSplit::splits(x.pipeline.num_layers, x.pipeline.virtual_stages))
+  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp);
+  if (!split)
     throw InputError("--plan", "pp*vpp",
-                     str(x.pipeline.num_layers) + " layers do not split into pp*vpp=" + str(x.pipeline.virtual_stages) +
-                         " pipeline chunks",
-                     "choose pp*vpp dividing the layer count, or the layer count + 2 (first and last chunks one "
-                     "layer lighter)");
+                     str(num_layers(graph)) + " layers do not fill pp*vpp=" + str(plan.pp * plan.vpp) + " pipeline chunks",
+                     "choose pp*vpp of at most the layer count");
+  x.pipeline = *split;
   // Megatron's --recompute-num-layers counts layers of one chunk; more than a chunk holds is a typo.
   if (plan.recompute_layers && *plan.recompute_layers > x.pipeline.layers_per_chunk())
     throw InputError("--plan", "recompute_layers",
@@ -157,17 +240,7 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
                          str(x.pipeline.virtual_stages) + ")",
                      "use at most " + str(x.pipeline.layers_per_chunk()) +
                          ", or drop recompute_layers to recompute every layer");
-  const int64_t experts = graph.info.num_experts;
-  if ((plan.dp_shard * plan.cp) % plan.ep != 0 || (experts > 0 ? experts % plan.ep != 0 : plan.ep != 1))
-    throw InputError("--plan", "ep",
-                     "ep=" + str(plan.ep) + " must divide dp_shard*cp=" + str(plan.dp_shard * plan.cp) +
-                         " and the expert count " + str(experts),
-                     "ep borrows ranks from dp_shard x cp; use ep=1 for dense models");
-  if (plan.ep > 1 && plan.cp > 1 && plan.cp % plan.ep != 0 && plan.ep % plan.cp != 0)
-    throw InputError("--plan", "ep",
-                     "the mesh nests ep with cp, but neither of ep=" + str(plan.ep) + " and cp=" + str(plan.cp) +
-                         " divides the other",
-                     "choose ep and cp as powers of two");
+  check_experts(plan, graph.info.num_experts);
   x.replicas = plan.dp_replicate * plan.dp_shard;
   const int64_t seqs = settings.global_batch_seqs();
   if (seqs <= 0 || seqs % (x.replicas * plan.micro_batch) != 0)
@@ -186,55 +259,124 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
   plan.zero_stage = ir::zero_stage(plan);
   x.zero_stage = *plan.zero_stage;
   x.shard_group = plan.dp_shard * plan.cp;
-  x.expert_shard_group = std::max<int64_t>(1, x.shard_group / plan.ep);
+  x.expert_tp = expert_tp(plan);
   x.fsdp = x.zero_stage == 3 && x.shard_group > 1;
 }
 
-// The mesh and the axes of each named group (docs/lowering.md "Mesh"). Built per search candidate:
-// a fixed array of axes and a bit mask per group, so that it allocates nothing.
-void build_mesh(Layout& x) {
-  const Plan& p = x.plan;
-  size_t n = 0;
-  auto push = [&](const char* name, int64_t size) { x.mesh_axes[n++] = {name, size}; };
-  push("pp", p.pp);
-  push("dp_replicate", p.dp_replicate);
-  constexpr uint32_t kReplicate = 1u << 1;
-  const uint32_t a2 = 1u << 2, a3 = 1u << 3, a4 = 1u << 4;
-  uint32_t cp = 0, ep = 0, shard = 0, expert = 0;
-  if (p.ep == 1) {  // [pp, dp_replicate, dp_shard, cp, tp]
-    push("dp_shard", p.dp_shard);
-    push("cp", p.cp);
-    cp = a3;
-    shard = expert = a2 | a3;
-  } else if (p.cp % p.ep == 0) {  // ep inside cp: [pp, dp_replicate, dp_shard, cp/ep, ep, tp]
-    push("dp_shard", p.dp_shard);
-    push("cp", p.cp / p.ep);
-    push("ep", p.ep);
-    cp = a3 | a4;
-    ep = a4;
-    shard = a2 | a3 | a4;
-    expert = a2 | a3;
-  } else {  // ep spans all of cp and part of dp_shard: [pp, dp_replicate, dp_shard*cp/ep, ep/cp, cp, tp]
-    push("dp_shard", p.dp_shard * p.cp / p.ep);
-    push("ep", p.ep / p.cp);
-    push("cp", p.cp);
-    cp = a4;
-    ep = a3 | a4;
-    shard = a2 | a3 | a4;
-    expert = a2;
+// One piece of the refined mesh: an attention axis, or the part of one that an expert group cuts.
+struct Piece {
+  const char* name;
+  int64_t size;
+  uint32_t groups;  // bit g = MeshGroup g
+};
+constexpr uint32_t bit(MeshGroup g) { return 1u << unsigned(g); }
+// At most 4 per attention axis (two cuts and a size-1 piece of its own name); fixed, so that a
+// search candidate allocates nothing.
+struct Pieces {
+  std::array<Piece, 16> items{};
+  size_t count = 0;
+  void push_back(const Piece& piece) { items[count++] = piece; }
+};
+
+// The pieces of one pipeline stage, innermost first: each attention axis (tp, cp, dp_shard,
+// dp_replicate) cut where the expert groups begin and end (etp = ranks [1, etp], ep = (etp, etp*ep]).
+// A piece topping ep (etp) is named "ep" ("etp"), and its axis keeps a piece of its own name (size 1
+// when nothing is left) outside it; an axis wholly inside an expert group keeps its name.
+Pieces stage_pieces(const Plan& p, int64_t etp) {
+  struct AttentionAxis {
+    const char* name;
+    const char* ep_name;  // a partial piece of the axis low in ep (above an etp that ends inside it)
+    int64_t size;
+    uint32_t groups;
+  };
+  const AttentionAxis attention[] = {
+      {"tp", "ep_tp", p.tp, bit(MeshGroup::tp)},
+      {"cp", "ep_cp", p.cp, bit(MeshGroup::cp) | bit(MeshGroup::shard) | bit(MeshGroup::dp)},
+      {"dp_shard", "ep_dp_shard", p.dp_shard, bit(MeshGroup::shard) | bit(MeshGroup::dp)},
+      {"dp_replicate", "ep_dp_replicate", p.dp_replicate, bit(MeshGroup::replicate) | bit(MeshGroup::dp)}};
+  const bool own_etp = etp != p.tp;  // else the expert tensor group is the tp axis itself
+  const int64_t etp_top = etp, ep_top = etp * p.ep;
+  Pieces pieces;
+  int64_t lo = 1;  // ranks inside the axis
+  for (const AttentionAxis& axis : attention) {
+    const int64_t hi = lo * axis.size;
+    int64_t cuts[4] = {lo, 0, 0, 0};
+    size_t n = 1;
+    for (int64_t cut : {etp_top, ep_top})
+      if (cut > cuts[n - 1] && cut < hi) cuts[n++] = cut;
+    cuts[n++] = hi;
+    bool named = false;  // a piece carries the axis's own name
+    for (size_t i = 0; i + 1 < n; ++i) {
+      const int64_t a = cuts[i], b = cuts[i + 1];
+      if (b % a != 0)
+        throw InputError("--plan", "ep",
+                         "the expert groups (etp=" + str(etp) + ", ep=" + str(p.ep) + ") do not nest with " + axis.name +
+                             "=" + str(axis.size) + " (Megatron-Core folds etp x ep into tp x cp x dp in that order)",
+                         "choose tp, cp, the data-parallel sizes, etp and ep as powers of two");
+      const bool whole = a == lo && b == hi;
+      Piece piece{axis.name, b / a, axis.groups};
+      if (a == b) {  // a size-1 axis: no rank of an expert group, keeps its name
+        piece.groups |= bit(MeshGroup::expert_dp);
+        if (axis.groups & bit(MeshGroup::shard)) piece.groups |= bit(MeshGroup::expert_shard);
+        if (axis.groups & bit(MeshGroup::replicate)) piece.groups |= bit(MeshGroup::expert_replicate);
+      } else if (b <= etp_top && own_etp) {
+        piece.groups |= bit(MeshGroup::etp);
+        if (b == etp_top && !whole) piece.name = "etp";
+      } else if (b <= etp_top) {
+        piece.groups |= bit(MeshGroup::etp);
+      } else if (a >= etp_top && b <= ep_top) {
+        piece.groups |= bit(MeshGroup::ep);
+        if (b == ep_top) piece.name = "ep";
+        else if (!whole) piece.name = axis.ep_name;
+      } else {
+        piece.groups |= bit(MeshGroup::expert_dp);
+        if (axis.groups & bit(MeshGroup::shard)) piece.groups |= bit(MeshGroup::expert_shard);
+        if (axis.groups & bit(MeshGroup::replicate)) piece.groups |= bit(MeshGroup::expert_replicate);
+      }
+      named = named || piece.name == axis.name;
+      pieces.push_back(piece);
+    }
+    if (!named) {  // outside the expert pieces: a size-1 expert-data-parallel piece of the axis's name
+      uint32_t groups = axis.groups | bit(MeshGroup::expert_dp);
+      if (axis.groups & bit(MeshGroup::shard)) groups |= bit(MeshGroup::expert_shard);
+      if (axis.groups & bit(MeshGroup::replicate)) groups |= bit(MeshGroup::expert_replicate);
+      pieces.push_back({axis.name, 1, groups});
+    }
+    lo = hi;
   }
-  push("tp", p.tp);
-  x.num_mesh_axes = n;
-  x.members[size_t(MeshGroup::tp)] = 1u << (n - 1);
-  x.members[size_t(MeshGroup::cp)] = cp;
-  x.members[size_t(MeshGroup::ep)] = ep;
-  x.members[size_t(MeshGroup::shard)] = shard;
-  x.members[size_t(MeshGroup::expert_shard)] = expert;
-  x.members[size_t(MeshGroup::replicate)] = kReplicate;
-  x.members[size_t(MeshGroup::dp)] = kReplicate | shard;
+  return pieces;
+}
+
+// The mesh and the axes of each named group (docs/lowering.md "Mesh"): pp, then the stage's pieces
+// outermost first. Built per search candidate: a fixed array of axes and a bit mask per group.
+void build_mesh(Layout& x) {
+  const Pieces pieces = stage_pieces(x.plan, x.expert_tp);
+  if (pieces.count + 1 > x.mesh_axes.size())
+    throw InputError("--plan", "etp", "etp and ep cut the mesh into more than " + str(int64_t(x.mesh_axes.size())) + " axes",
+                     "choose etp equal to tp or to 1");
+  x.num_mesh_axes = 0;
+  x.members.fill(0);
+  x.mesh_axes[x.num_mesh_axes++] = {"pp", x.plan.pp};
+  for (size_t k = pieces.count; k-- > 0;) {
+    const Piece& piece = pieces.items[k];
+    const size_t i = x.num_mesh_axes++;
+    x.mesh_axes[i] = {piece.name, piece.size};
+    for (int g = 0; g < kNumMeshGroups; ++g)
+      if (piece.groups & (1u << unsigned(g))) x.members[size_t(g)] |= 1u << i;
+  }
+  x.expert_shard_group = x.size(MeshGroup::expert_shard);
 }
 
 }  // namespace
+
+bool expert_groups_nest(const Plan& plan) {
+  try {
+    stage_pieces(plan, expert_tp(plan));
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
 
 Layout resolve(const Graph& graph, const Plan& plan, const TrainingSettings& settings, int64_t num_gpus) {
   Layout x;
@@ -252,6 +394,18 @@ void require_schedulable(const Layout& layout) {
                      "the interleaved schedule needs pp > 1 and grad_accum (" + str(layout.grad_accum) +
                          ") divisible by pp=" + str(plan.pp),
                      "use vpp=1 or a batch with a multiple of pp micro-batches");
+  // The lowering's expert passes reduce expert gradients over the shard group's expert ranks and the
+  // whole replicate group, and shard expert FFNs as tp does.
+  if (layout.expert_tp != plan.tp)
+    throw InputError("--plan", "etp",
+                     "no schedule runs expert tensor parallel (etp=" + str(layout.expert_tp) + ") other than tp=" +
+                         str(plan.tp) + " yet; the estimate prices it",
+                     "drop etp to run the plan");
+  if ((plan.dp_shard * plan.cp) % plan.ep != 0)
+    throw InputError("--plan", "ep",
+                     "no schedule runs expert parallel carved from dp_replicate (ep=" + str(plan.ep) +
+                         " does not divide dp_shard*cp=" + str(plan.dp_shard * plan.cp) + ") yet; the estimate prices it",
+                     "choose ep dividing dp_shard*cp to run the plan");
 }
 
 }  // namespace mgt::ir

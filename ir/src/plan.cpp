@@ -21,6 +21,8 @@ std::string to_string(Recompute recompute) { return name_of(kRecomputeNames, rec
 
 bool sequence_parallel(const Plan& plan) { return plan.sequence_parallel.value_or(plan.tp > 1); }
 
+int64_t expert_tp(const Plan& plan) { return plan.etp.value_or(plan.tp); }
+
 int64_t zero_stage(const Plan& plan) { return plan.zero_stage.value_or(plan.dp_shard > 1 ? 3 : 0); }
 
 namespace {
@@ -45,7 +47,7 @@ constexpr std::array<IntKey, 8> kIntKeys{{{"dp_replicate", &Plan::dp_replicate},
                                           {"ep", &Plan::ep},
                                           {"micro_batch", &Plan::micro_batch}}};
 const char* kAllKeys =
-    "dp_replicate, dp_shard, tp, cp, pp, vpp, ep, micro_batch, grad_accum, recompute, recompute_layers, "
+    "dp_replicate, dp_shard, tp, cp, pp, vpp, ep, etp, micro_batch, grad_accum, recompute, recompute_layers, "
     "sequence_parallel, zero_stage";
 }  // namespace
 
@@ -62,12 +64,13 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source) {
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const std::string& key = it.key();
     if (key == "format") continue;
-    bool known = key == "grad_accum" || key == "recompute" || key == "recompute_layers" ||
+    bool known = key == "grad_accum" || key == "etp" || key == "recompute" || key == "recompute_layers" ||
                  key == "sequence_parallel" || key == "zero_stage";
     for (const auto& k : kIntKeys) known = known || key == k.name;
     if (!known) throw InputError(source, key, "unknown plan key", std::string("known keys: ") + kAllKeys);
   }
   for (const auto& k : kIntKeys) plan.*k.member = optional_positive_int(doc, k.name, 1, source);
+  if (doc.contains("etp") && !doc.at("etp").is_null()) plan.etp = require_positive_int(doc, "etp", source);
   if (doc.contains("grad_accum") && !doc.at("grad_accum").is_null())
     plan.grad_accum = require_positive_int(doc, "grad_accum", source);
   if (doc.contains("recompute") && !doc.at("recompute").is_null()) {
@@ -117,6 +120,7 @@ nlohmann::json to_json(const Plan& plan) {
   nlohmann::json out = nlohmann::json::object();
   out["format"] = "mgt.plan/1";
   for (const auto& k : kIntKeys) out[k.name] = plan.*k.member;
+  if (plan.etp) out["etp"] = *plan.etp;
   if (plan.grad_accum) out["grad_accum"] = *plan.grad_accum;
   out["recompute"] = to_string(plan.recompute);
   if (plan.recompute_layers) out["recompute_layers"] = *plan.recompute_layers;
@@ -132,6 +136,7 @@ std::string to_string(const Plan& plan) {
   if (plan.pp > 1) out += " pp=" + std::to_string(plan.pp);
   if (plan.vpp > 1) out += " vpp=" + std::to_string(plan.vpp);
   if (plan.ep > 1) out += " ep=" + std::to_string(plan.ep);
+  if (plan.etp && *plan.etp != plan.tp) out += " etp=" + std::to_string(*plan.etp);
   out += " mbs=" + std::to_string(plan.micro_batch);
   if (plan.grad_accum) out += " ga=" + std::to_string(*plan.grad_accum);
   out += " recompute=" + to_string(plan.recompute);

@@ -63,16 +63,14 @@ bool reshard_after_forward(const Resolved& r) {
   return ir::zero_stage(r.plan) >= 3;
 }
 
-PipelineSplit pipeline_split(const Resolved& r) {
-  if (auto refusal = pipeline_refusal(r.context))
-    throw InputError(r.source, refusal->field, refusal->problem, refusal->hint);
+ir::PipelineSplit pipeline_split(const Resolved& r) {
   const Plan& p = r.plan;
-  const int64_t layers = r.context.num_layers;
-  PipelineSplit split;
-  split.chunks = p.pp * p.vpp;
-  split.uneven = layers % split.chunks != 0;
-  split.layers_per_chunk = (split.uneven ? layers + 2 : layers) / split.chunks;
-  return split;
+  const auto split = r.context.num_layers > 0 ? ir::PipelineSplit::choose(r.context.num_layers, p.pp, p.vpp) : std::nullopt;
+  if (!split)
+    throw InputError(r.source, "pp",
+                     "a pipeline of pp*vpp = " + std::to_string(p.pp * p.vpp) + " stages needs a known layer count of at least that",
+                     "export from a model file (mgt-plan <model> ... --emit), with fewer pipeline stages than layers");
+  return *split;
 }
 
 }  // namespace detail

@@ -17,6 +17,34 @@ namespace {
 using ir::Plan;
 using ir::Recompute;
 
+/// Megatron's flags for the Layout's pipeline split (ir::PipelineSplit; transformer_block.py
+/// get_num_layers_to_build): validate_args requires num_layers % pp == 0 unless one of them is given.
+void pipeline_split_flags(const ir::PipelineSplit& split, std::vector<std::string>& flags) {
+  using Rule = ir::PipelineSplit::Rule;
+  switch (split.rule) {
+    case Rule::even: return;
+    case Rule::account:  // (layers + embedding + loss) % (pp * vpp) == 0; first / last chunk lighter
+      if (split.embedding_as_layer) flags.push_back("--account-for-embedding-in-pipeline-split");
+      if (split.loss_as_layer) flags.push_back("--account-for-loss-in-pipeline-split");
+      return;
+    case Rule::first_last:  // per pipeline rank, all its virtual chunks together
+      flags.push_back("--decoder-first-pipeline-num-layers " + std::to_string(split.first_rank_layers));
+      flags.push_back("--decoder-last-pipeline-num-layers " + std::to_string(split.last_rank_layers));
+      return;
+    case Rule::balanced: {  // one "|"-separated entry per chunk in forward order: E embedding, t layer, L loss
+      std::string layout;
+      for (int64_t c = 0; c < split.virtual_stages; ++c) {
+        if (c > 0) layout += "|";
+        if (c == 0) layout += "E";
+        layout += "t*" + std::to_string(split.layers_in_chunk(c));
+        if (c == split.virtual_stages - 1) layout += ",L";
+      }
+      flags.push_back("--pipeline-model-parallel-layout \"" + layout + "\"");
+      return;
+    }
+  }
+}
+
 /// The plan's flags, one flag and its value per entry.
 std::vector<std::string> megatron_flags(const Resolved& r) {
   const Plan& p = r.plan;
@@ -26,14 +54,11 @@ std::vector<std::string> megatron_flags(const Resolved& r) {
   flags.push_back("--pipeline-model-parallel-size " + std::to_string(p.pp));
   if (p.vpp > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(p.vpp));
   if (r.context.num_layers > 0) flags.push_back("--num-layers " + std::to_string(r.context.num_layers));
-  if (p.pp > 1 && pipeline_split(r).uneven) {
-    // validate_args requires num_layers % pp == 0 unless the split counts the embedding and the
-    // loss as one layer each: (layers + 2) % (pp * vpp) == 0, first and last stage one lighter.
-    flags.push_back("--account-for-embedding-in-pipeline-split");
-    flags.push_back("--account-for-loss-in-pipeline-split");
-  }
+  if (p.pp > 1) pipeline_split_flags(pipeline_split(r), flags);
   flags.push_back("--context-parallel-size " + std::to_string(p.cp));
   if (p.ep > 1) flags.push_back("--expert-model-parallel-size " + std::to_string(p.ep));
+  // Megatron defaults the experts' tensor split to tp; said only when the plan differs.
+  if (ir::expert_tp(p) != p.tp) flags.push_back("--expert-tensor-parallel-size " + std::to_string(ir::expert_tp(p)));
   if (p.tp > 1 && ir::sequence_parallel(p)) flags.push_back("--sequence-parallel");
   flags.push_back("--micro-batch-size " + std::to_string(p.micro_batch));
   flags.push_back("--global-batch-size " + std::to_string(r.global_batch));

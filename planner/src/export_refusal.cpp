@@ -147,7 +147,7 @@ Refusal megatron_refusal(const ExportContext& c) {
   if (auto r = cp_chunks_refusal(c, "context parallelism splits each sequence into 2*cp load-balanced chunks")) return r;
   if (p.vpp > 1 && p.pp == 1) return refuse("vpp", "vpp " + str(p.vpp) + " needs pp > 1", "set vpp 1 or pp > 1");
   if (p.pp > 1)
-    if (auto r = detail::pipeline_refusal(c)) return r;
+    if (auto r = detail::pipeline_refusal(c, /*per_rank_counts=*/true)) return r;
   return fill_nodes_refusal(c, std::min(c.num_gpus, c.gpus_per_node),
                             "torchrun starts the same number of processes on every node");
 }
@@ -194,7 +194,7 @@ Refusal torchtitan_refusal(const ExportContext& c) {
                   "use tp 1 with ep, or --emit megatron");
   if (auto r = expert_ranks_refusal(p)) return r;
   if (auto r = torchtitan_shard_refusal(p)) return r;
-  if (p.pp > 1) return detail::pipeline_refusal(c);
+  if (p.pp > 1) return detail::pipeline_refusal(c, /*per_rank_counts=*/false);
   return std::nullopt;
 }
 
@@ -231,21 +231,26 @@ Refusal fsdp_stage_refusal(const Plan& p) {
   return std::nullopt;
 }
 
-Refusal pipeline_refusal(const ExportContext& c) {
+Refusal pipeline_refusal(const ExportContext& c, bool per_rank_counts) {
   const Plan& p = c.plan;
   const int64_t chunks = p.pp * p.vpp;
   const int64_t layers = c.num_layers;
   if (layers <= 0)
     return refuse("pp", "a pipeline of pp*vpp = " + str(chunks) + " stages needs the layer count, which is unknown",
                   "export from a model file (mgt-plan <model> ... --emit), which gives the layer count");
-  if (layers % chunks == 0) return std::nullopt;
-  if ((layers + 2) % chunks != 0)
+  const auto split = ir::PipelineSplit::choose(layers, p.pp, p.vpp);
+  if (!split)
+    return refuse("pp", "pp*vpp = " + str(chunks) + " exceeds the " + str(layers) + " layers", "use fewer pipeline stages");
+  if (split->layers_in_chunk(0) < 1 || split->layers_in_chunk(chunks - 1) < 1)
+    return refuse("pp", "pp*vpp = " + str(chunks) + " leaves the first or last stage no layer", "use fewer pipeline stages");
+  using Rule = ir::PipelineSplit::Rule;
+  // torchtitan sizes stages as layers_per_stage with the first / last one lighter by the embedding
+  // and output it counts as layers: Megatron's even and account-for splits, not per-rank counts.
+  if (!per_rank_counts && (split->rule == Rule::first_last || split->rule == Rule::balanced))
     return refuse("pp",
-                  "pp*vpp = " + str(chunks) + " divides neither the " + str(layers) + " layers nor layers+2",
-                  "choose pp*vpp dividing the layer count or the layer count + 2");
-  if ((layers + 2) / chunks < 2)
-    return refuse("pp", "pp*vpp = " + str(chunks) + " leaves the first and last stage no layer",
-                  "use fewer pipeline stages");
+                  "the " + str(layers) + " layers split over pp*vpp = " + str(chunks) +
+                      " chunks only with per-stage layer counts, which torchtitan's layers_per_stage cannot express",
+                  "choose pp*vpp dividing the layer count, layers+1 or layers+2, or use --emit megatron");
   return std::nullopt;
 }
 

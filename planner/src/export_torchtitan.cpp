@@ -120,15 +120,14 @@ void write_apply_plan(std::ostream& out, const Resolved& r) {
   out << "    parallelism.context_parallel_degree = " << p.cp << "\n";
   out << "    parallelism.pipeline_parallel_degree = " << p.pp << "\n";
   if (p.pp > 1) {
-    const PipelineSplit split = pipeline_split(r);
+    const ir::PipelineSplit split = pipeline_split(r);
     // torchtitan counts the embedding and the output as (first/last)_stage_less_layers layers:
     // stages = ceil((layers + first + last) / layers_per_stage), the estimator's split.
-    const int64_t less = split.uneven ? 1 : 0;
     out << "    parallelism.pipeline_parallel_schedule = \"" << (p.vpp > 1 ? "Interleaved1F1B" : "1F1B") << "\"\n";
     out << "    parallelism.pipeline_parallel_microbatch_size = " << p.micro_batch << "\n";
-    out << "    parallelism.pipeline_parallel_layers_per_stage = " << split.layers_per_chunk << "\n";
-    out << "    parallelism.pipeline_parallel_first_stage_less_layers = " << less << "\n";
-    out << "    parallelism.pipeline_parallel_last_stage_less_layers = " << less << "\n";
+    out << "    parallelism.pipeline_parallel_layers_per_stage = " << split.layers_per_chunk() << "\n";
+    out << "    parallelism.pipeline_parallel_first_stage_less_layers = " << int(split.embedding_as_layer) << "\n";
+    out << "    parallelism.pipeline_parallel_last_stage_less_layers = " << int(split.loss_as_layer) << "\n";
   }
   out << "    parallelism.expert_parallel_degree = " << p.ep << "\n";
   out << "\n    config.activation_checkpoint = "

@@ -37,6 +37,33 @@ ModelFacts model_facts(const ir::Graph& graph) {
   return facts;
 }
 
+namespace {
+bool accelerate_family(const std::string& framework) { return framework == "accelerate" || framework == "axolotl"; }
+
+// Expert parallel and expert tensor parallel fold into the ranks of a pipeline stage (Megatron-Core's
+// MoE parallel folding; ir::resolve checks the same), split the experts evenly, and, under
+// torchtitan, borrow only from dp_shard x cp with the experts' tensor split that of tp or none.
+std::optional<std::string> expert_rule(const ir::Plan& plan, const ModelFacts& facts, const std::string& framework) {
+  const int64_t etp = ir::expert_tp(plan);
+  const std::string ep = "ep=" + std::to_string(plan.ep);
+  if ((plan.ep > 1 || etp != plan.tp) && facts.num_experts == 0)
+    return (plan.ep > 1 ? ep : "etp=" + std::to_string(etp)) + " needs a mixture-of-experts model";
+  if (plan.ep == 1 && etp == plan.tp) return std::nullopt;
+  if (facts.num_experts % plan.ep != 0) return ep + " must divide " + facts.experts_field + "=" + std::to_string(facts.num_experts);
+  const int64_t stage_ranks = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
+  if (etp < 1 || stage_ranks % etp != 0 || (stage_ranks / etp) % plan.ep != 0)
+    return "etp*ep=" + std::to_string(etp) + "*" + std::to_string(plan.ep) + " must divide dp_replicate*dp_shard*cp*tp=" +
+           std::to_string(stage_ranks);
+  if (!ir::expert_groups_nest(plan))
+    return "etp=" + std::to_string(etp) + " and " + ep + " do not nest with tp, cp, dp_shard and dp_replicate";
+  if (framework == "torchtitan" && (plan.dp_shard * plan.cp) % plan.ep != 0)
+    return ep + " must divide dp_shard*cp=" + std::to_string(plan.dp_shard * plan.cp) + " (torchtitan borrows expert ranks from them)";
+  if (framework == "torchtitan" && etp != plan.tp && etp != 1)
+    return "etp=" + std::to_string(etp) + " must be 1 or tp under torchtitan";
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFacts& facts,
                                              const ir::ClusterSpec& cluster, const cost::TrainingSettings& settings,
                                              const RuleOptions& options) {
@@ -63,30 +90,15 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   if (plan.cp > 1 && facts.ssd_heads % (plan.tp * plan.cp) != 0)
     return "tp*cp=" + std::to_string(plan.tp * plan.cp) + " must divide the Mamba-2 heads (" +
            std::to_string(facts.ssd_heads) + "): Megatron-Core's context parallel splits heads over tp*cp";
-  // Pipeline: the layers split into pp * vpp chunks (ir::PipelineSplit: equal chunks, or the first
-  // and last one layer lighter), and the schedule needs micro-batches to fill the pipe.
+  // Pipeline: the layers split into pp * vpp chunks (ir::PipelineSplit: equal chunks, or the split
+  // Megatron is told with its uneven-pipeline flags), and the schedule needs micro-batches to fill the pipe.
   if (plan.pp > 1 || plan.vpp > 1) {
     if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
-    // The product is checked before it is formed: a wrapped one (vpp near 2^63) could "divide" the layers.
-    if (plan.pp < 1 || plan.vpp < 1 || plan.vpp > std::numeric_limits<int64_t>::max() / plan.pp)
-      return "pp*vpp (pp=" + std::to_string(plan.pp) + ", vpp=" + std::to_string(plan.vpp) + ") overflows; it must divide " +
-             facts.layers_field + "=" + std::to_string(facts.num_layers) + " or " + facts.layers_field + "+2";
-    const std::string pv = "pp*vpp=" + std::to_string(plan.pp * plan.vpp);
-    if (!ir::PipelineSplit::splits(facts.num_layers, plan.pp * plan.vpp))
-      return pv + " must divide " + facts.layers_field + "=" + std::to_string(facts.num_layers) + " or " +
-             facts.layers_field + "+2";
+    if (!ir::PipelineSplit::splits(facts.num_layers, plan.pp, plan.vpp))
+      return "pp*vpp (pp=" + std::to_string(plan.pp) + ", vpp=" + std::to_string(plan.vpp) + ") must be at most " +
+             facts.layers_field + "=" + std::to_string(facts.num_layers);
   }
-  // Expert parallel borrows ranks from dp_shard x cp (torchtitan) and splits the experts evenly.
-  if (plan.ep > 1) {
-    if (facts.num_experts == 0) return "ep=" + std::to_string(plan.ep) + " needs a mixture-of-experts model";
-    if (facts.num_experts % plan.ep != 0)
-      return "ep=" + std::to_string(plan.ep) + " must divide " + facts.experts_field + "=" + std::to_string(facts.num_experts);
-    if ((plan.dp_shard * plan.cp) % plan.ep != 0)
-      return "ep=" + std::to_string(plan.ep) + " must divide dp_shard*cp=" + std::to_string(plan.dp_shard * plan.cp);
-    // The mesh nests ep inside cp, or cp inside ep: one must divide the other.
-    if (plan.cp % plan.ep != 0 && plan.ep % plan.cp != 0)
-      return "ep=" + std::to_string(plan.ep) + " and cp=" + std::to_string(plan.cp) + " must divide one another";
-  }
+  if (auto broken = expert_rule(plan, facts, options.framework)) return broken;
   // Load-balanced causal CP cuts the sequence into 2*cp chunks, each split over tp by SP; without CP,
   // sequence parallelism alone splits it over tp.
   if (plan.cp > 1 && settings.seq_len % (2 * plan.cp * plan.tp) != 0)
@@ -95,9 +107,9 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   if (plan.cp == 1 && plan.tp > 1 && ir::sequence_parallel(plan) && settings.seq_len % plan.tp != 0)
     return "seq_len=" + std::to_string(settings.seq_len) + " must be divisible by tp=" + std::to_string(plan.tp) +
            " (sequence parallel splits it over tp)";
-  // Accelerate ParallelismConfig: pure replication (dp_shard == 1) cannot be combined with tp or cp;
-  // mgt keeps the rule so every recommended plan can be exported to Accelerate.
-  if (plan.dp_replicate > 1 && plan.dp_shard == 1 && (plan.tp > 1 || plan.cp > 1))
+  // Accelerate ParallelismConfig (Axolotl builds on it): pure replication (dp_shard == 1) cannot be
+  // combined with tp or cp. Accelerate's rule only: Megatron and torchtitan replicate beside tp.
+  if (accelerate_family(options.framework) && plan.dp_replicate > 1 && plan.dp_shard == 1 && (plan.tp > 1 || plan.cp > 1))
     return "dp_replicate>1 with dp_shard=1 cannot combine with tp or cp (Accelerate rule; use dp_shard)";
   const int64_t replicas = plan.dp_replicate * plan.dp_shard;
   const int64_t seqs = settings.global_batch_seqs();

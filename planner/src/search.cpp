@@ -42,12 +42,19 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
   std::vector<ir::Plan> out;
   const auto divs = divisors(num_gpus);
   for (int64_t pp : divs) {
-    const auto splits = [&](int64_t chunks) { return ir::PipelineSplit::splits(options.num_layers, chunks); };
-    if (pp > 1 && (options.num_layers == 0 || !splits(pp))) continue;
+    // The search proposes the splits every pipelining framework expresses: equal chunks, or the
+    // embedding and loss counted as layers (torchtitan's less_layers say it too). Per-rank counts
+    // and layouts (Megatron only) are estimated when a plan asks for them.
+    const auto splits = [&](int64_t vpp) {
+      const auto split = ir::PipelineSplit::choose(options.num_layers, pp, vpp);
+      using Rule = ir::PipelineSplit::Rule;
+      return split && (split->rule == Rule::even || (split->rule == Rule::account && split->embedding_as_layer));
+    };
+    if (pp > 1 && (options.num_layers == 0 || !splits(1))) continue;
     std::vector<int64_t> vpps{1};
     if (pp > 1)
       for (int64_t v = 2; v <= options.max_vpp; ++v)
-        if (splits(pp * v) && options.num_layers >= pp * v) vpps.push_back(v);
+        if (splits(v) && options.num_layers >= pp * v) vpps.push_back(v);
     const int64_t rest = num_gpus / pp;
     for (int64_t tp : divisors(rest))
       for (int64_t cp : divisors(rest / tp)) {

@@ -197,11 +197,17 @@ std::optional<int64_t> zero_stage_from_words(const std::string& raw) {
   throw RowSkipped("parallel.zero_stage \"" + raw + "\" does not map to a ZeRO stage");
 }
 
+/// The planner's defaults (max_vpp, micro-batches), built once.
+const SearchOptions& search_defaults() {
+  static const SearchOptions defaults;
+  return defaults;
+}
+
 /// Interleaving factors to try when the row says the schedule is interleaved but not V: the planner's
 /// (2 to SearchOptions::max_vpp) whose pp x vpp divides the layers (the estimator's precondition).
 std::vector<int64_t> vpp_candidates(int64_t layers, int64_t pp) {
   std::vector<int64_t> out;
-  for (int64_t v = 2; v <= SearchOptions{}.max_vpp; ++v)
+  for (int64_t v = 2; v <= search_defaults().max_vpp; ++v)
     if (layers >= pp * v && layers % (pp * v) == 0) out.push_back(v);
   return out;
 }
@@ -262,7 +268,7 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
     if (pp <= 1) throw RowSkipped(said + ": interleaving needs pp > 1, got pp " + std::to_string(pp));
     s.vpp_choices = vpp_candidates(s.shape.layers, pp);
     if (s.vpp_choices.empty())
-      throw RowSkipped(said + ": no vpp from 2 to " + std::to_string(SearchOptions{}.max_vpp) + " divides " +
+      throw RowSkipped(said + ": no vpp from 2 to " + std::to_string(search_defaults().max_vpp) + " divides " +
                        std::to_string(s.shape.layers) + " layers / pp " + std::to_string(pp));
     vpp = s.vpp_choices.front();
   }
@@ -361,7 +367,7 @@ int64_t unstated_micro_batch(int64_t seqs, int64_t replicas, const std::optional
                             std::to_string(per_replica / *ga));
     return per_replica / *ga;
   }
-  for (const int64_t m : SearchOptions{}.micro_batches)
+  for (const int64_t m : search_defaults().micro_batches)
     if (per_replica % m == 0) s.micro_batch_choices.push_back(m);
   if (s.micro_batch_choices.empty()) s.micro_batch_choices.push_back(1);
   return s.micro_batch_choices.front();

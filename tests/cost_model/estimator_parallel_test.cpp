@@ -315,6 +315,26 @@ TEST(estimate_parallel, pipeline_layout_uneven_split_interleaved) {
   expect_near_rel(e.time.compute_s, ga * (3 * layer.total() + head.total()));  // the head's stage is slower
 }
 
+TEST(estimate_parallel, pipeline_layout_first_and_last_stage_counts) {
+  // L = 9 on pp = 4: 9, 10 and 11 do not divide by 4, so Megatron is given the first and last stage
+  // counts: the middle stages take ceil(9 / 4) = 3 layers, the first and last the 9 - 2 x 3 = 3 left,
+  // the first all but one (2), the last (with the head) 1: layers 2, 3, 3, 1. Against L = 8 (2 per
+  // stage), the step is paced by a 3-layer stage instead of the head's stage.
+  const int64_t mbs = 2, seqs = 32, ga = 8;  // 8 GPUs: dp_replicate 2 x pp 4; ga = 32 / (2 * 2)
+  const BlockTimes layer = hand_layer(mbs, kSeq), embed = hand_embed(mbs, kSeq), head = hand_head(mbs, kSeq);
+  const Estimate uneven = Estimator(dense_graph(9), round_cluster(), 8, settings(seqs), round_params())
+                              .estimate(plan_of(2, 1, 4, 1, mbs));
+  const Estimate even = Estimator(dense_graph(8), round_cluster(), 8, settings(seqs), round_params())
+                            .estimate(plan_of(2, 1, 4, 1, mbs));
+  ASSERT_EQ(uneven.plan.grad_accum, ga);
+  const double slowest_uneven =
+      std::max({embed.total() + 2 * layer.total(), 3 * layer.total(), layer.total() + head.total()});
+  const double slowest_even = std::max(embed.total() + 2 * layer.total(), 2 * layer.total() + head.total());
+  ASSERT_EQ(slowest_uneven, 3 * layer.total());  // a middle stage binds
+  expect_near_rel(uneven.time.compute_s, ga * slowest_uneven);
+  expect_near_rel(uneven.time.compute_s / even.time.compute_s, slowest_uneven / slowest_even);
+}
+
 // ---- 2. 1F1B step time ----
 
 TEST(estimate_parallel, pipeline_1f1b_step_time) {
@@ -680,11 +700,13 @@ TEST(estimate_parallel, recompute_layers_partial_full) {
 
 // ---- 8. preconditions ----
 
-TEST(estimate_parallel, rejects_pipeline_that_splits_neither_layers_nor_layers_plus_two) {
+TEST(estimate_parallel, rejects_pipeline_of_more_chunks_than_layers) {
   const Estimator five(dense_graph(5), round_cluster(), 8, settings(64), round_params());
-  // 5 layers: pp = 2 splits neither 5 nor 7; pp x vpp = 4 neither 5 nor 7.
-  EXPECT_THROW(five.estimate(plan_of(4, 1, 2, 1, 1)), ir::InputError);
-  EXPECT_THROW(five.estimate(plan_of(4, 1, 2, 2, 1)), ir::InputError);
+  // 5 layers: pp = 2 splits them 3 + 2 (Megatron's first / last stage counts); pp x vpp = 4 as
+  // 1, 2, 1, 1 (a pipeline layout); pp x vpp = 8 chunks outnumber them.
+  EXPECT_NO_THROW(five.estimate(plan_of(4, 1, 2, 1, 1)));
+  EXPECT_NO_THROW(five.estimate(plan_of(4, 1, 2, 2, 1)));
+  EXPECT_THROW(five.estimate(plan_of(2, 1, 4, 2, 1)), ir::InputError);
   const Estimator six(dense_graph(6), round_cluster(), 8, settings(64), round_params());
   // 6 layers: pp x vpp = 4 does not split 6 but splits 8: accepted.
   EXPECT_NO_THROW(six.estimate(plan_of(2, 1, 4, 1, 1)));
@@ -702,10 +724,13 @@ TEST(estimate_parallel, rejects_ep_that_does_not_divide_the_experts) {
   EXPECT_THROW(est.estimate(plan), ir::InputError);
   plan.ep = 2;  // divides both
   EXPECT_NO_THROW(est.estimate(plan));
-  // 4 experts, dp_shard 2: ep = 4 divides the experts but not dp_shard x cp.
+  // 4 experts on dp_replicate 4 x dp_shard 2: ep = 4 spans dp_shard and half the replicas
+  // (Megatron's expert data parallel): accepted; ep = 8 divides the ranks but not the experts.
   const Estimator four(moe_graph(2, 4, 2), round_cluster(), 8, settings(64), round_params());
   plan = plan_of(4, 2, 1, 1, 1);
   plan.ep = 4;
+  EXPECT_NO_THROW(four.estimate(plan));
+  plan.ep = 8;
   EXPECT_THROW(four.estimate(plan), ir::InputError);
 }
 

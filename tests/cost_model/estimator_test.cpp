@@ -537,8 +537,8 @@ TEST(estimate, rejects_grad_accum_that_disagrees) {
 
 TEST(estimate, rejects_pipelines_that_do_not_split_and_ep_on_dense_models) {
   const Estimator est(tiny::graph(3), round::cluster(), 8, settings(64), round::params());
-  ir::Plan plan = plan_of(2, 1, 1, 1, 1);
-  plan.pp = 4;  // 3 layers: neither 3 nor 3 + 2 divides into 4 chunks
+  ir::Plan plan = plan_of(1, 1, 1, 1, 1);
+  plan.pp = 8;  // 3 layers in 8 chunks: no split (3 + 1 and 3 + 2 do not divide by 8 either)
   EXPECT_THROW(est.estimate(plan), ir::InputError);
   plan = plan_of(1, 8, 1, 1, 1);
   plan.ep = 2;  // a dense model has no experts to split

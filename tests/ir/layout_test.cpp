@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 using namespace mgt::ir;
 
@@ -17,11 +19,16 @@ TrainingSettings settings(int64_t seq_len, int64_t tokens) {
   s.global_batch_tokens = tokens;
   return s;
 }
+std::vector<int64_t> chunk_layers(const PipelineSplit& split) {
+  std::vector<int64_t> out;
+  for (int64_t c = 0; c < split.virtual_stages; ++c) out.push_back(split.layers_in_chunk(c));
+  return out;
+}
 }  // namespace
 
 TEST(PipelineSplit, EqualChunksWhenTheCountDivides) {
-  const PipelineSplit split{32, 8};
-  EXPECT_TRUE(PipelineSplit::splits(32, 8));
+  const PipelineSplit split = *PipelineSplit::choose(32, 8, 1);
+  EXPECT_TRUE(PipelineSplit::splits(32, 8, 1));
   EXPECT_FALSE(split.uneven());
   EXPECT_EQ(split.layers_per_chunk(), 4);
   EXPECT_EQ(split.chunk_of_layer(0), 0);
@@ -34,9 +41,9 @@ TEST(PipelineSplit, EqualChunksWhenTheCountDivides) {
 
 TEST(PipelineSplit, UnevenFirstAndLastChunksOneLayerLighter) {
   // Llama 3 405B: 126 layers on 16 stages = 7 + 14 x 8 + 7.
-  const PipelineSplit split{126, 16};
-  EXPECT_TRUE(PipelineSplit::splits(126, 16));
+  const PipelineSplit split = *PipelineSplit::choose(126, 16, 1);
   EXPECT_TRUE(split.uneven());
+  EXPECT_TRUE(split.embedding_as_layer && split.loss_as_layer);
   EXPECT_EQ(split.layers_per_chunk(), 8);
   EXPECT_EQ(split.chunk_of_layer(6), 0);     // layers 0..6: chunk 0 (7 layers)
   EXPECT_EQ(split.chunk_of_layer(7), 1);     // layers 7..14: chunk 1
@@ -45,13 +52,13 @@ TEST(PipelineSplit, UnevenFirstAndLastChunksOneLayerLighter) {
   EXPECT_EQ(split.chunk_of_layer(118), 14);  // chunk 14: layers 111..118
   EXPECT_EQ(split.chunk_of_layer(119), 15);  // layers 119..125: chunk 15 (7 layers)
   EXPECT_EQ(split.chunk_of_layer(125), 15);
-  EXPECT_FALSE(PipelineSplit::splits(31, 8));  // neither 31 nor 33 divides by 8
-  EXPECT_FALSE(PipelineSplit::splits(32, 0));
+  EXPECT_FALSE(PipelineSplit::splits(5, 8, 1));  // fewer layers than chunks, and none of 5, 6, 7 divides by 8
+  EXPECT_FALSE(PipelineSplit::splits(32, 0, 1));
 }
 
 TEST(for_each_block_copy, EveryCopyOnceWithTheChunkOfItsLayer) {
   const Graph graph = load_model(model("Llama-3.1-8B.json"));
-  const PipelineSplit split{num_layers(graph), 4};
+  const PipelineSplit split = *PipelineSplit::choose(num_layers(graph), 4, 1);
   ASSERT_EQ(split.num_layers, 32);
   std::vector<int64_t> layers_per_chunk(4, 0), others_per_chunk(4, 0);
   int64_t copies = 0;
@@ -131,7 +138,7 @@ TEST(resolve, RefusesPlansWithTheKeyAtFault) {
   p.vpp = 4611686018427387906;  // pp*vpp wraps to 8
   EXPECT_EQ(key_of(p, 2), "pp*vpp");
   p = Plan{};
-  p.pp = 2, p.vpp = 5;  // 32 layers in 10 chunks: neither 32 nor 34 divides by 10
+  p.pp = 2, p.vpp = 20;  // 32 layers in 40 chunks
   EXPECT_EQ(key_of(p, 2), "pp*vpp");
   p = Plan{};
   p.dp_shard = 2, p.micro_batch = 3;  // 32 sequences over 2 replicas x 3
@@ -144,4 +151,135 @@ TEST(resolve, RefusesPlansWithTheKeyAtFault) {
   EXPECT_EQ(key_of(p, 8), "accepted");
   p.tp = 0;
   EXPECT_EQ(key_of(p, 0), "tp");
+}
+
+// ---- Megatron / NeMo layouts: uneven pipeline splits (the flags Megatron is given) and the expert
+// groups folded into the ranks of a stage (Megatron-Core's MoE parallel folding: within a pipeline
+// stage, rank i has etp index i % etp, ep index (i / etp) % ep, expert-DP index the rest) ----
+
+TEST(PipelineSplit, LossCountedAsALayerWhenLayersPlusOneDivides) {
+  // 31 layers on 8 stages: 32 / 8 = 4 per stage, the last one lighter (the LM head and loss).
+  const PipelineSplit split = *PipelineSplit::choose(31, 8, 1);
+  EXPECT_EQ(split.rule, PipelineSplit::Rule::account);
+  EXPECT_FALSE(split.embedding_as_layer);
+  EXPECT_TRUE(split.loss_as_layer);
+  EXPECT_EQ(chunk_layers(split), (std::vector<int64_t>{4, 4, 4, 4, 4, 4, 4, 3}));
+}
+
+TEST(PipelineSplit, Llama405BOn64StagesCountsEmbeddingAndLoss) {
+  // 126 layers on pp 64: 128 / 64 = 2 per stage, the first and last 1.
+  const PipelineSplit split = *PipelineSplit::choose(126, 64, 1);
+  EXPECT_TRUE(split.embedding_as_layer && split.loss_as_layer);
+  const std::vector<int64_t> layers = chunk_layers(split);
+  EXPECT_EQ(layers.front(), 1);
+  EXPECT_EQ(layers.back(), 1);
+  EXPECT_EQ(std::count(layers.begin(), layers.end(), 2), 62);
+  EXPECT_EQ(split.chunk_of_layer(0), 0);
+  EXPECT_EQ(split.chunk_of_layer(1), 1);
+  EXPECT_EQ(split.chunk_of_layer(125), 63);
+}
+
+TEST(PipelineSplit, DeepSeekV3On16StagesGivesFirstAndLastCounts) {
+  // 61 layers on pp 16: 61, 62, 63 do not divide by 16. Middle ranks ceil(61 / 16) = 4 layers x 14 =
+  // 56; the first and last hold the 5 left: the first 4, the last (LM head, loss) 1.
+  const PipelineSplit split = *PipelineSplit::choose(61, 16, 1);
+  EXPECT_EQ(split.rule, PipelineSplit::Rule::first_last);
+  EXPECT_EQ(split.first_rank_layers, 4);
+  EXPECT_EQ(split.middle_rank_layers, 4);
+  EXPECT_EQ(split.last_rank_layers, 1);
+  EXPECT_EQ(split.layers_per_chunk(), 4);
+  // The same split reaches the model's blocks: layers per physical stage of DeepSeek-V3.
+  const Graph graph = load_model(model("DeepSeek-V3.json"));
+  ASSERT_EQ(num_layers(graph), 61);
+  std::vector<int64_t> per_stage(16, 0);
+  for_each_block_copy(graph, split, [&](size_t b, int64_t, int64_t chunk) {
+    if (graph.blocks[b].is_layer) ++per_stage[size_t(chunk % 16)];
+  });
+  std::vector<int64_t> expected(16, 4);
+  expected.back() = 1;
+  EXPECT_EQ(per_stage, expected);
+}
+
+TEST(PipelineSplit, OddLayersOverInterleavedStagesBalanceChunks) {
+  // 61 layers on pp 8 x vpp 2 = 16 chunks: per-rank counts must divide by vpp = 2, which an odd total
+  // cannot give, so the chunks take 61 / 16 = 3 layers with the 13 extra on chunks 1..13 (a
+  // --pipeline-model-parallel-layout). Physical stage k holds chunks k and k + 8:
+  // 3 + 4, 4 + 4 (k = 1..5), 4 + 3, 4 + 3.
+  const PipelineSplit split = *PipelineSplit::choose(61, 8, 2);
+  EXPECT_EQ(split.rule, PipelineSplit::Rule::balanced);
+  EXPECT_EQ(chunk_layers(split), (std::vector<int64_t>{3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 3}));
+  std::vector<int64_t> per_stage(8, 0);
+  for (int64_t c = 0; c < 16; ++c) per_stage[size_t(c % 8)] += split.layers_in_chunk(c);
+  EXPECT_EQ(per_stage, (std::vector<int64_t>{7, 8, 8, 8, 8, 8, 7, 7}));
+  EXPECT_EQ(split.chunk_of_layer(2), 0);
+  EXPECT_EQ(split.chunk_of_layer(3), 1);
+  EXPECT_EQ(split.chunk_of_layer(60), 15);
+}
+
+TEST(resolve, ExpertParallelCarvedFromDataParallelReplicas) {
+  const Graph graph = load_model(model("Mixtral-8x7B.json"));  // 8 experts
+  // 16 ranks: dp_replicate 4, dp_shard 2, tp 2; ep 4 covers dp_shard 2 and half of dp_replicate.
+  // Megatron: rank i has ep index (i / 2) % 4 and expert-DP index i / 8, so rank 0's ep group is
+  // {0, 2, 4, 6} and its expert-DP group {0, 8}. Mesh [pp 1, dp_replicate 2, ep 2, dp_shard 2, cp 1,
+  // tp 2]: strides 8, 4, 2, 2, 1.
+  Plan plan;
+  plan.dp_replicate = 4, plan.dp_shard = 2, plan.tp = 2, plan.ep = 4, plan.zero_stage = 1;
+  const Layout x = resolve(graph, plan, settings(4096, 4096 * 16), 16);
+  EXPECT_EQ(x.spans(MeshGroup::ep), (std::vector<AxisSpan>{{2, 4}, {2, 2}}));
+  EXPECT_EQ(x.spans(MeshGroup::expert_dp), (std::vector<AxisSpan>{{2, 8}}));
+  EXPECT_EQ(x.spans(MeshGroup::expert_replicate), (std::vector<AxisSpan>{{2, 8}}));
+  EXPECT_EQ(x.size(MeshGroup::replicate), 4);
+  EXPECT_EQ(x.spans(MeshGroup::replicate), (std::vector<AxisSpan>{{2, 8}, {2, 4}}));
+  EXPECT_EQ(x.spans(MeshGroup::dp), (std::vector<AxisSpan>{{2, 8}, {2, 4}, {2, 2}}));
+  EXPECT_EQ(x.expert_shard_group, 1);  // dp_shard is all inside ep
+  EXPECT_EQ(x.spans(MeshGroup::tp), (std::vector<AxisSpan>{{2, 1}}));
+  // No schedule runs it yet: the lowering reduces expert gradients over all of dp_replicate.
+  EXPECT_THROW(require_schedulable(x), InputError);
+}
+
+TEST(resolve, ExpertTensorParallelFoldsInsideTensorParallel) {
+  const Graph graph = load_model(model("Mixtral-8x7B.json"));
+  // 8 ranks: dp_shard 2, tp 4, etp 2, ep 2. Megatron: etp index i % 2, ep index (i / 2) % 2,
+  // expert-DP i / 4. tp splits into [tp 1, ep 2, etp 2]: mesh [pp, dp_replicate, dp_shard 2, cp 1,
+  // tp 1, ep 2, etp 2] with strides 8, 4, 4, 4, 2, 1 (inner to outer: etp 1, ep 2, the rest 4).
+  Plan plan;
+  plan.dp_shard = 2, plan.tp = 4, plan.etp = 2, plan.ep = 2;
+  const Layout x = resolve(graph, plan, settings(4096, 4096 * 16), 8);
+  EXPECT_EQ(x.expert_tp, 2);
+  EXPECT_EQ(x.spans(MeshGroup::etp), (std::vector<AxisSpan>{{2, 1}}));
+  EXPECT_EQ(x.spans(MeshGroup::ep), (std::vector<AxisSpan>{{2, 2}}));
+  EXPECT_EQ(x.spans(MeshGroup::tp), (std::vector<AxisSpan>{{2, 2}, {2, 1}}));
+  EXPECT_EQ(x.spans(MeshGroup::expert_dp), (std::vector<AxisSpan>{{2, 4}}));
+  EXPECT_EQ(x.spans(MeshGroup::shard), (std::vector<AxisSpan>{{2, 4}}));
+  EXPECT_EQ(x.axes(MeshGroup::tp), (std::vector<std::string>{"ep", "etp"}));
+  EXPECT_THROW(require_schedulable(x), InputError);
+  // etp 1 with tp 2 and ep 4 over dp_shard 2: the ep group takes the tp ranks first, {0, 1, 2, 3}.
+  Plan wide;
+  wide.dp_shard = 4, wide.tp = 2, wide.etp = 1, wide.ep = 4;
+  const Layout w = resolve(graph, wide, settings(4096, 4096 * 16), 8);
+  EXPECT_EQ(w.spans(MeshGroup::ep), (std::vector<AxisSpan>{{2, 2}, {2, 1}}));
+  EXPECT_TRUE(w.spans(MeshGroup::etp).empty());
+  EXPECT_EQ(w.spans(MeshGroup::expert_shard), (std::vector<AxisSpan>{{2, 4}}));
+}
+
+TEST(resolve, RefusesExpertGroupsThatDoNotNest) {
+  const Graph graph = load_model(model("Mixtral-8x7B.json"));
+  auto field = [&](Plan plan, int64_t gpus) -> std::string {
+    try {
+      resolve(graph, plan, settings(4096, 4096 * 12), gpus);
+    } catch (const InputError& e) {
+      return e.field();
+    }
+    return "accepted";
+  };
+  Plan p;  // tp 2, cp 3, dp_shard 2, etp 4: 12 ranks, but etp ends inside cp 3 (4 does not divide 6)
+  p.tp = 2, p.cp = 3, p.dp_shard = 2, p.etp = 4;
+  EXPECT_FALSE(expert_groups_nest(p));
+  EXPECT_EQ(field(p, 12), "ep");
+  p = Plan{};  // ep 16 exceeds the 8 ranks of a stage
+  p.dp_replicate = 8, p.ep = 16;
+  EXPECT_EQ(field(p, 8), "ep");
+  p = Plan{};
+  p.dp_replicate = 4, p.ep = 4;  // ep over the replicas: accepted
+  EXPECT_EQ(field(p, 4), "accepted");
 }

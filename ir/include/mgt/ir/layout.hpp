@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,18 +29,40 @@ namespace mgt::ir {
 /// Layers of layer blocks (sum of their repeats): what pipeline stages split.
 int64_t num_layers(const Graph& graph);
 
-/// How `num_layers` layers split over `virtual_stages` = pp * vpp pipeline chunks. Equal chunks when
-/// the count divides; otherwise, when num_layers + 2 divides, the first and the last chunk hold one
-/// layer fewer, to balance the embedding and the LM head (Megatron-LM
-/// --decoder-first/last-pipeline-num-layers; Llama 3 405B: 126 layers on 16 stages).
+/// How `num_layers` layers split over `virtual_stages` = pp * vpp pipeline chunks (chunk c sits on
+/// pipeline rank c % pp), the way Megatron-LM would be told to split them (docs/lowering.md
+/// "Pipeline split"), in this order of preference:
+///   even         the count divides: equal chunks;
+///   account      layers + 2 (or + 1) divides: the embedding and the loss (or the loss only) count as
+///                one layer each, so the first and last chunk hold one layer fewer
+///                (--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split;
+///                Llama 3 405B: 126 layers on 16 stages = 7 + 14 x 8 + 7);
+///   first_last   the first and last pipeline rank hold their own counts and the middle ranks an equal
+///                share (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; each
+///                rank's count divisible by vpp): the middle share is the smallest that fits, the first
+///                rank takes up to as much, the last (with the LM head and loss) what is left;
+///   balanced     otherwise (e.g. an odd count with vpp = 2): chunks of floor(layers / chunks) layers,
+///                one more on chunks 1, 2, ... (--pipeline-model-parallel-layout).
 struct PipelineSplit {
+  enum class Rule { even, account, first_last, balanced };
+  PipelineSplit() = default;  // not an aggregate: {layers, chunks} would read as {layers, pp}; use choose()
   int64_t num_layers = 0;
-  int64_t virtual_stages = 1;
+  int64_t pp = 1, vpp = 1;
+  int64_t virtual_stages = 1;  ///< pp * vpp
+  Rule rule = Rule::even;
+  bool embedding_as_layer = false, loss_as_layer = false;  ///< account
+  /// first_last: layers on the first, each middle and the last pipeline rank (all its chunks).
+  int64_t first_rank_layers = 0, middle_rank_layers = 0, last_rank_layers = 0;
 
-  /// The uneven-stage rule: whether the layers split into `virtual_stages` chunks at all.
-  static bool splits(int64_t num_layers, int64_t virtual_stages);
-  bool uneven() const { return num_layers % virtual_stages != 0; }
-  /// Layers in a full chunk (the first and last hold one fewer when uneven).
+  /// The split of `num_layers` over pp * vpp chunks, or nullopt when there is none (fewer layers
+  /// than chunks, or pp, vpp below 1 or their product overflowing).
+  static std::optional<PipelineSplit> choose(int64_t num_layers, int64_t pp, int64_t vpp);
+  /// Whether choose() finds a split.
+  static bool splits(int64_t num_layers, int64_t pp, int64_t vpp) { return choose(num_layers, pp, vpp).has_value(); }
+  bool uneven() const { return rule != Rule::even; }
+  /// Layers in chunk `chunk` (0-based, forward order).
+  int64_t layers_in_chunk(int64_t chunk) const;
+  /// Layers in the fullest chunk.
   int64_t layers_per_chunk() const;
   /// The virtual stage (chunk) of layer `layer` (0-based, forward order).
   int64_t chunk_of_layer(int64_t layer) const;
@@ -53,13 +76,18 @@ struct PipelineSplit {
 /// (Megatron's interleaved schedule, Narayanan et al. 2021 §2.2).
 template <class Place>
 void for_each_block_copy(const Graph& graph, const PipelineSplit& split, Place&& place) {
-  int64_t layer = 0;  // layers placed so far
+  // Walks the chunks along with the layers (chunk_of_layer per layer would cost O(chunks) each).
+  int64_t layer = 0;                              // layers placed so far
+  int64_t chunk = 0;                              // the chunk of the last layer placed (0 before any)
+  int64_t chunk_end = split.layers_in_chunk(0);  // layers up to the end of `chunk`
   for (size_t b = 0; b < graph.blocks.size(); ++b) {
     const Block& block = graph.blocks[b];
     for (int64_t r = 0; r < block.repeat; ++r) {
-      const int64_t chunk = block.is_layer ? split.chunk_of_layer(layer) : split.chunk_of_block_after(layer);
+      if (block.is_layer) {
+        while (layer >= chunk_end && chunk + 1 < split.virtual_stages) chunk_end += split.layers_in_chunk(++chunk);
+        ++layer;
+      }
       place(b, r, chunk);
-      if (block.is_layer) ++layer;
     }
   }
 }
@@ -79,31 +107,38 @@ int64_t nodes_spanned(const Mesh& mesh, const std::vector<std::string>& axes, in
 
 /// The named process groups of a plan.
 enum class MeshGroup {
-  tp,            ///< tensor (and sequence) parallel
-  cp,            ///< context parallel (with ep nested inside it when ep divides cp)
-  ep,            ///< expert parallel: routed experts split over these ranks
-  shard,         ///< FSDP / ZeRO shard group of dense parameters: dp_shard x cp (torchtitan)
-  expert_shard,  ///< what ep leaves of the shard group, for routed experts
-  replicate,     ///< dp_replicate: HSDP replicas
-  dp,            ///< every rank that sees other data: replicate x shard (DDP all-reduce)
+  tp,                ///< tensor (and sequence) parallel
+  cp,                ///< context parallel
+  ep,                ///< expert parallel: routed experts split over these ranks
+  shard,             ///< FSDP / ZeRO shard group of dense parameters: dp_shard x cp (torchtitan)
+  expert_shard,      ///< the expert-data-parallel ranks inside the shard group, for routed experts
+  replicate,         ///< dp_replicate: HSDP replicas
+  dp,                ///< every rank that sees other data: replicate x shard (DDP all-reduce)
+  etp,               ///< expert tensor parallel: an expert's FFN split over these ranks
+  expert_replicate,  ///< the expert-data-parallel ranks among the replicas
+  expert_dp,         ///< expert data parallel: the ranks holding the same experts (dp x cp x tp / etp x ep)
 };
-inline constexpr int kNumMeshGroups = 7;
+inline constexpr int kNumMeshGroups = 10;
 
 /// The resolved meaning of a plan. Build it with resolve(); it is a value, cheap to copy.
 struct Layout {
-  Plan plan;  ///< resolved: grad_accum, sequence_parallel and zero_stage set
+  Plan plan;  ///< resolved: grad_accum, sequence_parallel, zero_stage and etp set
   int64_t num_gpus = 1;
   int64_t grad_accum = 1;
   int64_t zero_stage = 0;
   int64_t replicas = 1;            ///< dp_replicate * dp_shard: replicas that see distinct sequences
   int64_t shard_group = 1;         ///< dp_shard * cp: the FSDP / ZeRO shard group
-  int64_t expert_shard_group = 1;  ///< shard_group / ep: what routed experts shard over
+  int64_t expert_shard_group = 1;  ///< members of expert_shard: what routed experts shard over
+  int64_t expert_tp = 1;           ///< etp (tp unless the plan sets it)
   bool fsdp = false;               ///< zero_stage 3 over a shard group of more than one rank
   PipelineSplit pipeline;
-  /// The device mesh: pp, dp_replicate, then dp_shard, cp, ep in the nesting the plan needs, then tp
-  /// (innermost, so tp groups sit inside a node). Expert parallel is carved from dp_shard x cp: inside
-  /// cp when ep divides cp ([dp_shard, cp/ep, ep]); otherwise spanning cp and part of dp_shard
-  /// ([dp_shard*cp/ep, ep/cp, cp]). docs/lowering.md "Mesh".
+  /// The device mesh: pp outermost, then the ranks of one stage. Those carry two factorisations
+  /// (Megatron-Core's MoE parallel folding): dp_replicate, dp_shard, cp, tp (tp innermost, so tp groups
+  /// sit inside a node) for attention and dense layers, and expert data parallel, ep, etp (etp
+  /// innermost) for routed experts. The mesh is their common refinement: an axis that an expert group
+  /// cuts is split, the piece at the top of ep named "ep" (of etp, "etp") and the rest keeping the
+  /// axis's name. E.g. ep inside cp: [pp, dp_replicate, dp_shard, cp/ep, ep, tp]; ep over all of cp and
+  /// part of dp_shard: [pp, dp_replicate, dp_shard*cp/ep, ep/cp, cp, tp]. docs/lowering.md "Mesh".
   Mesh mesh() const;
 
   /// Names of the group's mesh axes of size > 1, outermost first (a size-1 group is empty).
@@ -120,7 +155,7 @@ struct Layout {
     const char* name = "";
     int64_t size = 1;
   };
-  std::array<Axis, 6> mesh_axes{};
+  std::array<Axis, 10> mesh_axes{};
   size_t num_mesh_axes = 0;
   /// Per group, a bit per mesh axis (bit i = mesh_axes[i]); axes of size 1 included.
   std::array<uint32_t, kNumMeshGroups> members{};
@@ -128,15 +163,21 @@ struct Layout {
 
 /// Validates `plan` for `graph` under `settings` on `num_gpus` GPUs and resolves it. Throws
 /// ir::InputError naming "--plan" and the key for a plan no estimate or schedule can express:
-/// a degree below 1 or a product of degrees that overflows, a world size other than num_gpus, layers
-/// that do not split into pp*vpp chunks, ep not dividing dp_shard*cp and the expert count or not
-/// nesting with cp, a batch that does not divide into replicas x micro-batches, a grad_accum that
-/// disagrees with it.
+/// a degree below 1 or a product of degrees that overflows, a world size other than num_gpus, fewer
+/// layers than pp*vpp chunks, ep or etp not dividing the expert count or the ranks of a stage, expert
+/// groups that do not nest with tp, cp and the data-parallel axes, a batch that does not divide into
+/// replicas x micro-batches, a grad_accum that disagrees with it.
 Layout resolve(const Graph& graph, const Plan& plan, const TrainingSettings& settings, int64_t num_gpus);
+
+/// Whether the expert groups (etp, then ep) nest with tp, cp, dp_shard and dp_replicate so that the
+/// mesh refines both (resolve throws when they do not).
+bool expert_groups_nest(const Plan& plan);
 
 /// What a schedule needs beyond resolve (the estimator prices these plans; no step can run them):
 /// an interleaved pipeline (vpp > 1) needs pp > 1 and grad_accum a multiple of pp (Megatron-LM's
-/// interleaved 1F1B). Throws ir::InputError naming "--plan" and "vpp".
+/// interleaved 1F1B); the lowering reduces expert gradients over the shard group's expert ranks and
+/// all of dp_replicate, and splits experts as tp does, so etp must equal tp and ep divide dp_shard*cp.
+/// Throws ir::InputError naming "--plan" and the key (vpp, etp, ep).
 void require_schedulable(const Layout& layout);
 
 }  // namespace mgt::ir

@@ -24,6 +24,9 @@ struct Plan {
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t ep = 1;
+  /// Expert tensor parallel: an expert's FFN split over etp ranks, independent of tp (Megatron
+  /// --expert-tensor-parallel-size); unset = tp.
+  std::optional<int64_t> etp;
   int64_t micro_batch = 1;
   std::optional<int64_t> grad_accum;
   Recompute recompute = Recompute::none;
@@ -38,6 +41,7 @@ struct Plan {
 /// Product of every mesh axis: dp_replicate * dp_shard * cp * tp * pp (ep folds into dp x cp ranks).
 int64_t world_size(const Plan& plan);
 bool sequence_parallel(const Plan& plan);  ///< the explicit value, else tp > 1
+int64_t expert_tp(const Plan& plan);       ///< the explicit etp, else tp
 int64_t zero_stage(const Plan& plan);      ///< the explicit value, else 3 when dp_shard > 1, else 0
 
 /// Reads a plan object; missing keys take the defaults; unknown keys and bad values are InputErrors

@@ -17,6 +17,9 @@ namespace mgt::plan {
 struct RuleOptions {
   int64_t num_gpus = 1;
   bool allow_cross_node_tp = false;
+  /// The target framework (a framework_profile name): its own rules apply (Accelerate's
+  /// replication rule, torchtitan's expert borrowing); empty = only the rules every framework shares.
+  std::string framework{};
 };
 
 /// Facts the rules need from the model, computed once: every distinct size of a tensor-parallel dim
