@@ -12,6 +12,6 @@ data="$here/heldout/megatron_bridge_perf.json"
 [[ -x "$mgt" ]] || { echo "heldout_check: $mgt is not built (bash scripts/build.sh, or pass the mgt-plan path)" >&2; exit 2; }
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
-"$mgt" validate "$data" | sed -n '1,/worst/p'
+"$mgt" validate "$data"
 "$mgt" validate --json "$data" > "$out"
 python3 "$here/heldout/summarize.py" "$out" "$data" $rows
