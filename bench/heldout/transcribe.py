@@ -160,6 +160,19 @@ def build_row(catalog, page, ctx, cells, alt, notes):
                 "micro_batch_size": num(cells["MBS"]), "seq_length": seq}
     if "GA" in cells:
         training["grad_accum_steps"] = num(cells["GA"])
+    ga = training.get("grad_accum_steps")
+    if alt and ga and "MBS" not in cells.get("_paren", ()) and gbs % (par["dp"] * ga) == 0 \
+            and gbs // (par["dp"] * ga) != training["micro_batch_size"]:
+        # The alternative's GA is published in parentheses but its MBS cell is shared with the main
+        # entry; GBS / (dp x GA) is the micro-batch the alternative ran with.
+        training["micro_batch_size"] = gbs // (par["dp"] * ga)
+        derived.append("training.micro_batch_size")
+        notes = notes + [f"The MBS cell has no parenthesised value; GBS {gbs} / (dp {par['dp']} x GA {ga}) = "
+                         f"{training['micro_batch_size']} is used for this alternative."]
+    stage_ranks = par["dp"] * cp * tp
+    if alt and par["ep"] and stage_ranks % par["ep"] != 0:
+        notes = notes + [f"As published this alternative cannot run: the shared EP cell {par['ep']} does not divide the "
+                         f"{stage_ranks} ranks of a pipeline stage implied by its parenthesised PP; the page gives no EP for it."]
     meas = measured_cells(cells.get("tok"), cells.get("tfl"))
     row_notes = [page["row_note"](ctx, cells, alt)]
     if qual and qual.lower() in QUALIFIER_NOTES:
@@ -248,6 +261,7 @@ def mbridge_rows(text, url, catalog, skipped):
                 if "Precision" not in cells:
                     cells["Precision"] = precision_2509(cells["System"], is_alt)
                 c = rename(cells, paren_cols if is_alt else None)
+                c["_paren"] = paren_cols if is_alt else set()
                 if c["tok"] is None and c["tfl"] is None:
                     continue
                 extra = [f"Page footnote: '{notes_by_mark[m]}'" for m in marks if m in notes_by_mark and m != "moe-training-note"]
