@@ -234,6 +234,24 @@ int64_t setup_model(const ValidationSource& source, const json& row, const json&
   return seq;
 }
 
+/// Expert tensor parallel (`parallel.etp`, Megatron --expert-tensor-parallel-size). Unstated, it is tp
+/// (Megatron-Core's default) unless etp*ep = tp*ep cannot fold into the stage's dp*cp*tp ranks
+/// (Megatron-Core's MoE parallel folding requires it; planner/src/rules.cpp expert_rule): then the
+/// row can only have run with etp 1, which is what the Megatron-Bridge MoE perf recipes set
+/// (perf_recipes/{qwen,gpt_oss,deepseek,kimi}: cfg.model.expert_tensor_parallel_size = 1).
+void setup_expert_tp(const json& par, int64_t stage_ranks, RowSetup& s) {
+  ir::Plan& p = s.plan;
+  if (const auto etp = opt_int(par, "etp", "parallel")) {
+    if (*etp <= 0) throw RowSkipped("parallel.etp must be positive, got " + std::to_string(*etp));
+    p.etp = *etp;
+  } else if (p.ep > 1 && p.tp > 1 && stage_ranks % (p.tp * p.ep) != 0) {
+    p.etp = 1;
+    s.assumptions.push_back("parallel.etp not stated: 1 (etp = tp = " + std::to_string(p.tp) + " times ep " +
+                            std::to_string(p.ep) + " does not divide the stage's dp*cp*tp = " + std::to_string(stage_ranks) +
+                            " ranks)");
+  }
+}
+
 /// num_gpus and the tp, pp, cp, ep, vpp degrees (into s.plan); returns the data-parallel degree.
 int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
   auto& as = s.assumptions;
@@ -292,6 +310,7 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
   p.cp = cp;
   p.vpp = vpp;
   p.ep = ep;
+  setup_expert_tp(par, dp * cp * tp, s);
   return dp;
 }
 
@@ -432,7 +451,10 @@ void setup_precision(const ValidationSource& source, const json& row, RowSetup& 
   const std::string raw_precision = opt_string(row, "precision");
   const std::string prec = lower(raw_precision);
   // NVFP4 (fp4) and MXFP8 linear layers on Blackwell; a peak the hardware block does not state skips the row.
-  const bool fp4 = contains(prec, "fp4"), mx = contains(prec, "mxfp8");
+  // MXFP8 is spelled "MXFP8" on the Megatron-Bridge pages from 26.02 and "FP8-MX" (beside "FP8-CS",
+  // per-tensor current scaling) in their 25.11 tables; both are the Transformer Engine MXFP8 recipe.
+  const bool fp4 = contains(prec, "fp4"),
+             mx = contains(prec, "mxfp8") || contains(prec, "fp8-mx") || contains(prec, "fp8mx") || contains(prec, "mx-fp8");
   if (fp4 && !contains(prec, "nvfp4"))
     as.push_back("precision \"" + raw_precision + "\": fp4 read as NVFP4 (the Transformer Engine recipe)");
   const size_t at_bf16 = prec.find("bf16"), at_fp16 = prec.find("fp16");

@@ -161,6 +161,52 @@ TEST(Validation, BlackwellUltraRowsReadTheirHardwareBlock) {
   EXPECT_EQ(s.settings.task, mgt::ir::Task::qlora);
 }
 
+// The Megatron-Bridge 25.11 tables write the two FP8 recipes as "FP8-CS" (per-tensor current
+// scaling) and "FP8-MX" (MXFP8, 32x32 blocks on Blackwell, page footnote); the MX spelling must price
+// MXFP8 linears, the CS spelling plain FP8, both at the block's fp8 peak (4500 TFLOP/s on B200).
+TEST(Validation, MegatronBridgeFp8RecipeSpellings) {
+  const json b200 = json::parse(R"({"gpu": "B200", "peak_dense_tflops": {"bf16": 2250, "fp8": 4500}})");
+  json row = llama_row();
+  row["system"] = "b200";
+  json doc = {{"source", "synthetic"}, {"source_notes", ""}, {"hardware", {{"b200", b200}}}, {"rows", {row}}};
+  const auto src = mgt::plan::validation_source_from_json(doc, "synthetic.json");
+  for (const char* mx : {"FP8-MX", "MXFP8 (32x32 granularity)", "fp8mx"}) {
+    row["precision"] = mx;
+    const auto s = mgt::plan::setup_row(src, row);
+    EXPECT_EQ(s.settings.linear_format, mgt::ir::LinearFormat::mxfp8) << mx;
+    EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 4500e12) << mx;
+  }
+  row["precision"] = "FP8-CS";
+  const auto s = mgt::plan::setup_row(src, row);
+  EXPECT_EQ(s.settings.linear_format, mgt::ir::LinearFormat::fp8);
+  EXPECT_TRUE(s.settings.fp8_linears);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 4500e12);
+}
+
+// Megatron-Bridge MoE rows state TP and EP but not the expert tensor parallel size. On 16 GPUs with
+// tp 2, pp 2 a stage has 16 / 2 = 8 ranks: etp = tp = 2 with ep 8 needs 16 and cannot fold, so
+// the row can only have run with etp 1 (1 x 8 = 8 ranks), which the recipes set; with ep 4,
+// 2 x 4 = 8 folds and etp stays unset (= tp). A stated etp is read as stated.
+TEST(Validation, UnstatedExpertTensorParallelFoldsIntoTheStage) {
+  json row = llama_row();
+  row["model"]["type"] = "moe";
+  row["model"]["moe"] = {{"num_experts", 8}, {"top_k", 2}, {"moe_ffn_hidden_size", 1024}, {"shared_experts", 0}};
+  row["parallel"] = {{"num_gpus", 16}, {"tp", 2}, {"pp", 2}, {"cp", 1}, {"ep", 8}, {"fsdp_raw", 0}};
+  row["training"] = {{"global_batch_size_seqs", 64}, {"micro_batch_size", 1}, {"seq_length", 4096}};
+  const auto src = source_with({row});
+  auto s = mgt::plan::setup_row(src, row);
+  ASSERT_TRUE(s.plan.etp.has_value());
+  EXPECT_EQ(*s.plan.etp, 1);
+  const auto r = mgt::plan::validate_row(src, row).at(0);
+  EXPECT_FALSE(r.skipped) << *r.skipped;
+  row["parallel"]["ep"] = 4;
+  s = mgt::plan::setup_row(source_with({row}), row);
+  EXPECT_FALSE(s.plan.etp.has_value());
+  row["parallel"]["etp"] = 2;
+  s = mgt::plan::setup_row(source_with({row}), row);
+  EXPECT_EQ(s.plan.etp.value_or(0), 2);
+}
+
 TEST(Validation, ParallelMappingsAndDefaults) {
   json row = gpt_row();
   // ZeRO-1 (distributed optimizer) shards over dp.
