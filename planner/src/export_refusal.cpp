@@ -236,8 +236,9 @@ Refusal non_causal_model_refusal(ExportFormat format, const ExportContext& c) {
                                  what + " is not one, and mgt writes none of Megatron-LM's other entry points "
                                  "(pretrain_bert.py, pretrain_t5.py, pretrain_vision_classify.py)", kAnyModelHint);
     case ExportFormat::accelerate:
-      // Accelerate's tensor parallelism applies the transformers model's tp_plan (base_model_tp_plan),
-      // which only decoder LM configs define.
+      // Accelerate's tensor parallelism applies the transformers model's plan; transformers supports TP
+      // only for architectures whose config defines base_model_tp_plan (docs, "Tensor parallelism"),
+      // which the BERT, ViT, T5 and CLIP configs do not.
       if (p.tp > 1)
         return refuse("tp", "Accelerate's tensor parallelism needs a transformers tp_plan, which " + what +
                                 " does not define (tp " + str(p.tp) + ")", "use tp 1 (FSDP) for this model");
