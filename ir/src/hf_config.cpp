@@ -503,7 +503,7 @@ Block build_bert_head(const HfModel& m) {
 /// projection h -> z into the shared space, without a bias (none for a tower without projection).
 /// CLIP pools one token per sample between the two (the class token; the end-of-text token); mgt
 /// prices both on every position, an upper bound of 2 x h x z FLOPs per token
-/// (docs/graph_format.md, "CLIP").
+/// (docs/graph_format.md, "Encoders" (CLIP)).
 std::string add_clip_output(BlockBuilder& b, const HfModel& t, const std::string& in, const std::string& tag) {
   const bool vision = t.encoder.patch_pixels > 0;
   const std::string normed =
@@ -522,7 +522,7 @@ Block build_head(const HfModel& m) {
   return b.take();
 }
 
-/// CLIP (docs/graph_format.md, "CLIP"): the vision tower (patch embedding, pre_layrnorm, its
+/// CLIP (docs/graph_format.md, "Encoders" (CLIP)): the vision tower (patch embedding, pre_layrnorm, its
 /// layers); a bridge block that maps the vision output to the image embeddings (post_layernorm,
 /// visual_projection; the head reads them as its "memory") and starts the text tower (token and
 /// position embeddings); the text tower's causal layers; the head: final_layer_norm,

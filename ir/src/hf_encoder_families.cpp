@@ -5,7 +5,7 @@
 // positions; trained as an image classifier) and CLIP (a ViT-like vision tower and a causal text
 // tower trained with the contrastive loss). Reads the config into HfModel; hf_config.cpp builds
 // the blocks. Key names and defaults follow transformers' BertConfig, ViTConfig and CLIPConfig;
-// docs/graph_format.md, "Encoders" and "CLIP". T5 (encoder-decoder) is read here too.
+// docs/graph_format.md, "Encoders". T5 (encoder-decoder) is read here too.
 #include "hf_model.hpp"
 
 #include "mgt/ir/error.hpp"

@@ -110,7 +110,7 @@ TEST(cross_attention, t5_decoder_layer_flops_and_memory_per_token_by_hand) {
 
 // CLIP: text tower h 32, 4 heads of 8, f 64; vision tower h 64, 4 heads of 16, f 128, 32 x 32 images in
 // 8 x 8 patches of 3 channels (16 patches + the class token = 17 tokens); shared space 16. Both towers
-// run at one sequence length s (docs/graph_format.md, "CLIP"): here the 17 vision tokens.
+// run at one sequence length s (docs/graph_format.md, "Encoders" (CLIP)): here the 17 vision tokens.
 constexpr int64_t kClipSeq = 17;
 
 ir::Graph tiny_clip() {
