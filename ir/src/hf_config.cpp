@@ -151,6 +151,8 @@ DimSizes dim_table(const HfModel& m) {
   // widths (j, u: both h, named apart so that h x h weights have two dims) and NSP's 2 classes.
   if (m.encoder.token_types) t['t'] = m.encoder.token_types;
   if (m.encoder.patch_pixels) t.insert({{'c', m.encoder.patch_pixels}, {'n', 1}});
+  // CLIP: the shared embedding space z, and logit_scale, one value (n).
+  if (m.encoder.projection) t.insert({{'z', m.encoder.projection}, {'n', 1}});
   if (m.encoder.mlm_head) t.insert({{'j', m.hidden}, {'u', m.hidden}, {'y', 2}});
   if (m.mtp_layers) t['j'] = m.hidden;
   // T5: relative position buckets x heads (w: the heads again, a table no mesh axis splits).
@@ -417,26 +419,29 @@ void add_layer_blocks(const HfModel& m, Graph& g) {
   }
 }
 
-/// ViT: the patch GEMM over each patch's pixels (block input "x", dims b, s, c), learned positions
-/// and the class token as a one-row table added to the embeddings (its concatenation at position 0
-/// is not an op kind; the count and the cost are the same).
-Block build_patch_embed(const HfModel& m) {
-  BlockBuilder b("embed", 1, /*is_layer=*/false, dim_table(m));
+/// ViT and CLIP's vision tower: the patch GEMM over each patch's pixels (block input "x", dims b, s,
+/// c; a bias in ViT, none in CLIP), learned positions and the class token as a one-row table added
+/// to the embeddings (its concatenation at position 0 is not an op kind; the count and the cost are
+/// the same); CLIP then normalises them (pre_layrnorm).
+Block build_patch_embed(const HfModel& m, const std::string& name) {
+  BlockBuilder b(name, 1, /*is_layer=*/false, dim_table(m));
   b.declare("x", "bsc", false);
-  const std::string patches = b.contract("patch_proj", "x", "w_patch", "bsc,ch->bsh", "patches", "b_patch");
+  const std::string patches =
+      b.contract("patch_proj", "x", "w_patch", "bsc,ch->bsh", "patches", m.encoder.patch_bias ? "b_patch" : "");
   b.declare("wpe", "ph", true);
   b.add(make_op("position_embedding", OpKind::embedding, {"wpe"}, "pos"), "bsh");
   const std::string with_pos = b.residual("add_positions", patches, "pos", "with_pos");
   b.declare("cls_token", "nh", true);
   b.add(make_op("class_token", OpKind::embedding, {"cls_token"}, "cls"), "bsh");
-  b.residual("add_class_token", with_pos, "cls", "out");
+  const bool pre_norm = m.encoder.embed_pre_norm;
+  const std::string embedded = b.residual("add_class_token", with_pos, "cls", pre_norm ? "embedded" : "out");
+  if (pre_norm) b.norm("pre_layrnorm", embedded, "h", m.norm, m.norm_bias, "out");
   return b.take();
 }
 
-/// Token (and learned position, and BERT segment) embeddings, summed; BERT normalises the sum.
-Block build_embed(const HfModel& m) {
-  if (m.encoder.patch_pixels) return build_patch_embed(m);
-  BlockBuilder b("embed", 1, /*is_layer=*/false, dim_table(m));
+/// Token (and learned position, and BERT segment) embeddings, summed into "out"; BERT normalises
+/// the sum.
+void add_token_embeddings(BlockBuilder& b, const HfModel& m) {
   b.declare("wte", "vh", true);
   const bool sums = m.positions || m.encoder.token_types;
   b.add(make_op("token_embedding", OpKind::embedding, {"wte"}, sums ? "tok" : "out"), "bsh");
@@ -453,6 +458,12 @@ Block build_embed(const HfModel& m) {
     sum = b.residual("token_type_add", sum, "token_type", last);
   }
   if (m.encoder.embed_norm) b.norm("embed_norm", sum, "h", m.norm, m.norm_bias, "out");
+}
+
+Block build_embed(const HfModel& m, const std::string& name = "embed") {
+  if (m.encoder.patch_pixels) return build_patch_embed(m, name);
+  BlockBuilder b(name, 1, /*is_layer=*/false, dim_table(m));
+  add_token_embeddings(b, m);
   return b.take();
 }
 
@@ -488,12 +499,56 @@ Block build_bert_head(const HfModel& m) {
 }
 
 /// Final norm, LM head and loss. A tied head reads "wte" laid out like the embedding table (v, h).
+/// A CLIP tower's output: its last norm (vision: post_layernorm, text: final_layer_norm), then the
+/// projection h -> z into the shared space, without a bias (none for a tower without projection).
+/// CLIP pools one token per sample between the two (the class token; the end-of-text token); mgt
+/// prices both on every position, an upper bound of 2 x h x z FLOPs per token
+/// (docs/graph_format.md, "Encoders" (CLIP)).
+std::string add_clip_output(BlockBuilder& b, const HfModel& t, const std::string& in, const std::string& tag) {
+  const bool vision = t.encoder.patch_pixels > 0;
+  const std::string normed =
+      b.norm(vision ? "post_layernorm" : "final_layer_norm", in, "h", t.norm, t.norm_bias, tag + "_normed");
+  if (!t.encoder.projection) return normed;
+  const std::string proj = vision ? "visual_projection" : "text_projection";
+  return b.contract(proj, normed, "w_" + proj, "bsh,hz->bsz", tag + "_embeds");
+}
+
 Block build_head(const HfModel& m) {
   if (m.encoder.mlm_head) return build_bert_head(m);
   BlockBuilder b("head", 1, /*is_layer=*/false, dim_table(m));
   b.declare("x", "bsh", false);
-  add_lm_head(b, m, "x");
+  if (m.model_type.starts_with("clip_")) add_clip_output(b, m, "x", "pooled");  // a tower alone: no loss
+  else add_lm_head(b, m, "x");
   return b.take();
+}
+
+/// CLIP (docs/graph_format.md, "Encoders" (CLIP)): the vision tower (patch embedding, pre_layrnorm, its
+/// layers); a bridge block that maps the vision output to the image embeddings (post_layernorm,
+/// visual_projection; the head reads them as its "memory") and starts the text tower (token and
+/// position embeddings); the text tower's causal layers; the head: final_layer_norm,
+/// text_projection, the image-text similarities scaled by logit_scale, and the contrastive loss.
+/// The similarities are priced per position against the sample's own image (2 x z FLOPs per token),
+/// not against the whole batch as CLIP's loss computes them: b x B x z for a micro-batch of b pairs
+/// and a global batch of B, which the graph does not know (docs: 0.5 % of ViT-B/32's FLOPs at B = 32768).
+void add_clip_blocks(const HfModel& m, Graph& g) {
+  const HfModel &vision = m.towers.at(0), &text = m.towers.at(1);
+  g.blocks.push_back(build_embed(vision, "vision_embed"));
+  g.blocks.push_back(build_layer(vision, "vision_layer", vision.layers, vision.layer_kinds.front()));
+  BlockBuilder bridge("text_embed", 1, /*is_layer=*/false, dim_table(vision));
+  bridge.declare("x", "bsh", false);
+  add_clip_output(bridge, vision, "x", "image");  // the head's "memory"
+  BlockBuilder text_embed(bridge.take(), dim_table(text));
+  add_token_embeddings(text_embed, text);
+  g.blocks.push_back(text_embed.take());
+  g.blocks.push_back(build_layer(text, "text_layer", text.layers, text.layer_kinds.front()));
+  BlockBuilder head("head", 1, /*is_layer=*/false, dim_table(text));
+  head.declare("x", "bsh", false);
+  const std::string text_embeds = add_clip_output(head, text, "x", "text");
+  head.declare("memory", "bsz", false);
+  const std::string sim = head.contract("similarity", text_embeds, "memory", "bsz,bsz->bs", "similarity");
+  head.contract("logit_scale_mul", sim, "logit_scale", "bs,n->bsn", "logits");
+  head.add(make_op("loss", OpKind::softmax_cross_entropy, {"logits"}, ""));
+  g.blocks.push_back(head.take());
 }
 
 /// T5's relative position bias (first layer of each stack): a lookup of the [buckets, heads] table
@@ -608,6 +663,10 @@ Graph graph_from_hf_config(const nlohmann::json& config, const std::string& sour
   const HfModel m = hf::read_hf_model(config, source);
   Graph g;
   g.info = model_info(m, source);
+  if (!m.towers.empty()) {
+    add_clip_blocks(m, g);
+    return g;
+  }
   g.blocks.push_back(build_embed(m));
   if (m.encoder.decoder_layers > 0) {
     add_t5_blocks(m, g);

@@ -52,6 +52,9 @@ struct EncoderSizes {
   /// T5: decoder layers after the `layers` encoder layers (0 = not an encoder-decoder), and the
   /// relative position buckets of the first layer of each stack.
   int64_t decoder_layers = 0, relative_buckets = 0;
+  bool patch_bias = true;       ///< ViT's patch Conv2d has a bias; CLIP's has none
+  bool embed_pre_norm = false;  ///< CLIP vision: pre_layrnorm over the embeddings before the first layer
+  int64_t projection = 0;       ///< CLIP: projection_dim of the tower's pooled output (0 = none)
 };
 
 /// The sizes read from a config, validated once; builders only read this struct.
@@ -85,6 +88,9 @@ struct HfModel {
   /// One entry per decoder layer, in order.
   std::vector<LayerKind> layer_kinds;
   std::map<char, std::string> dim_sources;
+  /// CLIP (model_type clip): the vision tower, then the text tower, each read as one encoder; empty
+  /// for every other model (a standalone clip_vision_model / clip_text_model is the model itself).
+  std::vector<HfModel> towers;
 };
 
 /// Reads and validates a config (a top-level one, or the "text_config" of a multimodal one).
@@ -96,7 +102,7 @@ bool read_ssm_family(const nlohmann::json& config, HfModel& m, const std::string
 /// Their model_types and architectures, for the unsupported-type hint and architecture lookup.
 std::vector<std::pair<std::string, std::string>> ssm_families();
 
-/// The encoder and encoder-decoder families (bert, vit, t5: hf_encoder_families.cpp); false when `model_type` is neither.
+/// The encoder and encoder-decoder families (bert, vit, t5, clip and its towers: hf_encoder_families.cpp); false when `model_type` is neither.
 bool read_encoder_family(const nlohmann::json& config, HfModel& m, const std::string& source);
 /// Their model_types and architectures.
 std::vector<std::pair<std::string, std::string>> encoder_families();

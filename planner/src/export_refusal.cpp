@@ -212,6 +212,45 @@ Refusal torchtitan_0_2_refusal(const ExportContext& c) {
   return torchtitan_shard_refusal(p);
 }
 
+// Models that are not causal language models (encoders, T5, CLIP, a CLIP tower alone;
+// ExportContext::non_causal_model). The Accelerate and DeepSpeed configs leave the model to the
+// training script, so they serve any model; the other formats train causal LMs only.
+constexpr const char* kAnyModelHint =
+    "use --emit accelerate or --emit deepspeed, whose configs leave the model to your training script";
+
+Refusal non_causal_model_refusal(ExportFormat format, const ExportContext& c) {
+  const std::string& what = c.non_causal_model;
+  const Plan& p = c.plan;
+  switch (format) {
+    case ExportFormat::axolotl:
+      // Axolotl loads base_model with AutoModelForCausalLM and trains it on next-token prediction.
+      return refuse("model", "Axolotl fine-tunes causal language models (AutoModelForCausalLM); " + what + " is not one",
+                    kAnyModelHint);
+    case ExportFormat::torchtitan:
+    case ExportFormat::torchtitan_0_2:
+      // torchtitan's model registry (torchtitan/models): decoder-only LMs and FLUX, no encoder trainer.
+      return refuse("model", "torchtitan trains the decoder-only language models of its model registry; it has no "
+                             "trainer for " + what, kAnyModelHint);
+    case ExportFormat::megatron:
+      return refuse("model", "this export launches Megatron-LM's pretrain_gpt.py, which trains causal GPT models; " +
+                                 what + " is not one, and mgt writes none of Megatron-LM's other entry points "
+                                 "(pretrain_bert.py, pretrain_t5.py, pretrain_vision_classify.py)", kAnyModelHint);
+    case ExportFormat::accelerate:
+      // Accelerate's tensor parallelism applies the transformers model's plan; transformers supports TP
+      // only for architectures whose config defines base_model_tp_plan (docs, "Tensor parallelism"),
+      // which the BERT, ViT, T5 and CLIP configs do not.
+      if (p.tp > 1)
+        return refuse("tp", "Accelerate's tensor parallelism needs a transformers tp_plan, which " + what +
+                                " does not define (tp " + str(p.tp) + ")", "use tp 1 (FSDP) for this model");
+      if (p.cp > 1)
+        return refuse("cp", "mgt writes Accelerate context parallelism for causal language models only, not for " +
+                                what + " (cp " + str(p.cp) + ")", "use cp 1 for this model");
+      return std::nullopt;
+    case ExportFormat::deepspeed: return std::nullopt;  // data parallel and ZeRO only: any model
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 namespace detail {
@@ -261,6 +300,17 @@ void check_expressible(const Resolved& r, ExportFormat format) {
 
 }  // namespace detail
 
+std::string non_causal_model_of(const ir::Graph& graph) {
+  bool loss = false;
+  for (const auto& block : graph.blocks)
+    for (const auto& op : block.ops) {
+      if (op.kind == ir::OpKind::attention_core && !op.causal)
+        return graph.info.architecture + " (bidirectional attention: not a causal language model)";
+      loss = loss || op.kind == ir::OpKind::softmax_cross_entropy;
+    }
+  return loss ? "" : graph.info.architecture + " (no loss: a model without a language-modelling head)";
+}
+
 std::optional<ExportRefusal> export_refusal(ExportFormat format, const ExportContext& context) {
   // LoRA / QLoRA: of our formats only Axolotl's config has adapter keys (adapter, lora_r, ...). The
   // Accelerate and DeepSpeed configs leave the model to the training script, and neither torchtitan nor
@@ -270,6 +320,8 @@ std::optional<ExportRefusal> export_refusal(ExportFormat format, const ExportCon
                          export_format_names()[size_t(format)] + " cannot express " + ir::to_string(context.task) +
                              " (its config has no adapter keys)",
                          "use --emit axolotl, or --task pretrain / sft"};
+  if (!context.non_causal_model.empty())
+    if (auto r = non_causal_model_refusal(format, context)) return r;
   switch (format) {
     case ExportFormat::accelerate: return accelerate_refusal(context);
     case ExportFormat::axolotl: return axolotl_refusal(context);

@@ -147,6 +147,7 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.num_layers = estimator.graph().info.num_layers;
   target.task = estimator.settings().task;
   target.lora = estimator.settings().lora;
+  target.non_causal_model = non_causal_model_of(estimator.graph());
   const std::vector<ir::Plan> candidates = enumerate_candidates(options.rules.num_gpus, enumerate);
   constexpr int64_t kProgressEvery = 256;  // candidates between progress calls (each takes microseconds)
   for (const ir::Plan& plan : candidates) {

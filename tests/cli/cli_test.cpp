@@ -418,7 +418,8 @@ TEST(CliGraphModel, VitBasePlans) {
 TEST(CliFamilies, EncodersEncoderDecoderAndGlmPlanOnEightGpus) {
   // Issue 16: each new family example gets a plan on 8 GPUs or a "needs at least N GPUs" answer;
   // these all fit (the largest, GLM-4-9B, in 66.7 GiB of 80 under FSDP).
-  for (const char* name : {"GLM-4-9B-Chat-HF", "BERT-base-uncased", "ViT-base-patch16-224", "Flan-T5-base"}) {
+  for (const char* name : {"GLM-4-9B-Chat-HF", "GLM-4-9B-0414", "BERT-base-uncased", "ViT-base-patch16-224",
+                           "Flan-T5-base", "CLIP-ViT-B-32"}) {
     const Result r = run_cli({"examples/models/families/" + std::string(name) + ".json", "--gpus", "8"});
     EXPECT_EQ(r.exit_code, 0) << name << describe(r);
     EXPECT_TRUE(contains(r.out, "recommended: ")) << name << describe(r);

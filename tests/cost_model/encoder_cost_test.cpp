@@ -108,6 +108,70 @@ TEST(cross_attention, t5_decoder_layer_flops_and_memory_per_token_by_hand) {
   EXPECT_EQ(c.param_elements_total, 8 * 64 * 64 + 3 * 64 * 128 + 3 * 64);
 }
 
+// CLIP: text tower h 32, 4 heads of 8, f 64; vision tower h 64, 4 heads of 16, f 128, 32 x 32 images in
+// 8 x 8 patches of 3 channels (16 patches + the class token = 17 tokens); shared space 16. Both towers
+// run at one sequence length s (docs/graph_format.md, "Encoders" (CLIP)): here the 17 vision tokens.
+constexpr int64_t kClipSeq = 17;
+
+ir::Graph tiny_clip() {
+  json c = {{"model_type", "clip"}, {"projection_dim", 16}};
+  c["text_config"] = {{"hidden_size", 32},  {"num_hidden_layers", 1}, {"num_attention_heads", 4},
+                      {"intermediate_size", 64}, {"vocab_size", 100}, {"max_position_embeddings", 16}};
+  c["vision_config"] = {{"hidden_size", 64}, {"num_hidden_layers", 1}, {"num_attention_heads", 4},
+                        {"intermediate_size", 128}, {"image_size", 32}, {"patch_size", 8}};
+  return build(c);
+}
+
+BlockCost clip_cost(const ir::Block& b) {
+  ShardContext ctx = context();
+  ctx.seq_len = kClipSeq;
+  return block_cost(b, ctx, round::cluster(), round::params());
+}
+
+TEST(clip, vision_embedding_without_patch_bias_then_pre_layrnorm_per_token_by_hand) {
+  const BlockCost c = clip_cost(tiny_clip().blocks.at(0));
+  // Forward per token: the patch GEMM 2 x 192 x 64; lookups and the LayerNorm are not counted.
+  EXPECT_DOUBLE_EQ(c.model_flops, 3.0 * 2 * 192 * 64 * kClipSeq);
+  // Saved: the 192 pixels (the GEMM's input) and pre_layrnorm's input, 64: 256 bf16 per token.
+  EXPECT_EQ(c.saved_bytes_none, (192 + 64) * 2 * kClipSeq);
+  // Patch weight (no bias), positions 17 x 64, class token 64, pre_layrnorm 2 x 64.
+  EXPECT_EQ(c.param_elements_total, 192 * 64 + 17 * 64 + 64 + 2 * 64);
+}
+
+TEST(clip, text_layer_is_causal_and_the_vision_layer_is_not_per_token_by_hand) {
+  const ir::Graph g = tiny_clip();
+  const BlockCost vision = clip_cost(g.blocks.at(1)), text = clip_cost(g.blocks.at(3));
+  // Vision: q, k, v, o 4 x 2 x 64^2, fc1 and fc2 2 x 2 x 64 x 128; attention over all 17 tokens,
+  // 2 x 17 x 4 x (16 + 16).
+  EXPECT_DOUBLE_EQ(vision.model_flops,
+                   3.0 * (4 * 2.0 * 64 * 64 + 2 * 2.0 * 64 * 128 + 2.0 * kClipSeq * 4 * 32) * kClipSeq);
+  // Text: q, k, v, o 4 x 2 x 32^2, fc1 and fc2 2 x 2 x 32 x 64; causal attention, half of 2 x 17 x 4 x (8 + 8).
+  EXPECT_DOUBLE_EQ(text.model_flops,
+                   3.0 * (4 * 2.0 * 32 * 32 + 2 * 2.0 * 32 * 64 + 2.0 * kClipSeq * 4 * 16 / 2) * kClipSeq);
+  // Saved per token (pre-LN): x and h1 (norm inputs), the two normed sublayer inputs, q, k, v, the
+  // attention output (h each: 8h), fc1's output and the GELU's output (f each: 2f); bf16, plus the
+  // log-sum-exp, 4 heads x 4 bytes.
+  EXPECT_EQ(text.saved_bytes_none, ((8 * 32 + 2 * 64) * 2 + 16) * kClipSeq);
+  EXPECT_EQ(vision.saved_bytes_none, ((8 * 64 + 2 * 128) * 2 + 16) * kClipSeq);
+}
+
+TEST(clip, bridge_and_contrastive_head_per_token_by_hand) {
+  const ir::Graph g = tiny_clip();
+  const BlockCost bridge = clip_cost(g.blocks.at(2)), head = clip_cost(g.blocks.at(4));
+  // Bridge: visual_projection 2 x 64 x 16 per token (post_layernorm and the lookups are not counted).
+  EXPECT_DOUBLE_EQ(bridge.model_flops, 3.0 * 2 * 64 * 16 * kClipSeq);
+  // Saved: post_layernorm's input and the projection's input, 64 each, bf16.
+  EXPECT_EQ(bridge.saved_bytes_none, 2 * 64 * 2 * kClipSeq);
+  // post_layernorm 2 x 64, visual_projection 64 x 16, text tokens 100 x 32 and positions 16 x 32.
+  EXPECT_EQ(bridge.param_elements_total, 2 * 64 + 64 * 16 + 100 * 32 + 16 * 32);
+  // Head: text_projection 2 x 32 x 16, the similarity with the image embedding 2 x 16, logit_scale 2 x 1.
+  EXPECT_DOUBLE_EQ(head.model_flops, 3.0 * (2 * 32 * 16 + 2 * 16 + 2 * 1) * kClipSeq);
+  // Saved: final_layer_norm's and text_projection's inputs (32 each), both embeddings (16 each) and
+  // the similarity (1), bf16.
+  EXPECT_EQ(head.saved_bytes_none, (2 * 32 + 2 * 16 + 1) * 2 * kClipSeq);
+  EXPECT_EQ(head.param_elements_total, 2 * 32 + 32 * 16 + 1);
+}
+
 TEST(multi_token_prediction, projection_and_layer_per_token_by_hand) {
   const json ds = json::parse(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 128, "moe_intermediate_size": 32, "vocab_size": 100,

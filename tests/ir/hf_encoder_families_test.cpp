@@ -1,4 +1,4 @@
-// Encoder families (ir/src/hf_encoder_families.cpp: BERT, ViT) and DeepSeek-V3's multi-token
+// Encoder families (ir/src/hf_encoder_families.cpp: BERT, ViT, T5, CLIP) and DeepSeek-V3's multi-token
 // prediction module (hf_config.cpp, add_mtp_blocks): layer structure and parameters of tiny configs
 // counted by hand, and the DeepSeek-V3 total against the published 685B.
 #include "mgt/ir/error.hpp"
@@ -169,6 +169,120 @@ TEST(t5, parameters_by_hand) {
   json bad = tiny_t5();
   bad["feed_forward_proj"] = "gated-swish";
   EXPECT_THROW(graph_from_hf_config(bad, "t5.json"), InputError);
+}
+
+// CLIP: text tower h 32, 4 heads of 8, f 64, 100 tokens, 16 positions; vision tower h 64, 4 heads of 16,
+// f 128, 32 x 32 images in 8 x 8 patches (16 patches + the class token); shared space 16.
+json tiny_clip() {
+  return json{{"model_type", "clip"},
+              {"architectures", {"CLIPModel"}},
+              {"projection_dim", 16},
+              {"text_config",
+               {{"hidden_size", 32}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"intermediate_size", 64},
+                {"vocab_size", 100}, {"max_position_embeddings", 16}, {"hidden_act", "quick_gelu"}}},
+              {"vision_config",
+               {{"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"intermediate_size", 128},
+                {"image_size", 32}, {"patch_size", 8}, {"num_channels", 3}, {"hidden_act", "quick_gelu"}}}};
+}
+
+// A CLIP tower layer of width h and MLP f: q, k, v, o h^2 + h each, fc1 h x f + f, fc2 f x h + h, two
+// LayerNorms of 2h.
+constexpr int64_t clip_layer(int64_t h, int64_t f) { return 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h; }
+
+TEST(clip, two_towers_in_sequence_the_text_causal_the_vision_both_ways) {
+  const Graph g = build(tiny_clip());
+  std::vector<std::string> names;
+  for (const auto& b : g.blocks) names.push_back(b.name + "x" + std::to_string(b.repeat));
+  EXPECT_EQ(names, (std::vector<std::string>{"vision_embedx1", "vision_layerx2", "text_embedx1", "text_layerx2",
+                                             "headx1"}));
+  EXPECT_EQ(num_layers(g), 4);
+  const auto causal_of = [](const Block& b) {
+    for (const auto& op : b.ops)
+      if (op.kind == OpKind::attention_core) return op.causal;
+    return true;
+  };
+  EXPECT_FALSE(causal_of(g.blocks[1]));
+  EXPECT_TRUE(causal_of(g.blocks[3]));
+  // Pre-LN layers with quick_gelu priced as GELU.
+  EXPECT_EQ(g.blocks[3].ops[0].kind, OpKind::norm);
+  for (const auto& op : g.blocks[3].ops)
+    if (op.kind == OpKind::activation) { EXPECT_EQ(op.activation, ActivationKind::gelu); }
+  // The vision embedding: patch GEMM without a bias, then pre_layrnorm.
+  const Block& embed = g.blocks[0];
+  EXPECT_EQ(embed.ops[0].einsum, "bsc,ch->bsh");
+  EXPECT_EQ(embed.ops.back().name, "pre_layrnorm");
+  // The bridge maps the vision output (h 64) to the image embeddings and starts the text tower (h 32).
+  const Block& bridge = g.blocks[2];
+  EXPECT_EQ(find_tensor(bridge, "x")->dims, (std::vector<Dim>{{'b', 0}, {'s', 0}, {'h', 64}}));
+  EXPECT_EQ(find_tensor(bridge, "w_visual_projection")->dims, (std::vector<Dim>{{'h', 64}, {'z', 16}}));
+  EXPECT_EQ(find_tensor(bridge, "out")->dims, (std::vector<Dim>{{'b', 0}, {'s', 0}, {'h', 32}}));
+  // The head: text projection, similarity with the image embeddings ("memory"), logit_scale, loss.
+  std::vector<std::string> head_ops;
+  for (const auto& op : g.blocks[4].ops) head_ops.push_back(op.name);
+  EXPECT_EQ(head_ops, (std::vector<std::string>{"final_layer_norm", "text_projection", "similarity",
+                                                "logit_scale_mul", "loss"}));
+  // One sequence length for both towers: the longer, 17 vision tokens against 16 text positions.
+  EXPECT_EQ(g.info.max_seq_len, 17);
+}
+
+TEST(clip, parameters_by_hand) {
+  // Text: tokens 100 x 32, positions 16 x 32, 2 layers, final LayerNorm 2 x 32.
+  const int64_t text = 100 * 32 + 16 * 32 + 2 * clip_layer(32, 64) + 2 * 32;
+  // Vision: class token 64, patch GEMM 3 x 8 x 8 x 64 (no bias), positions 17 x 64, pre_layrnorm 2 x 64,
+  // 2 layers, post_layernorm 2 x 64.
+  const int64_t vision = 64 + 192 * 64 + 17 * 64 + 2 * 64 + 2 * clip_layer(64, 128) + 2 * 64;
+  // visual_projection 64 x 16, text_projection 32 x 16 (no biases), logit_scale 1.
+  const int64_t heads = 64 * 16 + 32 * 16 + 1;
+  EXPECT_EQ(count_parameters(build(tiny_clip())).total, text + vision + heads);
+}
+
+TEST(clip, clip_vit_large_patch14_matches_its_published_total) {
+  // openai/clip-vit-large-patch14's sizes (its config.json): text h 768, 12 layers of 12 heads, f 3072, 49408
+  // tokens, 77 positions; vision h 1024, 24 layers of 16 heads, f 4096, 224 / 14 = 16^2 patches; projection 768.
+  json c = {{"model_type", "clip"}, {"projection_dim", 768}};
+  c["text_config"] = {{"hidden_size", 768}, {"num_hidden_layers", 12}, {"num_attention_heads", 12},
+                      {"intermediate_size", 3072}, {"vocab_size", 49408}, {"max_position_embeddings", 77}};
+  c["vision_config"] = {{"hidden_size", 1024}, {"num_hidden_layers", 24}, {"num_attention_heads", 16},
+                        {"intermediate_size", 4096}, {"image_size", 224}, {"patch_size", 14}};
+  const int64_t text = (49408 + 77) * 768 + 12 * clip_layer(768, 3072) + 2 * 768;
+  const int64_t vision = 1024 + 3 * 14 * 14 * 1024 + 257 * 1024 + 2 * 1024 + 24 * clip_layer(1024, 4096) + 2 * 1024;
+  const int64_t total = text + vision + 1024 * 768 + 768 * 768 + 1;
+  EXPECT_EQ(count_parameters(build(c)).total, total);
+  EXPECT_EQ(total, 427616513);  // the Hub's safetensors count for openai/clip-vit-large-patch14
+}
+
+TEST(clip, a_tower_alone_with_and_without_its_projection) {
+  json vision = tiny_clip()["vision_config"];
+  vision["model_type"] = "clip_vision_model";
+  vision["architectures"] = {"CLIPVisionModel"};
+  vision["projection_dim"] = 16;
+  const int64_t tower = 64 + 192 * 64 + 17 * 64 + 2 * 64 + 2 * clip_layer(64, 128) + 2 * 64;
+  const Graph alone = build(vision);
+  EXPECT_EQ(count_parameters(alone).total, tower);
+  for (const auto& op : alone.blocks.back().ops) { EXPECT_NE(op.kind, OpKind::softmax_cross_entropy); }
+  vision["architectures"] = {"CLIPVisionModelWithProjection"};
+  EXPECT_EQ(count_parameters(build(vision)).total, tower + 64 * 16);
+  json text = tiny_clip()["text_config"];
+  text["model_type"] = "clip_text_model";
+  EXPECT_EQ(count_parameters(build(text)).total, 100 * 32 + 16 * 32 + 2 * clip_layer(32, 64) + 2 * 32);
+}
+
+TEST(clip, bad_towers_name_the_config_and_field) {
+  json c = tiny_clip();
+  c["vision_config"]["patch_size"] = 7;
+  try {
+    graph_from_hf_config(c, "clip.json");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("vision_config"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("patch_size"), std::string::npos) << e.what();
+  }
+  c = tiny_clip();
+  c["text_config"]["hidden_act"] = "relu";
+  EXPECT_THROW(graph_from_hf_config(c, "clip.json"), InputError);
+  c = tiny_clip();
+  c["text_config"] = 3;
+  EXPECT_THROW(graph_from_hf_config(c, "clip.json"), InputError);
 }
 
 TEST(multi_token_prediction, deepseek_v3_counts_the_module_once_with_shared_embedding_and_head) {

@@ -114,6 +114,24 @@ const std::vector<Published> kPublished{
     {"GLM-4-9B-Chat-HF",
      40 * (2 * 4096LL * 4096 + 4096 + 2 * (4096 * 256 + 256) + 3 * 4096LL * 13696 + 2 * 4096) + 2 * 151552LL * 4096 + 4096,
      9399951360, 9.4, 9.4, 0.05, 0.05, "THUDM/glm-4-9b-chat-hf Hub page: 9.4B params (safetensors, rounded)"},
+    // GLM-4-0414 (glm4): GLM's layer plus the post-attention and post-MLP RMSNorms, 4 norms per layer.
+    {"GLM-4-9B-0414",
+     40 * (2 * 4096LL * 4096 + 4096 + 2 * (4096 * 256 + 256) + 3 * 4096LL * 13696 + 4 * 4096) + 2 * 151552LL * 4096 + 4096,
+     9400279040, 9.400279040, 9.400279040, 0.0094, 0.0094,
+     "llama.cpp n-params of a BF16 GGUF of a glm4 language model of this shape (GLM-4.6V-Flash's): 9,400,279,040; "
+     "GLM-4-9B-0414's nominal 9B"},
+    // CLIP ViT-B/32 (tests/ir/hf_encoder_families_test.cpp for its structure). A tower layer of width h and MLP f:
+    // q, k, v, o h^2 + h each, fc1 h x f + f, fc2 f x h + h, 2 LayerNorms 2h each.
+    // Text: tokens 49408 x 512, positions 77 x 512, 12 layers (h 512, f 2048), final LayerNorm 2 x 512.
+    // Vision: class token 768, patch GEMM 3 x 32 x 32 x 768 (no bias), positions (7^2 + 1) x 768,
+    // pre_layrnorm 2 x 768, 12 layers (h 768, f 3072), post_layernorm 2 x 768.
+    // Projections 768 x 512 and 512 x 512 (no biases), logit_scale 1.
+    {"CLIP-ViT-B-32",
+     (49408 + 77) * 512 + 12 * (4 * (512 * 512 + 512) + 2 * 512 * 2048 + 2048 + 512 + 4 * 512) + 2 * 512 +
+         768 + 3 * 32 * 32 * 768 + 50 * 768 + 2 * 768 +
+         12 * (4 * (768 * 768 + 768) + 2 * 768 * 3072 + 3072 + 768 + 4 * 768) + 2 * 768 + 768 * 512 + 512 * 512 + 1,
+     151277313, 0.151277313, 0.151277313, 0.000151, 0.000151,
+     "openai/clip-vit-base-patch32 Hub page: 151,277,313 parameters (safetensors, exact)"},
     // Encoders and T5 (tests/ir/hf_encoder_families_test.cpp for their structure). BERT: words 30522 x 768,
     // positions 512 x 768, segments 2 x 768, embedding LayerNorm; 12 post-LN layers (q, k, v, o with biases,
     // GELU MLP 768 <-> 3072 with biases, 2 LayerNorms); MLM transform 768^2 + 768, its LayerNorm, decoder

@@ -118,8 +118,9 @@ TEST(ssm_families, unmodelled_layers_and_bad_patterns_name_the_field) {
 }
 
 TEST(ssm_families, families_still_missing_point_to_mgt_graph) {
-  // bert, vit and t5 are read since hf_encoder_families.cpp; the CLIP towers and Whisper are not.
-  for (const char* type : {"clip", "clip_vision_model", "whisper"}) {
+  // bert, vit, t5 and clip (with its towers) are read by hf_encoder_families.cpp; SigLIP and Whisper
+  // are not.
+  for (const char* type : {"siglip", "siglip_vision_model", "whisper"}) {
     const json c{{"model_type", type}, {"hidden_size", 64}, {"num_hidden_layers", 2}, {"vocab_size", 100}};
     try {
       graph_from_hf_config(c, "enc.json");
@@ -129,6 +130,7 @@ TEST(ssm_families, families_still_missing_point_to_mgt_graph) {
       EXPECT_NE(std::string(e.what()).find("mgt.graph/1"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("nemotron_h"), std::string::npos) << "the hint lists the SSM families";
       EXPECT_NE(std::string(e.what()).find("bert"), std::string::npos) << "and the encoder families";
+      EXPECT_NE(std::string(e.what()).find("clip_vision_model"), std::string::npos) << "CLIP's towers too";
     }
   }
 }

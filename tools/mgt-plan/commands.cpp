@@ -129,13 +129,16 @@ void check_lora_targets(const ir::Graph& graph, const ir::LoraSettings& lora) {
                        "name projections of this model, e.g. q,k,v,o,gate,up,down (mgt-plan inspect lists the ops)");
 }
 
-// LoRA / QLoRA exports only where the format has adapter keys: refused before searching, with the
-// exporter's own words (export_refusal), rather than as "no plan" after rejecting every candidate.
-void check_task_exportable(const std::optional<plan::ExportFormat>& format, const ir::TrainingSettings& settings) {
-  if (!format || !settings.frozen_base()) return;
+// LoRA / QLoRA exports only where the format has adapter keys, and a model that is not a causal
+// language model only where the format trains it: refused before searching, with the exporter's own
+// words (export_refusal), rather than as "no plan" after rejecting every candidate.
+void check_exportable(const std::optional<plan::ExportFormat>& format, const ir::TrainingSettings& settings,
+                      const ir::Graph& graph) {
+  if (!format) return;
   plan::ExportContext probe;
   probe.task = settings.task;
-  if (auto refusal = plan::export_refusal(*format, probe); refusal && refusal->field == "task")
+  probe.non_causal_model = plan::non_causal_model_of(graph);
+  if (auto refusal = plan::export_refusal(*format, probe); refusal && (refusal->field == "task" || refusal->field == "model"))
     throw ir::InputError("--emit " + plan::export_format_names()[size_t(*format)], refusal->field, refusal->problem,
                          refusal->hint);
 }
@@ -463,7 +466,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
   Loaded l = load(o, emit);
   l.run.graph = &l.graph;
   l.run.cluster = &l.cluster;
-  check_task_exportable(format, l.run.settings);
+  check_exportable(format, l.run.settings, l.graph);
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   plan::SearchOptions options;
   options.rules = {o.gpus, o.allow_cross_node_tp, l.rule_framework};
@@ -482,7 +485,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
     const cost::Estimate& best = result.plans.front();
     plan::ExportContext ctx{best.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
-                            l.run.settings.task, l.run.settings.lora};
+                            l.run.settings.task, l.run.settings.lora, plan::non_causal_model_of(l.graph)};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_recommendation(best, hbm);
     warn_if_absurd(l, o, best, format);
@@ -546,7 +549,7 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
   Loaded l = load_for_plan(o, plan, emit);
   l.run.graph = &l.graph;
   l.run.cluster = &l.cluster;
-  check_task_exportable(format, l.run.settings);
+  check_exportable(format, l.run.settings, l.graph);
   const cost::Estimator estimator(l.graph, l.cluster, o.gpus, l.run.settings, l.params);
   const cost::Estimate e = estimator.estimate(plan);
   // A NaN, infinite or negative estimate is no answer (the search rejects such plans the same way).
@@ -556,7 +559,7 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
     // The given plan, exactly: the estimate's resolved plan carries grad_accum from the global batch.
     plan::ExportContext ctx{e.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
-                            l.run.settings.task, l.run.settings.lora};
+                            l.run.settings.task, l.run.settings.lora, plan::non_causal_model_of(l.graph)};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_breakdown(e, hbm);
     if (e.memory.peak_bytes > hbm)

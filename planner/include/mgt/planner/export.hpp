@@ -2,6 +2,7 @@
 // Axolotl, torchtitan, Megatron-LM, DeepSpeed). Each is a pure function plan -> text.
 #pragma once
 
+#include "mgt/ir/graph.hpp"
 #include "mgt/ir/plan.hpp"
 #include "mgt/ir/training_settings.hpp"
 
@@ -36,7 +37,14 @@ struct ExportContext {
   int64_t num_layers = 0;
   ir::Task task = ir::Task::pretrain;  ///< lora / qlora: only Axolotl expresses adapters (others refuse)
   ir::LoraSettings lora{};
+  /// Empty for a causal language model; else what the model is instead (non_causal_model_of), which
+  /// the formats that only train causal language models refuse, naming it.
+  std::string non_causal_model{};
 };
+
+/// "" when `graph` is a causal language model (every attention causal, a loss); else a short
+/// description naming its architecture: "CLIPModel (bidirectional attention: ...)".
+std::string non_causal_model_of(const ir::Graph& graph);
 
 /// The config text (YAML, a Python module, TOML, JSON or a bash launch script), with a comment header
 /// naming mgt and the plan. Throws ir::InputError when the framework cannot express the plan (e.g.
