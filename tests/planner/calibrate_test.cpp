@@ -89,14 +89,14 @@ TEST(Calibrate, FitRecoversTheGemmEfficiencyThatMadeTheMeasurements) {
 
 TEST(Calibrate, FitStaysWithinTheParameterBounds) {
   // Measurements 3x slower than anything the bounds allow: the fit stops at the lower bound.
-  // Huber (convex): every row pulls the same way, down to the bound.
+  // Huber (the default, convex): every row pulls the same way, down to the bound.
   const CalibrationSet set({measured_at("slow", 0.62, 3.0)}, gemm_only());
   mgt::plan::FitOptions options;
-  options.objective.loss = mgt::plan::Objective::Loss::huber;
-  EXPECT_DOUBLE_EQ(mgt::plan::fit(set, {0}, {0.5}, options).values[0], 0.3);
-  // The biweight (the default) gives rows beyond its scale no pull: when no allowed value comes
+  EXPECT_DOUBLE_EQ(mgt::plan::fit(set, {0}, {0.5}).values[0], 0.3);
+  options.objective.loss = mgt::plan::Objective::Loss::biweight;
+  // The biweight gives rows beyond its scale no pull: when no allowed value comes
   // within it of any row (3x slower is ln 3 = 1.1 away at 0.62), only the prior (0.70) pulls.
-  EXPECT_NEAR(mgt::plan::fit(set, {0}, {0.5}).values[0], 0.70, 0.05 * 0.70);
+  EXPECT_NEAR(mgt::plan::fit(set, {0}, {0.5}, options).values[0], 0.70, 0.05 * 0.70);
 }
 
 TEST(Calibrate, LeftOutSourceNeverInfluencesItsOwnFit) {
@@ -108,7 +108,6 @@ TEST(Calibrate, LeftOutSourceNeverInfluencesItsOwnFit) {
   const CalibrationSet absurd({a, measured_at("b", 0.62, 8.0)}, gemm_only());
   mgt::plan::FitOptions options;
   options.max_rounds = 20;
-  options.objective.loss = mgt::plan::Objective::Loss::huber;  // a biweight would drop absurd b (see above)
   const auto cv_sane = mgt::plan::cross_validate(sane, {0.45}, options);
   const auto cv_absurd = mgt::plan::cross_validate(absurd, {0.45}, options);
   ASSERT_EQ(cv_sane.folds.size(), 2u);
@@ -185,6 +184,17 @@ TEST(Calibrate, RobustFitIgnoresGrossOutliersThatLeastSquaresFollows) {
   EXPECT_NEAR(inlier_ratio(set, biweight.values), 1.0, step);
   EXPECT_NEAR(biweight.values[0], 0.62, 0.05 * 0.62);
   EXPECT_NEAR(biweight.score.time_median, 0.0, step);  // six of eight rows right
+
+  // Bounded influence: the outliers 6x slower instead of 3x. Least squares follows them further,
+  // to 6^(1/4) = 1.565 (or the bound 0.3, whichever comes first); Huber's pull per outlier is c
+  // however far off it is, so its fit is the same x = c/3.
+  const CalibrationSet farther({repeated_with_outliers(8, 2, 6.0)}, gemm_only());
+  options.objective.loss = mgt::plan::Objective::Loss::huber;
+  EXPECT_NEAR(inlier_ratio(farther, mgt::plan::fit(farther, {0}, {0.45}, options).values), std::exp(0.35 / 3), step);
+  options.objective.loss = mgt::plan::Objective::Loss::squared;
+  const auto squared_farther = mgt::plan::fit(farther, {0}, {0.45}, options);
+  EXPECT_GT(inlier_ratio(farther, squared_farther.values), std::pow(3.0, 0.25) + 2 * step);
+  EXPECT_TRUE(squared_farther.values[0] == 0.3 || std::abs(inlier_ratio(farther, squared_farther.values) - std::pow(6.0, 0.25)) < step);
 }
 
 TEST(Calibrate, LossMatchesHandComputedValues) {

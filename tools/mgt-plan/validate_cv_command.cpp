@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -139,11 +138,6 @@ int run_validate_cv(const std::vector<plan::ValidationSource>& sources, bool jso
   const std::string start_text = prior ? "the FrameworkProfile and CostParams initialisers (before any fit)" : "the shipped constants (fitted on every source)";
   plan::FitOptions options;
   options.max_rounds = max_rounds;
-  if (const char* e = std::getenv("MGT_CV_OBJ")) {  // TEMPORARY experiment hook
-    int loss = 2;
-    std::sscanf(e, "%d %lf %lf %lf", &loss, &options.objective.scale, &options.objective.source_weight_exponent, &options.objective.prior_weight);
-    options.objective.loss = plan::Objective::Loss(loss);
-  }
   const plan::CrossValidation cv = plan::cross_validate(set, start, options, kMinRankRuns);
 
   std::vector<plan::ValidationSummary> in, out;  // per source, then pooled

@@ -77,8 +77,12 @@ struct Objective {
     huber,     ///< r^2 / 2 within `scale`, linear beyond: a far-off row pulls with a fixed force
     biweight,  ///< Tukey's biweight: a row beyond `scale` costs a constant and pulls not at all
   };
-  Loss loss = Loss::biweight;
-  /// |r| where the loss stops growing quadratically (huber) or at all (biweight), in log units.
+  /// Huber: convex, so the fit does not depend on where it starts, and a row's pull is bounded by
+  /// `scale` however far off the row is (docs/cost-model.md §7 "Objective" for the choice).
+  Loss loss = Loss::huber;
+  /// |r| where the loss stops growing quadratically (huber) or at all (biweight), in log units:
+  /// 0.35 = ln 1.42, beyond what the fitted in-step shares can move a row's prediction within their
+  /// bounds without also moving every other row; rows further off are physics the model lacks.
   double scale = 0.35;
   /// A row weighs n_s^-exponent, n_s the compared rows of its source among the fitted ones:
   /// 0 rows alike, 1 sources alike, 0.5 a source weighs sqrt(n_s).
