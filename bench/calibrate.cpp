@@ -18,12 +18,12 @@ int main(int argc, char** argv) {
   std::vector<size_t> all(set.source_count());
   std::iota(all.begin(), all.end(), size_t{0});
   auto print = [](const char* label, const mgt::plan::CalibrationScore& s) {
-    std::printf("%s: time median %.3f p90 %.3f, memory median %.3f p90 %.3f, oom missed %d\n", label, s.time_median,
-                s.time_p90, s.memory_median, s.memory_p90, s.oom_missed);
+    std::printf("%s: objective %.5f (loss %.5f + prior penalty %.5f); time median %.3f p90 %.3f, memory median %.3f p90 %.3f, oom missed %d\n",
+                label, s.objective(), s.loss, s.prior_penalty, s.time_median, s.time_p90, s.memory_median, s.memory_p90, s.oom_missed);
   };
   const std::vector<double> start = mgt::plan::shipped_values(set.parameters());
-  print("start", set.score(all, start));
   mgt::plan::FitOptions options;
+  print("start", set.score(all, start, options.objective));
   options.on_round = [&print](int round, const mgt::plan::CalibrationScore& best) {
     print(("round " + std::to_string(round)).c_str(), best);
   };

@@ -49,6 +49,22 @@ std::vector<double> shipped_values(const std::vector<FittedParameter>& parameter
   return out;
 }
 
+double Objective::rho(double r) const {
+  const double a = std::abs(r);
+  switch (loss) {
+    case Loss::squared: return 0.5 * r * r;
+    case Loss::huber: return a <= scale ? 0.5 * r * r : scale * (a - 0.5 * scale);
+    case Loss::biweight: {
+      // (c^2/6)(1 - (1 - (r/c)^2)^3) inside c, c^2/6 beyond: its derivative r (1 - (r/c)^2)^2 falls to 0 at c.
+      const double ceiling = scale * scale / 6.0;
+      if (a >= scale) return ceiling;
+      const double u = 1.0 - (r / scale) * (r / scale);
+      return ceiling * (1.0 - u * u * u);
+    }
+  }
+  return 0.5 * r * r;
+}
+
 std::vector<double> prior_values(const std::vector<FittedParameter>& parameters) {
   std::vector<double> out;
   const CostParams prior;
@@ -65,7 +81,7 @@ namespace {
 
 /// What the objective needs of one row's results.
 struct RowErrors {
-  std::vector<double> time, memory;  ///< |error| of the compared throughput / memory metrics
+  std::vector<double> time, memory;  ///< errors of the compared throughput / memory metrics, (predicted - measured) / measured
   int oom_missed = 0;
 };
 
@@ -73,12 +89,34 @@ RowErrors errors_of(const std::vector<ValidationResult>& results) {
   RowErrors e;
   for (const auto& r : results) {
     if (r.skipped || !r.error) continue;
-    if (r.kind == MetricKind::throughput) e.time.push_back(std::abs(*r.error));
-    if (r.kind == MetricKind::memory) e.memory.push_back(std::abs(*r.error));
+    if (r.kind == MetricKind::throughput) e.time.push_back(*r.error);
+    if (r.kind == MetricKind::memory) e.memory.push_back(*r.error);
     if (r.kind == MetricKind::oom && *r.error != 0) ++e.oom_missed;
   }
   return e;
 }
+
+/// ln(predicted / measured) of a relative error; a prediction of 0 or less (never made by the
+/// estimator) counts as 1e-6 of the measurement.
+double log_residual(double error) { return std::log(std::max(1.0 + error, 1e-6)); }
+
+/// The weighted loss sums of one kind of row, per source.
+struct LossSums {
+  std::vector<double> rho;
+  std::vector<int64_t> count;
+  explicit LossSums(size_t sources) : rho(sources, 0.0), count(sources, 0) {}
+  /// sum_s n_s^-a sum_i rho_i / sum_s n_s^(1-a): each row weighs n_s^-a, normalised by the weights' sum.
+  double weighted_mean(double exponent) const {
+    double numerator = 0, weights = 0;
+    for (size_t s = 0; s < rho.size(); ++s) {
+      if (count[s] == 0) continue;
+      const double w = std::pow(double(count[s]), -exponent);
+      numerator += w * rho[s];
+      weights += w * double(count[s]);
+    }
+    return weights > 0 ? numerator / weights : 0.0;
+  }
+};
 
 /// A row with the parameters that cover it and its last few estimates. A fit's trials mostly move a
 /// parameter that does not cover the row, or return to the accepted values, so a few entries hit.
@@ -96,6 +134,20 @@ struct CachedRow {
   mutable size_t used = 0, next = 0;
 };
 
+/// The row's errors at `values`: remembered when the covering parameters' values were seen lately.
+const RowErrors& cached_errors(const CalibrationSet& set, const CachedRow& row, const std::vector<double>& values) {
+  std::vector<double> key;
+  for (const size_t i : row.covering) key.push_back(values.at(i));
+  for (size_t e = 0; e < row.used; ++e)
+    if (row.entries[e].key == key) return row.entries[e].errors;
+  CachedRow::Entry& slot = row.entries[row.next];
+  slot.key = std::move(key);
+  slot.errors = errors_of(validate_prepared(row.prepared, set.params_for(row.traits, row.prepared.setup.cluster.gpu, row.prepared.setup.framework, values)));
+  row.next = (row.next + 1) % CachedRow::kEntries;
+  row.used = std::min(row.used + 1, CachedRow::kEntries);
+  return slot.errors;
+}
+
 }  // namespace
 
 struct CalibrationSet::Impl {
@@ -105,7 +157,7 @@ struct CalibrationSet::Impl {
 };
 
 CalibrationSet::CalibrationSet(const std::vector<ValidationSource>& sources, std::vector<FittedParameter> parameters)
-    : parameters_(std::move(parameters)), impl_(std::make_unique<Impl>()) {
+    : parameters_(std::move(parameters)), priors_(prior_values(parameters_)), impl_(std::make_unique<Impl>()) {
   for (const auto& p : parameters_) {
     if (!p.member == !p.profile_member)
       throw ir::InputError("calibration", p.name, "needs exactly one value to set",
@@ -169,30 +221,30 @@ std::vector<ValidationResult> CalibrationSet::results(size_t source, const std::
   return out;
 }
 
-CalibrationScore CalibrationSet::score(const std::vector<size_t>& sources, const std::vector<double>& values) const {
+CalibrationScore CalibrationSet::score(const std::vector<size_t>& sources, const std::vector<double>& values,
+                                       const Objective& objective) const {
   std::vector<char> wanted(source_count(), 0);
   for (const size_t s : sources) wanted.at(s) = 1;
-  std::vector<double> time, memory;
+  std::vector<double> time, memory;  // |error|, for the reported statistics
+  LossSums time_loss(source_count()), memory_loss(source_count());
   CalibrationScore score;
-  std::vector<double> key;
   for (const auto& row : impl_->rows) {
     if (!wanted[row.source] || row.prepared.skipped) continue;
-    key.clear();
-    for (const size_t i : row.covering) key.push_back(values.at(i));
-    const RowErrors* errors = nullptr;
-    for (size_t e = 0; e < row.used && !errors; ++e)
-      if (row.entries[e].key == key) errors = &row.entries[e].errors;
-    if (!errors) {
-      CachedRow::Entry& slot = row.entries[row.next];
-      slot.key = key;
-      slot.errors = errors_of(validate_prepared(row.prepared, params_for(row.traits, row.prepared.setup.cluster.gpu, row.prepared.setup.framework, values)));
-      row.next = (row.next + 1) % CachedRow::kEntries;
-      row.used = std::min(row.used + 1, CachedRow::kEntries);
-      errors = &slot.errors;
+    const RowErrors& errors = cached_errors(*this, row, values);
+    for (const double e : errors.time) {
+      time.push_back(std::abs(e));
+      time_loss.rho[row.source] += objective.rho(log_residual(e));
+      ++time_loss.count[row.source];
     }
-    time.insert(time.end(), errors->time.begin(), errors->time.end());
-    memory.insert(memory.end(), errors->memory.begin(), errors->memory.end());
-    score.oom_missed += errors->oom_missed;
+    for (const double e : errors.memory) {
+      memory.push_back(std::abs(e));
+      memory_loss.rho[row.source] += objective.rho(log_residual(e));
+      ++memory_loss.count[row.source];
+    }
+    // A missed OOM row is one more memory row of its source, off by the loss's scale.
+    memory_loss.rho[row.source] += objective.oom_weight * errors.oom_missed * objective.rho(objective.scale);
+    memory_loss.count[row.source] += errors.oom_missed;
+    score.oom_missed += errors.oom_missed;
   }
   score.time_median = percentile(time, 0.5);
   score.time_p90 = percentile(time, 0.9);
@@ -200,6 +252,14 @@ CalibrationScore CalibrationSet::score(const std::vector<size_t>& sources, const
   score.memory_p90 = percentile(memory, 0.9);
   score.time_rows = int64_t(time.size());
   score.memory_rows = int64_t(memory.size());
+  score.loss = time_loss.weighted_mean(objective.source_weight_exponent) +
+               objective.memory_weight * memory_loss.weighted_mean(objective.source_weight_exponent);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const double width = parameters_[i].upper - parameters_[i].lower;
+    if (width <= 0) continue;  // a pinned parameter never moves
+    const double distance = (values.at(i) - priors_[i]) / width;
+    score.prior_penalty += objective.prior_weight * distance * distance;
+  }
   return score;
 }
 
@@ -221,16 +281,13 @@ std::vector<CalibrationSet::RowGroup> CalibrationSet::row_groups(size_t source) 
 // ---------------------------------------------------------------------------------------------
 // Coordinate descent
 
-FitResult fit(const CalibrationSet& set, const std::vector<size_t>& sources, const std::vector<double>& start,
-              const FitOptions& options) {
+namespace {
+
+/// Coordinate descent from r.values (whose score under `objective` is r.score) until a round
+/// improves nothing or options.max_rounds have run.
+void descend(const CalibrationSet& set, const std::vector<size_t>& sources, const FitOptions& options, const Objective& objective,
+             FitResult& r) {
   const auto& parameters = set.parameters();
-  if (start.size() != parameters.size())
-    throw ir::InputError("calibration", "start", std::to_string(start.size()) + " values for " + std::to_string(parameters.size()) +
-                                                     " parameters", "give one start value per parameter");
-  FitResult r;
-  r.values = start;
-  r.start = r.score = set.score(sources, r.values);
-  r.evaluations = 1;
   for (int round = 0; round < options.max_rounds; ++round) {
     bool improved = false;
     for (size_t k = 0; k < parameters.size(); ++k) {
@@ -240,7 +297,7 @@ FitResult fit(const CalibrationSet& set, const std::vector<size_t>& sources, con
         const double value = std::clamp(current * step + (current == 0 ? 0.01 * step : 0), parameters[k].lower, parameters[k].upper);
         std::vector<double> trial = r.values;
         trial[k] = value;
-        const CalibrationScore s = set.score(sources, trial);
+        const CalibrationScore s = set.score(sources, trial, objective);
         ++r.evaluations;
         if (s.objective() < r.score.objective() - 1e-6) {
           r.score = s;
@@ -249,10 +306,36 @@ FitResult fit(const CalibrationSet& set, const std::vector<size_t>& sources, con
         }
       }
     }
-    r.rounds = round + 1;
-    if (options.on_round) options.on_round(round, r.score);
+    if (options.on_round) options.on_round(r.rounds, r.score);
+    ++r.rounds;
     if (!improved) break;
   }
+}
+
+}  // namespace
+
+FitResult fit(const CalibrationSet& set, const std::vector<size_t>& sources, const std::vector<double>& start,
+              const FitOptions& options) {
+  const auto& parameters = set.parameters();
+  if (start.size() != parameters.size())
+    throw ir::InputError("calibration", "start", std::to_string(start.size()) + " values for " + std::to_string(parameters.size()) +
+                                                     " parameters", "give one start value per parameter");
+  FitResult r;
+  r.values = start;
+  r.start = r.score = set.score(sources, r.values, options.objective);
+  r.evaluations = 1;
+  if (options.objective.loss == Objective::Loss::biweight) {
+    // The biweight is flat beyond its scale: a start that leaves rows there gets no pull from them.
+    // Huber (convex in the residual) brings the fit near the rows first, the biweight then drops the
+    // rows still far off (the two-stage M-estimate of robust regression).
+    Objective convex = options.objective;
+    convex.loss = Objective::Loss::huber;
+    r.score = set.score(sources, r.values, convex);
+    descend(set, sources, options, convex, r);
+    r.score = set.score(sources, r.values, options.objective);
+    ++r.evaluations;
+  }
+  descend(set, sources, options, options.objective, r);
   return r;
 }
 

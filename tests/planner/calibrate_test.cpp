@@ -1,6 +1,8 @@
 // Tests for planner/calibrate.hpp: the coordinate-descent fit recovers a constant it did not start
-// from, leave-one-source-out never lets the left-out source into its own fit, parameter scopes
-// reach only their rows, and Spearman's rank correlation against hand-computed values (with ties).
+// from, the robust objective ignores gross outliers that least squares follows, the loss, source
+// weights and prior penalty against hand-computed values, leave-one-source-out never lets the
+// left-out source into its own fit, parameter scopes reach only their rows, and Spearman's rank
+// correlation against hand-computed values (with ties).
 #include "mgt/planner/calibrate.hpp"
 
 #include "mgt/ir/error.hpp"
@@ -87,9 +89,14 @@ TEST(Calibrate, FitRecoversTheGemmEfficiencyThatMadeTheMeasurements) {
 
 TEST(Calibrate, FitStaysWithinTheParameterBounds) {
   // Measurements 3x slower than anything the bounds allow: the fit stops at the lower bound.
+  // Huber (the default, convex): every row pulls the same way, down to the bound.
   const CalibrationSet set({measured_at("slow", 0.62, 3.0)}, gemm_only());
-  const auto result = mgt::plan::fit(set, {0}, {0.5});
-  EXPECT_DOUBLE_EQ(result.values[0], 0.3);
+  mgt::plan::FitOptions options;
+  EXPECT_DOUBLE_EQ(mgt::plan::fit(set, {0}, {0.5}).values[0], 0.3);
+  options.objective.loss = mgt::plan::Objective::Loss::biweight;
+  // The biweight gives rows beyond its scale no pull: when no allowed value comes
+  // within it of any row (3x slower is ln 3 = 1.1 away at 0.62), only the prior (0.70) pulls.
+  EXPECT_NEAR(mgt::plan::fit(set, {0}, {0.5}, options).values[0], 0.70, 0.05 * 0.70);
 }
 
 TEST(Calibrate, LeftOutSourceNeverInfluencesItsOwnFit) {
@@ -118,6 +125,119 @@ TEST(Calibrate, LeftOutSourceNeverInfluencesItsOwnFit) {
   EXPECT_DOUBLE_EQ(cv_absurd.folds[0].fit->values[0], 0.3);
   EXPECT_LT(std::abs(*cv_sane.folds[0].out_of_sample.front().error), 0.03);
   EXPECT_GT(std::abs(*cv_absurd.folds[0].out_of_sample.front().error), 0.2);
+}
+
+/// `rows` measured at `scale` times what the calibration set predicts for them with hopper GEMMs at
+/// 0.62 (CalibrationSet::results, the path the fit estimates them by, so a ratio is exact).
+ValidationSource measured_exactly(const std::string& name, std::vector<json> rows, const std::vector<double>& scale) {
+  const CalibrationSet draft({source_of(name, rows)}, gemm_only());
+  const auto results = draft.results(0, {0.62});
+  EXPECT_EQ(results.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_FALSE(results[i].skipped) << results[i].skipped.value_or("");
+    rows[i]["measured"]["iteration_time_s"] = *results[i].predicted * scale.at(i);
+  }
+  return source_of(name, rows);
+}
+
+/// One shape measured `rows` times at the truth (GEMM efficiency 0.62), the last `outliers` of them
+/// `outlier_factor` times slower (runs whose physics the model lacks).
+ValidationSource repeated_with_outliers(int rows, int outliers, double outlier_factor) {
+  std::vector<json> out;
+  std::vector<double> scale;
+  for (int i = 0; i < rows; ++i) {
+    out.push_back(row("r" + std::to_string(i), 4096, 16, 1));
+    scale.push_back(i < rows - outliers ? 1.0 : outlier_factor);
+  }
+  return measured_exactly("repeated", out, scale);
+}
+
+/// The fitted iteration time over the measured one of an inlier row (the first).
+double inlier_ratio(const CalibrationSet& set, const std::vector<double>& values) {
+  const auto results = set.results(0, values);
+  return 1.0 + *results.front().error;
+}
+
+TEST(Calibrate, RobustFitIgnoresGrossOutliersThatLeastSquaresFollows) {
+  // Eight runs of one shape: six measured at the truth (GEMM efficiency 0.62), two 3x slower.
+  // Every row has the same prediction t(theta), so the objective depends on theta only through
+  // x = ln(t(theta) / t_true), the inliers' residual; the outliers' residual is x - ln 3.
+  //  - least squares: 6 x^2/2 + 2 (x - ln 3)^2/2 is least at x = (2/8) ln 3, i.e. the fit predicts
+  //    the inliers 3^(1/4) = 1.316 x their time, whatever the estimator's shape of t(theta);
+  //  - Huber (scale c = 0.35 < ln 3 - x): 6 x - 2 c = 0, x = c/3, a ratio e^(0.35/3) = 1.124;
+  //  - biweight (c = 0.35): the outliers, ln 3 - x > c away, cost a constant c^2/6 and pull not at
+  //    all; x = 0, the truth (the other minimum, x = ln 3, costs 6 c^2/6 > 2 c^2/6).
+  const CalibrationSet set({repeated_with_outliers(8, 2, 3.0)}, gemm_only());
+  mgt::plan::FitOptions options;
+  options.max_rounds = 30;
+  options.objective.prior_weight = 0;  // the pull of the prior 0.70 is tested separately
+  const double step = 0.04;  // the coordinate search lands within a 5 % step of theta; t moves less
+  options.objective.loss = mgt::plan::Objective::Loss::squared;
+  const auto squared = mgt::plan::fit(set, {0}, {0.45}, options);
+  EXPECT_NEAR(inlier_ratio(set, squared.values), std::pow(3.0, 0.25), step);
+  EXPECT_LT(squared.values[0], 0.62 * 0.85) << "least squares should be dragged well off the truth";
+  options.objective.loss = mgt::plan::Objective::Loss::huber;
+  const auto huber = mgt::plan::fit(set, {0}, {0.45}, options);
+  EXPECT_NEAR(inlier_ratio(set, huber.values), std::exp(0.35 / 3), step);
+  options.objective.loss = mgt::plan::Objective::Loss::biweight;
+  const auto biweight = mgt::plan::fit(set, {0}, {0.45}, options);
+  EXPECT_NEAR(inlier_ratio(set, biweight.values), 1.0, step);
+  EXPECT_NEAR(biweight.values[0], 0.62, 0.05 * 0.62);
+  EXPECT_NEAR(biweight.score.time_median, 0.0, step);  // six of eight rows right
+
+  // Bounded influence: the outliers 6x slower instead of 3x. Least squares follows them further,
+  // to 6^(1/4) = 1.565 (or the bound 0.3, whichever comes first); Huber's pull per outlier is c
+  // however far off it is, so its fit is the same x = c/3.
+  const CalibrationSet farther({repeated_with_outliers(8, 2, 6.0)}, gemm_only());
+  options.objective.loss = mgt::plan::Objective::Loss::huber;
+  EXPECT_NEAR(inlier_ratio(farther, mgt::plan::fit(farther, {0}, {0.45}, options).values), std::exp(0.35 / 3), step);
+  options.objective.loss = mgt::plan::Objective::Loss::squared;
+  const auto squared_farther = mgt::plan::fit(farther, {0}, {0.45}, options);
+  EXPECT_GT(inlier_ratio(farther, squared_farther.values), std::pow(3.0, 0.25) + 2 * step);
+  EXPECT_TRUE(squared_farther.values[0] == 0.3 || std::abs(inlier_ratio(farther, squared_farther.values) - std::pow(6.0, 0.25)) < step);
+}
+
+TEST(Calibrate, LossMatchesHandComputedValues) {
+  mgt::plan::Objective o;
+  o.scale = 0.4;
+  o.loss = mgt::plan::Objective::Loss::squared;
+  EXPECT_DOUBLE_EQ(o.rho(-0.6), 0.18);  // 0.36 / 2
+  o.loss = mgt::plan::Objective::Loss::huber;
+  EXPECT_DOUBLE_EQ(o.rho(0.2), 0.02);               // inside: 0.04 / 2
+  EXPECT_NEAR(o.rho(-1.0), 0.4 * (1.0 - 0.2), 1e-15);  // beyond: c (|r| - c/2) = 0.32
+  o.loss = mgt::plan::Objective::Loss::biweight;
+  // c^2/6 = 0.16/6; at r = c/2, 1 - (1 - 1/4)^3 = 37/64 of it; beyond c, all of it.
+  EXPECT_NEAR(o.rho(0.2), 0.16 / 6 * 37.0 / 64.0, 1e-15);
+  EXPECT_NEAR(o.rho(-0.4), 0.16 / 6, 1e-15);
+  EXPECT_NEAR(o.rho(5.0), 0.16 / 6, 1e-15);
+  EXPECT_DOUBLE_EQ(o.rho(0.0), 0.0);
+}
+
+TEST(Calibrate, SourceWeightsAndPriorPenaltyMatchHandComputedObjective) {
+  // Source "big": 4 rows measured at half the time predicted at 0.62 (r = ln 2 each); source "small":
+  // 1 row measured at the prediction (r = 0). Squared loss, L = (ln 2)^2 / 2 per big row:
+  //   exponent 0 (rows alike):    (4 L + 0) / 5                    = 0.8 L
+  //   exponent 1 (sources alike): (1/4 * 4 L + 1 * 0) / (1/4 * 4 + 1) = 0.5 L
+  //   exponent 1/2:               (1/2 * 4 L) / (1/2 * 4 + 1)         = 2/3 L
+  // Prior penalty at 0.62 (prior 0.70, bounds 0.3 .. 0.85): w * (0.08 / 0.55)^2.
+  std::vector<json> big{row("b1", 1024, 8, 1), row("b2", 2048, 8, 1), row("b3", 2048, 16, 1), row("b4", 4096, 16, 1)};
+  const CalibrationSet set({measured_exactly("big", big, {0.5, 0.5, 0.5, 0.5}), measured_exactly("small", {row("s1", 4096, 8, 1)}, {1.0})},
+                           gemm_only());
+  const double L = std::log(2.0) * std::log(2.0) / 2;
+  mgt::plan::Objective o;
+  o.loss = mgt::plan::Objective::Loss::squared;
+  o.prior_weight = 0;
+  for (const auto& [exponent, expected] : {std::pair{0.0, 0.8 * L}, std::pair{1.0, 0.5 * L}, std::pair{0.5, 2.0 / 3.0 * L}}) {
+    o.source_weight_exponent = exponent;
+    const auto score = set.score({0, 1}, {0.62}, o);
+    EXPECT_NEAR(score.loss, expected, 1e-9 * expected) << "exponent " << exponent;
+    EXPECT_EQ(score.prior_penalty, 0.0);
+  }
+  o.prior_weight = 0.1;
+  EXPECT_NEAR(set.score({0, 1}, {0.62}, o).prior_penalty, 0.1 * (0.08 / 0.55) * (0.08 / 0.55), 1e-12);
+  EXPECT_NEAR(set.score({0, 1}, {0.70}, o).prior_penalty, 0.0, 1e-15);
+  // Only the chosen sources count: "small" alone is exact.
+  EXPECT_NEAR(set.score({1}, {0.62}, o).loss, 0.0, 1e-9);
 }
 
 TEST(Calibrate, ScopeReachesOnlyItsGeneration) {

@@ -53,26 +53,28 @@ std::string error_table(const std::vector<plan::ValidationSummary>& in, const st
   return text;
 }
 
+/// Per parameter: bounds, start, the in-sample fit and each fold's fit (the fold named by its left-out source).
 std::string parameter_table(const plan::CalibrationSet& set, const std::vector<double>& start, const plan::CrossValidation& cv) {
   size_t name_width = 10;  // profile.member names run to ~50 characters
   for (const auto& p : set.parameters()) name_width = std::max(name_width, p.name.size() + 2);
+  std::string header, legend;
+  for (const auto& f : cv.folds) {
+    if (!f.fit) continue;
+    const std::string label = "#" + std::to_string(f.source + 1);
+    header += pad(label, 10);
+    legend += (legend.empty() ? "" : ", ") + label + " " + f.name;
+  }
   std::string text = pad("parameter", name_width) + pad("bounds", 16) + pad("start", 10) + pad("in-sample", 11) +
-                     "out-of-sample (min .. max over folds)\n";
+                     "out-of-sample: the fit without source\n" + pad("", name_width + 37) + header + "\n";
   for (size_t i = 0; i < set.parameters().size(); ++i) {
     const auto& p = set.parameters()[i];
-    double lo = 0, hi = 0;
-    bool any = false;
-    for (const auto& f : cv.folds) {
-      if (!f.fit) continue;
-      const double v = f.fit->values[i];
-      lo = any ? std::min(lo, v) : v;
-      hi = any ? std::max(hi, v) : v;
-      any = true;
-    }
+    std::string values;
+    for (const auto& f : cv.folds)
+      if (f.fit) values += pad(fmt("%.4g", f.fit->values[i]), 10);
     text += pad(p.name, name_width) + pad(fmt("%.4g", p.lower) + " .. " + fmt("%.4g", p.upper), 16) + pad(fmt("%.4g", start[i]), 10) +
-            pad(fmt("%.4g", cv.in_sample_fit.values[i]), 11) + (any ? fmt("%.4g", lo) + " .. " + fmt("%.4g", hi) : "—") + "\n";
+            pad(fmt("%.4g", cv.in_sample_fit.values[i]), 11) + values + "\n";
   }
-  return text;
+  return text + "  (" + legend + ")\n";
 }
 
 std::string rank_table(const std::vector<plan::RankGroup>& groups, int64_t min_runs) {
@@ -86,13 +88,20 @@ std::string rank_table(const std::vector<plan::RankGroup>& groups, int64_t min_r
   return text;
 }
 
+json objective_json(const plan::Objective& o) {
+  const char* loss = o.loss == plan::Objective::Loss::squared ? "squared" : o.loss == plan::Objective::Loss::huber ? "huber" : "biweight";
+  return {{"residual", "ln(predicted / measured)"}, {"loss", loss}, {"scale", o.scale},
+          {"source_weight_exponent", o.source_weight_exponent}, {"prior_weight", o.prior_weight},
+          {"memory_weight", o.memory_weight}, {"oom_weight", o.oom_weight}};
+}
+
 json cv_json(const plan::CalibrationSet& set, const std::vector<double>& start, bool prior, const plan::FitOptions& options,
              const plan::CrossValidation& cv, const std::vector<plan::ValidationSummary>& in,
              const std::vector<plan::ValidationSummary>& out) {
   json doc{{"format", plan::kValidationCvFormat},
            {"fit", {{"method", "coordinate descent"}, {"max_rounds", options.max_rounds}, {"steps", options.steps},
                     {"start", prior ? "prior" : "shipped"},
-                    {"objective", "time median + p90/2 + memory median/2 + memory p90/4 + 0.05 per OOM row missed"},
+                    {"objective", objective_json(options.objective)},
                     {"in_sample_rounds", cv.in_sample_fit.rounds}}}};
   json parameters = json::array();
   for (size_t i = 0; i < set.parameters().size(); ++i) {

@@ -67,15 +67,46 @@ std::vector<double> shipped_values(const std::vector<FittedParameter>& parameter
 /// rows), else the member initialiser of cost::CostParams. A start that remembers no source.
 std::vector<double> prior_values(const std::vector<FittedParameter>& parameters);
 
-/// The fit's objective over the compared rows (fractions, not percent).
+/// How the fit weighs the rows' errors (docs/cost-model.md §7 "Objective"). A row's residual is
+/// r = ln(predicted / measured), so 2x too slow and 2x too fast cost alike and a source's constant
+/// offset is one shift for every row; its loss is rho(r), summed with per-row weights and divided by
+/// the weights' sum; the parameters' distance from their priors is added as a mild penalty.
+struct Objective {
+  enum class Loss {
+    squared,   ///< rho = r^2 / 2: plain least squares in log space (every row's pull grows with its error)
+    huber,     ///< r^2 / 2 within `scale`, linear beyond: a far-off row pulls with a fixed force
+    biweight,  ///< Tukey's biweight: a row beyond `scale` costs a constant and pulls not at all
+  };
+  /// Huber: convex, so the fit does not depend on where it starts, and a row's pull is bounded by
+  /// `scale` however far off the row is (docs/cost-model.md §7 "Objective" for the choice).
+  Loss loss = Loss::huber;
+  /// |r| where the loss stops growing quadratically (huber) or at all (biweight), in log units:
+  /// 0.35 = ln 1.42, beyond what the fitted in-step shares can move a row's prediction within their
+  /// bounds without also moving every other row; rows further off are physics the model lacks.
+  double scale = 0.35;
+  /// A row weighs n_s^-exponent, n_s the compared rows of its source among the fitted ones:
+  /// 0 rows alike, 1 sources alike, 0.5 a source weighs sqrt(n_s).
+  double source_weight_exponent = 0.5;
+  /// Penalty per parameter: prior_weight x ((value - prior) / (upper - lower))^2.
+  double prior_weight = 0.002;
+  double memory_weight = 0.5;  ///< the memory rows' mean loss counts this much beside the throughput rows'
+  /// A row measured out of memory but predicted to fit counts as a memory row off by `scale`, times
+  /// this (the largest a biweight row can cost, so no fit trades an OOM for a closer throughput).
+  double oom_weight = 1.0;
+
+  /// rho(r) of the chosen loss.
+  double rho(double r) const;
+};
+
+/// The fit's objective over the compared rows, and the error statistics it is reported with
+/// (fractions, not percent).
 struct CalibrationScore {
   double time_median = 0, time_p90 = 0, memory_median = 0, memory_p90 = 0;
   int oom_missed = 0;  ///< rows measured out of memory but predicted to fit
   int64_t time_rows = 0, memory_rows = 0;
-  /// median + p90/2 of the throughput error, half that weight on memory, 0.05 per OOM row missed.
-  double objective() const {
-    return time_median + 0.5 * time_p90 + 0.5 * memory_median + 0.25 * memory_p90 + 0.05 * oom_missed;
-  }
+  double loss = 0;           ///< the rows' weighted mean loss (Objective)
+  double prior_penalty = 0;  ///< Objective::prior_weight x sum of squared distances from the priors
+  double objective() const { return loss + prior_penalty; }
 };
 
 /// The rows of some validation sources, set up once (model, cluster, plan, unstated-knob candidates),
@@ -104,8 +135,9 @@ class CalibrationSet {
                               const std::vector<double>& values) const;
   /// Every result of `source`'s rows estimated with `values` (as validate_source would give them).
   std::vector<ValidationResult> results(size_t source, const std::vector<double>& values) const;
-  /// The objective's terms over the rows of `sources` estimated with `values`.
-  CalibrationScore score(const std::vector<size_t>& sources, const std::vector<double>& values) const;
+  /// The objective over the rows of `sources` estimated with `values`.
+  CalibrationScore score(const std::vector<size_t>& sources, const std::vector<double>& values,
+                         const Objective& objective = {}) const;
 
   /// Model and GPU of each row of `source`, in row order ("" for a row skipped before its setup):
   /// the groups of the rank-order check.
@@ -117,16 +149,20 @@ class CalibrationSet {
  private:
   struct Impl;
   std::vector<FittedParameter> parameters_;
+  std::vector<double> priors_;  ///< prior_values(parameters_)
   std::unique_ptr<Impl> impl_;
 };
 
 /// Coordinate descent: each round tries every parameter at `steps` times its value at the round's
 /// start of that parameter (clamped to its bounds; a value of 0 moves by 0.01 x step) and keeps a
 /// trial that lowers the objective by more than 1e-6; stops after a round with no improvement or
-/// after max_rounds.
+/// after max_rounds. A biweight objective is preceded by the same descent on Huber's loss (its
+/// scale and weights alike), each stage at most max_rounds: the biweight gives a row beyond its
+/// scale no pull, so it starts where the convex loss has brought the rows near.
 struct FitOptions {
   int max_rounds = 8;
   std::vector<double> steps{0.8, 0.9, 0.95, 1.05, 1.1, 1.25};
+  Objective objective;
   /// Called after each round with its index and the best score so far.
   std::function<void(int round, const CalibrationScore& best)> on_round;
 };
@@ -134,7 +170,7 @@ struct FitOptions {
 struct FitResult {
   std::vector<double> values;  ///< aligned with CalibrationSet::parameters()
   CalibrationScore start, score;
-  int rounds = 0;
+  int rounds = 0;            ///< of both stages
   int64_t evaluations = 0;  ///< score() calls
 };
 
