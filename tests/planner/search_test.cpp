@@ -384,10 +384,12 @@ TEST(SearchMemory, Llama405BOn8GpusFitsNowhere) {
   EXPECT_GT(needed, 8);
 }
 
-// DDP (no sharded ZeRO stage): without ep over replicas every rank holds all 128 experts of
-// Qwen3-30B-A3B (30.5e9 parameters x 16 bytes of states: no fit), so only tp / pp plans remain. With
-// ep carved from dp_replicate, a rank holds 128 / ep experts and reduces their gradients over
-// expert-DP only: the search finds such a plan, and it estimates faster than the best plan without.
+// DDP (no sharded ZeRO stage, so dp_shard 1): without ep over replicas, ep can only borrow cp ranks
+// (or none: every rank holds all 128 experts of Qwen3-30B-A3B, 30.5e9 parameters x 16 bytes of
+// states, no fit), so the best plan splits 4096-token sequences over cp 8 to get ep 8 (seen: dp_replicate
+// 2, cp 8, pp 2, ep 8). With ep carved from dp_replicate, a rank holds 128 / ep experts and reduces
+// their gradients over expert-DP only, without cp's K/V exchange: the search finds such a plan, and
+// it estimates faster than the best plan without.
 TEST(SearchExperts, ExpertParallelOverReplicasWinsUnderDdp) {
   const auto& graph = mgt::test::model("Qwen3-30B-A3B");
   const auto cluster = mgt::ir::cluster_preset("h100-sxm");

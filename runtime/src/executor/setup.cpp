@@ -104,15 +104,6 @@ void Executor::Impl::check_supported() const {
                              "bidirectional attention (an encoder such as BERT or ViT): the CPU executor trains "
                              "decoder-only language models",
                              "plan, estimate and simulate encoders with mgt-plan; run a decoder-only model");
-  // Mixture-of-experts: refused before the first step whatever the expert layout (ep, etp, ep carved
-  // from dp_replicate), rather than failing at the first router kernel.
-  for (const ir::Block& block : graph.blocks)
-    for (const ir::Op& op : block.ops)
-      if (op.kind == ir::OpKind::router)
-        throw ir::InputError("model", block.name + "." + op.name,
-                             "a mixture-of-experts router: the CPU executor has no MoE kernels (router, experts) yet, "
-                             "for any expert layout (ep, etp)",
-                             "plan, estimate and simulate MoE models with mgt-plan; run a dense model");
   const int64_t ep = ir::group_size(schedule.mesh, {"ep"});
   if (ep > 1) {
     throw ir::InputError("schedule", "mesh.ep",
