@@ -377,11 +377,16 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
       runs.push_back({copies, ag, rs, fwd_window, bwd_window});
       run_is_layer.push_back(blk.is_layer);
+      // HSDP: each gradient shard all-reduced over the replicas holding it, dense over dp_replicate and
+      // experts (when they reduce apart) over expert_replicate; otherwise one all-reduce of both.
+      const int64_t dense_shard = ceil_div(dense, x.layout.shard_group), expert_shard = ceil_div(expert, x.layout.expert_shard_group);
+      const bool apart = ir::experts_reduce_apart(x.layout);
       run_all_reduce.push_back(
-          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, ceil_div(dense, x.layout.shard_group) * kGradBytes,
-                            x.replicate_link) +
-          collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
-                            ceil_div(expert, x.layout.expert_shard_group) * kGradBytes, x.expert_replicate_link));
+          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
+                            (apart ? dense_shard : dense_shard + expert_shard) * kGradBytes, x.replicate_link) +
+          (apart ? collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
+                                     expert_shard * kGradBytes, x.expert_replicate_link)
+                 : 0.0));
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
@@ -396,7 +401,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
   // compute is booked with the traffic that causes it.
   st.fsdp = f.cost;
-  if (x.layout.fsdp && plan.dp_replicate > 1) {
+  if (x.layout.fsdp && (plan.dp_replicate > 1 || x.layout.size(ir::MeshGroup::expert_replicate) > 1)) {
     // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
     last = runs;
@@ -411,49 +416,54 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
 double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
                                        int64_t expert_params, int64_t params_shard) const {
   const ir::Plan& plan = x.layout.plan;
+  // Routed experts differ across ep (and etp): their gradients reduce over the expert-data-parallel
+  // group, the ranks holding the same expert shard, and the dense ones over dp (Megatron-Core
+  // distributed_data_parallel.py: expert buffers use intra_expt_dp_group; parallel_state.py: its size
+  // is world / (etp * ep * pp)). The lowering's DDP and ZeRO passes emit the same collectives.
+  const bool apart = ir::experts_reduce_apart(x.layout) && expert_params > 0;
+  const int64_t dense_params = apart ? params - expert_params : params, own_expert = apart ? expert_params : 0;
   if (x.layout.zero_stage == 0) {
-    // DDP over every replica and cp rank: fp32 grads all-reduced in 25 MiB buckets, each paying the
-    // ring latency, overlapped with the last backward except the last bucket. (Routed experts differ
-    // across ep and belong on the expert-DP group, as Megatron reduces them; the lowering's DDP pass
-    // reduces every gradient over dp, and the two change together.)
-    const int64_t group = x.layout.size(ir::MeshGroup::dp);
-    const LinkEstimate link = x.link(topology_, ir::MeshGroup::dp);
-    const int64_t bytes = params * kGradBytes;
-    const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
-    const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, group, ceil_div(bytes, buckets), link,
-                                                ddp_bucket_copies(plan.tp));
+    // DDP: fp32 grads all-reduced in 25 MiB buckets, each paying the ring latency, overlapped with the
+    // last backward except the last bucket of each group (dense over dp, experts over expert_dp).
+    auto bucketed = [&](ir::MeshGroup group, int64_t bytes) {
+      const int64_t buckets = std::max<int64_t>(1, ceil_div(bytes, kLastBucketBytes));
+      const double per_bucket = collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(group),
+                                                  ceil_div(bytes, buckets), x.link(topology_, group), ddp_bucket_copies(plan.tp));
+      return std::pair{double(buckets) * per_bucket, per_bucket};
+    };
+    const auto [dense_total, dense_last] = bucketed(ir::MeshGroup::dp, dense_params * kGradBytes);
+    const auto [expert_total, expert_last] =
+        own_expert > 0 ? bucketed(ir::MeshGroup::expert_dp, own_expert * kGradBytes) : std::pair{0.0, 0.0};
     const double hidden_under = params_.concurrent_streams ? slowest.bwd_window * params_.dp_grad_reduce_hidden_fraction : 0.0;
-    return std::max(double(buckets) * per_bucket - hidden_under, per_bucket);
+    return std::max(dense_total + expert_total - hidden_under, dense_last + expert_last);
   }
   if (x.layout.zero_stage == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
   // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a
   // gradient shard, so it reduce-scatters under every micro-batch's backward (DeepSpeed stage 2).
   // The updated bf16 params are all-gathered under the next forward (Megatron --overlap-grad-reduce /
   // --overlap-param-gather, DeepSpeed overlap_comm). The last bucket of each has nothing to hide under.
-  const int64_t grad_bytes = params * kGradBytes, param_bytes = params * kWorkingBytes;
-  auto collective = [&](CollectiveKind kind, int64_t bytes) {
-    return collective_time_s(cluster_, kind, x.layout.shard_group, bytes, x.shard_link);
+  // Dense states shard over dp_shard x cp, expert states over its expert ranks (expert_shard).
+  auto collective = [&](CollectiveKind kind, int64_t dense_bytes, int64_t expert_bytes) {
+    return collective_time_s(cluster_, kind, x.layout.shard_group, dense_bytes, x.shard_link) +
+           collective_time_s(cluster_, kind, x.layout.expert_shard_group, expert_bytes, x.expert_link);
   };
-  const double rs = collective(CollectiveKind::reduce_scatter, grad_bytes);
-  const double rs_last = collective(CollectiveKind::reduce_scatter, std::min(kLastBucketBytes, grad_bytes));
-  const double ag = collective(CollectiveKind::all_gather, param_bytes);
-  const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, param_bytes));
+  const int64_t last_bucket = std::min(kLastBucketBytes, dense_params * kGradBytes);
+  const double rs = collective(CollectiveKind::reduce_scatter, dense_params * kGradBytes, own_expert * kGradBytes);
+  const double rs_last = collective(CollectiveKind::reduce_scatter, last_bucket, 0);
+  const double ag = collective(CollectiveKind::all_gather, dense_params * kWorkingBytes, own_expert * kWorkingBytes);
+  const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, dense_params * kWorkingBytes), 0);
   const bool concurrent = params_.concurrent_streams;  // else nothing hides (the CPU backend)
   const double bwd = concurrent ? slowest.bwd * params_.dp_grad_reduce_hidden_fraction : 0.0;
   const double fwd = concurrent ? (slowest.compute - slowest.bwd) * params_.dp_param_gather_hidden_fraction : 0.0;
   double t = (x.layout.zero_stage == 2 ? double(x.layout.grad_accum) : 1.0) * std::max(rs - bwd, rs_last);
   t += std::max(ag - fwd, ag_last);
-  // ZeRO-1/2 with replicas: all-reduce of the local gradient shard across dp_replicate (experts across
-  // the replicas that hold them, when ep spans replicas).
-  const int64_t expert_replicas = x.layout.size(ir::MeshGroup::expert_replicate);
-  if (expert_replicas == plan.dp_replicate || expert_params == 0)
-    return t + collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, params_shard * kGradBytes,
-                                 x.replicate_link);
-  const int64_t expert_shard = ceil_div(expert_params, x.layout.expert_shard_group);
+  // The local gradient shard is then all-reduced across the replicas holding the same states: dense
+  // over dp_replicate, experts over expert_replicate (the expert-DP ranks outside the shard group).
+  const int64_t expert_shard = apart ? ceil_div(expert_params, x.layout.expert_shard_group) : 0;
   t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, (params_shard - expert_shard) * kGradBytes,
                          x.replicate_link);
-  t += collective_time_s(cluster_, CollectiveKind::all_reduce, expert_replicas, expert_shard * kGradBytes,
-                         x.expert_replicate_link);
+  t += collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
+                         expert_shard * kGradBytes, x.expert_replicate_link);
   return t;
 }
 

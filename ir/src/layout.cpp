@@ -270,6 +270,14 @@ struct Piece {
   uint32_t groups;  // bit g = MeshGroup g
 };
 constexpr uint32_t bit(MeshGroup g) { return 1u << unsigned(g); }
+// The groups of an expert-data-parallel piece of an attention axis with groups `axis_groups`: inside
+// the shard group (cp, dp_shard) it shards expert states (expert_shard); outside it (dp_replicate, and
+// tp ranks beyond etp x ep) it holds replicas of them (expert_replicate), so that expert_shard x
+// expert_replicate = expert_dp, the group Megatron-Core reduces expert gradients over.
+constexpr uint32_t expert_dp_groups(uint32_t axis_groups) {
+  return axis_groups | bit(MeshGroup::expert_dp) |
+         ((axis_groups & bit(MeshGroup::shard)) ? bit(MeshGroup::expert_shard) : bit(MeshGroup::expert_replicate));
+}
 // At most 4 per attention axis (two cuts and a size-1 piece of its own name); fixed, so that a
 // search candidate allocates nothing.
 struct Pieces {
@@ -316,9 +324,7 @@ Pieces stage_pieces(const Plan& p, int64_t etp) {
       const bool whole = a == lo && b == hi;
       Piece piece{axis.name, b / a, axis.groups};
       if (a == b) {  // a size-1 axis: no rank of an expert group, keeps its name
-        piece.groups |= bit(MeshGroup::expert_dp);
-        if (axis.groups & bit(MeshGroup::shard)) piece.groups |= bit(MeshGroup::expert_shard);
-        if (axis.groups & bit(MeshGroup::replicate)) piece.groups |= bit(MeshGroup::expert_replicate);
+        piece.groups = expert_dp_groups(axis.groups);
       } else if (b <= etp_top && own_etp) {
         piece.groups |= bit(MeshGroup::etp);
         if (b == etp_top && !whole) piece.name = "etp";
@@ -329,18 +335,13 @@ Pieces stage_pieces(const Plan& p, int64_t etp) {
         if (b == ep_top) piece.name = "ep";
         else if (!whole) piece.name = axis.ep_name;
       } else {
-        piece.groups |= bit(MeshGroup::expert_dp);
-        if (axis.groups & bit(MeshGroup::shard)) piece.groups |= bit(MeshGroup::expert_shard);
-        if (axis.groups & bit(MeshGroup::replicate)) piece.groups |= bit(MeshGroup::expert_replicate);
+        piece.groups = expert_dp_groups(axis.groups);
       }
       named = named || piece.name == axis.name;
       pieces.push_back(piece);
     }
     if (!named) {  // outside the expert pieces: a size-1 expert-data-parallel piece of the axis's name
-      uint32_t groups = axis.groups | bit(MeshGroup::expert_dp);
-      if (axis.groups & bit(MeshGroup::shard)) groups |= bit(MeshGroup::expert_shard);
-      if (axis.groups & bit(MeshGroup::replicate)) groups |= bit(MeshGroup::expert_replicate);
-      pieces.push_back({axis.name, 1, groups});
+      pieces.push_back({axis.name, 1, expert_dp_groups(axis.groups)});
     }
     lo = hi;
   }
@@ -394,18 +395,6 @@ void require_schedulable(const Layout& layout) {
                      "the interleaved schedule needs pp > 1 and grad_accum (" + str(layout.grad_accum) +
                          ") divisible by pp=" + str(plan.pp),
                      "use vpp=1 or a batch with a multiple of pp micro-batches");
-  // The lowering's expert passes reduce expert gradients over the shard group's expert ranks and the
-  // whole replicate group, and shard expert FFNs as tp does.
-  if (layout.expert_tp != plan.tp)
-    throw InputError("--plan", "etp",
-                     "no schedule runs expert tensor parallel (etp=" + str(layout.expert_tp) + ") other than tp=" +
-                         str(plan.tp) + " yet; the estimate prices it",
-                     "drop etp to run the plan");
-  if ((plan.dp_shard * plan.cp) % plan.ep != 0)
-    throw InputError("--plan", "ep",
-                     "no schedule runs expert parallel carved from dp_replicate (ep=" + str(plan.ep) +
-                         " does not divide dp_shard*cp=" + str(plan.dp_shard * plan.cp) + ") yet; the estimate prices it",
-                     "choose ep dividing dp_shard*cp to run the plan");
 }
 
 }  // namespace mgt::ir

@@ -119,6 +119,8 @@ void adopt_layout(State& s, ir::Layout layout) {
   s.expert_shard_axes = layout.axes(ir::MeshGroup::expert_shard);
   s.replicate_axes = layout.axes(ir::MeshGroup::replicate);
   s.dp_axes = layout.axes(ir::MeshGroup::dp);
+  s.expert_replicate_axes = layout.axes(ir::MeshGroup::expert_replicate);
+  s.expert_dp_axes = layout.axes(ir::MeshGroup::expert_dp);
   s.layout = std::move(layout);
 }
 

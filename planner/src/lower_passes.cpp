@@ -353,76 +353,126 @@ void fsdp_pass(State& s) {
 }
 
 // ---- data-parallel gradient sync during the last micro-batch's backward: DDP all-reduce in 25 MiB
-// buckets (zero 0); HSDP all-reduce of each copy's gradient shard over dp_replicate (zero 3) ----
+// buckets (zero 0); HSDP all-reduce of each copy's gradient shard over dp_replicate (zero 3). Routed
+// experts that reduce apart (ir::experts_reduce_apart) go over expert_dp (DDP, in buckets of their own:
+// Megatron-Core keeps expert params in their own buffers) or expert_replicate (HSDP) ----
+namespace {
+// One DDP gradient buffer: bytes waiting for a full bucket, all-reduced over `axes`.
+struct DdpBuffer {
+  const std::vector<std::string>* axes;
+  int64_t pending = 0;
+  void add_bytes(State& s, Stage& st, Key at, int64_t bytes, int64_t after) {
+    if (axes->empty()) return;
+    for (pending += bytes; pending >= kBucketBytes; pending -= kBucketBytes)
+      lowering::add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, kBucketBytes, ir::DType::f32, "grads"),
+                    {after});
+  }
+  void flush(State& s, Stage& st, Key at, int64_t after) {
+    if (axes->empty() || pending <= 0 || after < 0) return;
+    lowering::add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, pending, ir::DType::f32, "grads"),
+                  {after});
+  }
+};
+}  // namespace
+
 void dp_pass(State& s) {
-  const bool ddp = s.layout.zero_stage == 0 && !s.dp_axes.empty();
-  const bool hsdp = s.layout.zero_stage == 3 && s.layout.plan.dp_replicate > 1;
+  const bool apart = ir::experts_reduce_apart(s.layout);
+  const bool ddp = s.layout.zero_stage == 0 && (!s.dp_axes.empty() || (apart && !s.expert_dp_axes.empty()));
+  const bool hsdp = s.layout.zero_stage == 3 && (s.layout.plan.dp_replicate > 1 || (apart && !s.expert_replicate_axes.empty()));
   if (!ddp && !hsdp) return;
   const int64_t shard = s.layout.fsdp ? s.layout.shard_group : 1;
   const int64_t expert_shard = s.layout.fsdp ? s.layout.expert_shard_group : 1;
   for (Stage& st : s.stages) {
-    int64_t acc = 0, last_dep = -1;
+    DdpBuffer dense_buffer{&s.dp_axes}, expert_buffer{&s.expert_dp_axes};
+    int64_t last_dep = -1;
     Key last_key{};
     for_each_final_backward_copy(s, st, [&](size_t t, size_t p, const Unit& u, int64_t last) {
       const Key at = key(t, p, end_part(num_ops(s, u)), 12);
+      const auto& cost = s.blocks[size_t(u.block)].cost;
+      const int64_t expert = frozen_base(s) || !apart ? 0 : cost.expert_param_elements_local;
+      const int64_t dense = own_params(s, u) - expert;
       if (ddp) {
-        acc += own_params(s, u) * 4;
-        for (; acc >= kBucketBytes; acc -= kBucketBytes)
-          add(st, at, ir::Stream::dp,
-              s.collective(ir::CollectiveKind::all_reduce, s.dp_axes, kBucketBytes, ir::DType::f32, "grads"), {last});
+        dense_buffer.add_bytes(s, st, at, dense * 4, last);
+        expert_buffer.add_bytes(s, st, at, expert * 4, last);
         last_dep = last;
         last_key = at;
         return;
       }
-      const auto& cost = s.blocks[size_t(u.block)].cost;
-      const int64_t expert = frozen_base(s) ? 0 : cost.expert_param_elements_local;
-      const int64_t dense = own_params(s, u) - expert;
-      const int64_t bytes = ((dense + shard - 1) / shard + (expert + expert_shard - 1) / expert_shard) * 4;
-      if (bytes > 0)
-        add(st, at, ir::Stream::dp,
-            s.collective(ir::CollectiveKind::all_reduce, s.replicate_axes, bytes, ir::DType::f32, "grads"), {last});
+      const int64_t dense_bytes = (dense + shard - 1) / shard * 4, expert_bytes = (expert + expert_shard - 1) / expert_shard * 4;
+      for (const auto& [axes, bytes] : {std::pair{&s.replicate_axes, dense_bytes}, std::pair{&s.expert_replicate_axes, expert_bytes}})
+        if (bytes > 0 && !axes->empty())
+          add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, bytes, ir::DType::f32, "grads"), {last});
     });
-    if (ddp && acc > 0 && last_dep >= 0)
-      add(st, last_key, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, s.dp_axes, acc, ir::DType::f32, "grads"),
-          {last_dep});
+    if (!ddp) continue;
+    dense_buffer.flush(s, st, last_key, last_dep);
+    expert_buffer.flush(s, st, last_key, last_dep);
   }
 }
 
 // ---- ZeRO-1 / 2: reduce-scatter grads over dp_shard x cp (once per step / per copy every
-// micro-batch), all-reduce the shard over dp_replicate, all-gather updated bf16 params ----
+// micro-batch), all-reduce the shard over dp_replicate, all-gather updated bf16 params. Routed experts
+// that reduce apart (ir::experts_reduce_apart) do the same over expert_shard and expert_replicate ----
+namespace {
+// Where one kind of state (dense, or routed experts apart) is sharded and replicated.
+struct ZeroGroup {
+  const std::vector<std::string>* shard_axes;
+  const std::vector<std::string>* replicate_axes;
+  int64_t elements = 0, shard_elements = 0;  // on the stage, and its local shard
+};
+
+// ZeRO-2: each copy's gradients reduce-scattered after its backward, every micro-batch.
+void zero2_reduce_scatters(State& s, Stage& st, bool apart) {
+  for (size_t t = 0; t < st.tasks.size(); ++t) {
+    const Task& task = st.tasks[t];
+    if (task.fwd) continue;
+    for (size_t p = 0; p < st.unit_nodes[t].size(); ++p) {
+      const Unit& u = unit_at(st, task, p);
+      const int64_t own = own_params(s, u), lastu = st.unit_nodes[t][p].last;
+      const int64_t expert = apart && !frozen_base(s) ? s.blocks[size_t(u.block)].cost.expert_param_elements_local : 0;
+      const std::pair<const std::vector<std::string>*, int64_t> parts[] = {{&s.shard_axes, (own - expert) * 4},
+                                                                          {&s.expert_shard_axes, expert * 4}};
+      if (own <= 0 || lastu < 0) continue;
+      if (std::none_of(std::begin(parts), std::end(parts), [](const auto& x) { return x.second > 0 && !x.first->empty(); }))
+        continue;
+      const int32_t end = end_part(num_ops(s, u));
+      BufferUse& g = open_buffer(st, g_name(s, u), own * 4, ir::BufferKind::gradients, key(t, p, 0, -10), ir::Stream::compute);
+      std::vector<int64_t> rs;
+      for (const auto& [axes, bytes] : parts)
+        if (bytes > 0 && !axes->empty())
+          rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
+                           s.collective(ir::CollectiveKind::reduce_scatter, *axes, bytes, ir::DType::f32, g.name), {lastu}));
+      close_buffer(g, key(t, p, end, 11), ir::Stream::dp, rs);
+    }
+  }
+}
+}  // namespace
+
 void zero_pass(State& s) {
   if (s.layout.zero_stage != 1 && s.layout.zero_stage != 2) return;
+  const bool apart = ir::experts_reduce_apart(s.layout);
   for (Stage& st : s.stages) {
     const int64_t last = st.compute_order.empty() ? -1 : st.compute_order.back();
     std::vector<int64_t> after_last;
     if (last >= 0) after_last = {last};
-    if (!s.shard_axes.empty() && s.layout.zero_stage == 2)
-      for (size_t t = 0; t < st.tasks.size(); ++t) {
-        const Task& task = st.tasks[t];
-        if (task.fwd) continue;
-        for (size_t p = 0; p < st.unit_nodes[t].size(); ++p) {
-          const Unit& u = unit_at(st, task, p);
-          const int64_t bytes = own_params(s, u) * 4, lastu = st.unit_nodes[t][p].last;
-          if (bytes <= 0 || lastu < 0) continue;
-          const int32_t end = end_part(num_ops(s, u));
-          BufferUse& g = open_buffer(st, g_name(s, u), bytes, ir::BufferKind::gradients, key(t, p, 0, -10), ir::Stream::compute);
-          const int64_t rs = add(st, key(t, p, end, 10), ir::Stream::dp,
-                                 s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, bytes, ir::DType::f32, g.name),
-                                 {lastu});
-          close_buffer(g, key(t, p, end, 11), ir::Stream::dp, {rs});
-        }
-      }
-    if (!s.shard_axes.empty() && s.layout.zero_stage == 1)
-      add(st, epilogue(st, -20), ir::Stream::dp,
-          s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, st.params * 4, ir::DType::f32, "grads"), after_last);
-    if (s.layout.plan.dp_replicate > 1)
-      add(st, epilogue(st, -15), ir::Stream::dp,
-          s.collective(ir::CollectiveKind::all_reduce, s.replicate_axes, st.shard_params * 4, ir::DType::f32, "grads"),
-          after_last);
-    if (!s.shard_axes.empty())
-      st.after_optimizer.push_back(add(
-          st, epilogue(st, 5), ir::Stream::dp,
-          s.collective(ir::CollectiveKind::all_gather, s.shard_axes, st.params * 2, ir::DType::bf16, "params")));
+    const int64_t expert = apart ? st.expert : 0;
+    const int64_t expert_shard = (expert + s.layout.expert_shard_group - 1) / s.layout.expert_shard_group;
+    const ZeroGroup groups[] = {{&s.shard_axes, &s.replicate_axes, st.params - expert, st.shard_params - expert_shard},
+                                {&s.expert_shard_axes, &s.expert_replicate_axes, expert, expert_shard}};
+    if (s.layout.zero_stage == 2) zero2_reduce_scatters(s, st, apart);
+    for (const ZeroGroup& g : groups) {
+      if (g.elements <= 0) continue;
+      if (!g.shard_axes->empty() && s.layout.zero_stage == 1)
+        add(st, epilogue(st, -20), ir::Stream::dp,
+            s.collective(ir::CollectiveKind::reduce_scatter, *g.shard_axes, g.elements * 4, ir::DType::f32, "grads"), after_last);
+      if (!g.replicate_axes->empty())
+        add(st, epilogue(st, -15), ir::Stream::dp,
+            s.collective(ir::CollectiveKind::all_reduce, *g.replicate_axes, g.shard_elements * 4, ir::DType::f32, "grads"),
+            after_last);
+      if (!g.shard_axes->empty())
+        st.after_optimizer.push_back(add(
+            st, epilogue(st, 5), ir::Stream::dp,
+            s.collective(ir::CollectiveKind::all_gather, *g.shard_axes, g.elements * 2, ir::DType::bf16, "params")));
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include "mgt/ir/layout.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <tuple>
@@ -20,6 +21,42 @@ std::vector<int64_t> divisors(int64_t n) {
       if (d != n / d) out.push_back(n / d);
     }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Whether the expert groups (etp = ranks [1, etp], ep = (etp, etp*ep]) nest with tp, cp, dp_shard and
+// dp_replicate: every cut of either factorisation divides the next (ir::expert_groups_nest, without
+// building the mesh or throwing: the enumeration asks per combination).
+bool expert_cuts_nest(int64_t tp, int64_t cp, int64_t dp_shard, int64_t dp_replicate, int64_t etp, int64_t ep) {
+  std::array<int64_t, 7> cuts{1, tp, tp * cp, tp * cp * dp_shard, tp * cp * dp_shard * dp_replicate, etp, etp * ep};
+  std::sort(cuts.begin(), cuts.end());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    if (cuts[i + 1] % cuts[i] != 0) return false;
+  return true;
+}
+
+// The (etp, ep) pairs the search proposes for one factorisation; etp = 0 means "tp" (the plan leaves
+// it unset). ep within dp_shard x cp with etp = tp always; the rest as the options allow.
+std::vector<std::pair<int64_t, int64_t>> expert_layouts(int64_t tp, int64_t cp, int64_t dp_shard, int64_t dp_replicate,
+                                                        const SearchOptions& options) {
+  std::vector<std::pair<int64_t, int64_t>> out{{0, 1}};
+  if (options.num_experts <= 0) return out;
+  const int64_t inside = dp_shard * cp, stage = tp * inside * dp_replicate;
+  for (int64_t ep : divisors(inside))
+    if (ep > 1 && options.num_experts % ep == 0) out.push_back({0, ep});
+  if (options.expert_over_replicas)
+    for (int64_t d : divisors(dp_replicate))
+      if (d > 1 && options.num_experts % (inside * d) == 0) out.push_back({0, inside * d});
+  if (!options.expert_tensor_parallel) return out;
+  for (int64_t etp : divisors(tp)) {
+    if (etp == tp) continue;
+    for (int64_t ep : divisors(stage / etp)) {
+      if (options.num_experts % ep != 0 || !expert_cuts_nest(tp, cp, dp_shard, dp_replicate, etp, ep)) continue;
+      // ep beyond the tp ranks etp leaves and dp_shard x cp reaches into dp_replicate.
+      if (!options.expert_over_replicas && etp * ep > tp * inside) continue;
+      out.push_back({etp, ep});
+    }
+  }
   return out;
 }
 
@@ -62,13 +99,10 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
         for (int64_t dp_shard : divisors(dp)) {
           static const std::vector<int64_t> kReplicated{0};
           const std::vector<int64_t>& zeros = dp_shard > 1 ? options.sharded_zero_stages : kReplicated;
-          std::vector<int64_t> eps{1};
-          if (options.num_experts > 0)
-            for (int64_t ep : divisors(dp_shard * cp))
-              if (ep > 1 && options.num_experts % ep == 0) eps.push_back(ep);
+          const auto experts = expert_layouts(tp, cp, dp_shard, dp / dp_shard, options);
           for (int64_t zero : zeros)
           for (int64_t vpp : vpps)
-            for (int64_t ep : eps)
+            for (const auto& [etp, ep] : experts)
               for (int64_t mbs : options.micro_batches)
                 for (ir::Recompute r : options.recompute_modes) {
                   ir::Plan p;
@@ -80,6 +114,7 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
                   p.cp = cp;
                   p.tp = tp;
                   p.ep = ep;
+                  if (etp > 0) p.etp = etp;
                   p.micro_batch = mbs;
                   p.recompute = r;
                   out.push_back(p);
@@ -95,8 +130,10 @@ bool ranks_before(const cost::Estimate& a, const cost::Estimate& b) {
   if (a.memory.peak_bytes != b.memory.peak_bytes) return a.memory.peak_bytes < b.memory.peak_bytes;
   const auto& p = a.plan;
   const auto& q = b.plan;
-  return std::make_tuple(p.pp, p.tp, p.cp, p.ep, p.dp_replicate, p.vpp, -p.micro_batch, recompute_rank(p.recompute)) <
-         std::make_tuple(q.pp, q.tp, q.cp, q.ep, q.dp_replicate, q.vpp, -q.micro_batch, recompute_rank(q.recompute));
+  return std::make_tuple(p.pp, p.tp, p.cp, p.ep, ir::expert_tp(p), p.dp_replicate, p.vpp, -p.micro_batch,
+                         recompute_rank(p.recompute)) <
+         std::make_tuple(q.pp, q.tp, q.cp, q.ep, ir::expert_tp(q), q.dp_replicate, q.vpp, -q.micro_batch,
+                         recompute_rank(q.recompute));
 }
 
 std::optional<std::string> estimate_out_of_range(const cost::Estimate& e) {
@@ -127,6 +164,11 @@ void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile&
   options.sharded_zero_stages.clear();
   for (int64_t z = 1; z <= 3; ++z)
     if (framework.offers_zero[z]) options.sharded_zero_stages.push_back(z);
+  // Megatron-Core: --expert-tensor-parallel-size and ep folded over any data-parallel ranks
+  // (parallel_state.py, the expert RankGenerator); torchtitan borrows ep from dp_shard x cp only.
+  const bool megatron = framework.name == "megatron-lm" || framework.name == "megatron-core";
+  options.expert_over_replicas = options.expert_over_replicas && megatron;
+  options.expert_tensor_parallel = options.expert_tensor_parallel && (megatron || framework.name == "torchtitan");
 }
 
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options) {

@@ -570,6 +570,60 @@ TEST(estimate_parallel, expert_parallel_parameter_sharding) {
   }
 }
 
+// Expert gradients reduce over the expert-data-parallel group only (Megatron-Core
+// distributed_data_parallel.py: expert buffers use intra_expt_dp_group, of size world / (etp ep pp),
+// parallel_state.py), the dense ones over dp. DDP on 8 GPUs of one node, dp_replicate 8, ep 4 carved
+// from the replicas: mesh [dp_replicate 2 (stride 4), ep 4 (stride 1)], so rank 0 holds experts 0 of
+// 4 per layer and shares them with rank 4 only.
+TEST(estimate_parallel, expert_gradients_reduce_over_expert_data_parallel_group) {
+  const int64_t L = 2, mbs = 2, ep = 4;
+  const ir::Graph graph = moe_graph(L, kExperts, kTopK);
+  const ir::ClusterSpec cluster = round_cluster();
+  const CostParams params = round_params();
+  const Estimator est(graph, cluster, 8, settings(64), params);
+  ir::Plan plan = plan_of(8, 1, 1, 1, mbs);
+  plan.ep = ep;
+  const Estimate e = est.estimate(plan);
+  ASSERT_EQ(e.plan.zero_stage, 0);
+  // Gradient bytes (fp32): dense = embedding 16384 + head 16448 + 2 x (norm 64 + router 64 x 4)
+  // = 33472 elements; experts on a rank = 2 layers x 3 x (4 / 4) x 64 x 32 = 12288 elements.
+  const int64_t dense = kEmbedParams + kHeadParams + L * kMoeDenseParams, expert = L * 3 * (kExperts / ep) * H * FE;
+  EXPECT_EQ(dense, 33472);
+  EXPECT_EQ(expert, 12288);
+  // Both groups inside the NVLink node: 100 GB/s, 1 us per step.
+  const Topology topo(cluster, 8, params);
+  const LinkEstimate dp_link = topo.link_for_group({{AxisPlacement{2, 4}, AxisPlacement{4, 1}}});
+  const LinkEstimate edp_link = topo.link_for_group({{AxisPlacement{2, 4}}});
+  for (const LinkEstimate& l : {dp_link, edp_link}) {
+    EXPECT_DOUBLE_EQ(l.bus_bytes_per_s, 100e9);
+    EXPECT_DOUBLE_EQ(l.latency_s, 1e-6);
+  }
+  // Ring all-reduces, each one bucket (under 25 MiB), so nothing hides under the backward:
+  //   dense over 8 ranks: 2 x 7 steps x 1 us + 133888 B x 2 x 7 / 8 / 100 GB/s = 14 us + 2.34304 us;
+  //   experts over 2:     2 x 1 step x 1 us  + 49152 B x 2 x 1 / 2 / 100 GB/s  = 2 us + 0.49152 us.
+  const double dense_ar = 14e-6 + 133888.0 * 1.75 / 100e9, expert_ar = 2e-6 + 49152.0 / 100e9;
+  expect_near_rel(dense_ar, 16.34304e-6);
+  expect_near_rel(expert_ar, 2.49152e-6);
+  expect_near_rel(e.time.exposed_dp_s, dense_ar + expert_ar);
+  // ZeRO-1, dp_replicate 4 x dp_shard 2, ep 4 = all of dp_shard and half of dp_replicate: mesh
+  // [dp_replicate 2 (stride 4), ep 2 (stride 2), dp_shard 2 (stride 1)]. Dense states shard over
+  // dp_shard {0, 1} and their shard is all-reduced over dp_replicate {0, 2, 4, 6}; expert states shard
+  // over nothing (expert_shard 1) and are all-reduced over expert_replicate {0, 4}. Without concurrent
+  // streams nothing hides, so every collective is exposed whole.
+  CostParams serial = params;
+  serial.concurrent_streams = false;
+  const Estimator est_serial(graph, cluster, 8, settings(64), serial);
+  ir::Plan zero1 = plan_of(4, 2, 1, 1, mbs);
+  zero1.ep = 4, zero1.zero_stage = 1;
+  const Estimate z = est_serial.estimate(zero1);
+  // dense: 133888 B of grads reduce-scattered over 2, 66944 B of bf16 params gathered over 2, the
+  // fp32 shard of 33472 / 2 elements (66944 B) all-reduced over 4; experts: 49152 B all-reduced over 2.
+  const double rs_dense = 1e-6 + 133888.0 / 2 / 100e9, ag_dense = 1e-6 + 66944.0 / 2 / 100e9;
+  const double ar_dense = 6e-6 + 66944.0 * 1.5 / 100e9, ar_expert = 2e-6 + 49152.0 / 100e9;
+  expect_near_rel(ar_dense, ring_time(CollectiveKind::all_reduce, 4, 66944.0, topo.link_for_group({{AxisPlacement{2, 4}, AxisPlacement{2, 2}}})));
+  expect_near_rel(z.time.exposed_dp_s, rs_dense + ag_dense + ar_dense + ar_expert);
+}
+
 // ---- 6. fp8 linears ----
 
 ShardContext ctx_of(int64_t mbs, bool fp8) {

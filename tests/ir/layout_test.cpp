@@ -233,8 +233,10 @@ TEST(resolve, ExpertParallelCarvedFromDataParallelReplicas) {
   EXPECT_EQ(x.spans(MeshGroup::dp), (std::vector<AxisSpan>{{2, 8}, {2, 4}, {2, 2}}));
   EXPECT_EQ(x.expert_shard_group, 1);  // dp_shard is all inside ep
   EXPECT_EQ(x.spans(MeshGroup::tp), (std::vector<AxisSpan>{{2, 1}}));
-  // No schedule runs it yet: the lowering reduces expert gradients over all of dp_replicate.
-  EXPECT_THROW(require_schedulable(x), InputError);
+  // Expert states shard over nothing (expert_shard 1); their gradients all-reduce over expert_dp
+  // {0, 8}, the replicas holding the same experts, and the lowering schedules that.
+  EXPECT_EQ(x.size(MeshGroup::expert_shard) * x.size(MeshGroup::expert_replicate), x.size(MeshGroup::expert_dp));
+  EXPECT_NO_THROW(require_schedulable(x));
 }
 
 TEST(resolve, ExpertTensorParallelFoldsInsideTensorParallel) {
@@ -252,7 +254,9 @@ TEST(resolve, ExpertTensorParallelFoldsInsideTensorParallel) {
   EXPECT_EQ(x.spans(MeshGroup::expert_dp), (std::vector<AxisSpan>{{2, 4}}));
   EXPECT_EQ(x.spans(MeshGroup::shard), (std::vector<AxisSpan>{{2, 4}}));
   EXPECT_EQ(x.axes(MeshGroup::tp), (std::vector<std::string>{"ep", "etp"}));
-  EXPECT_THROW(require_schedulable(x), InputError);
+  EXPECT_EQ(x.spans(MeshGroup::expert_shard), (std::vector<AxisSpan>{{2, 4}}));  // expert-DP is all in dp_shard
+  EXPECT_TRUE(x.spans(MeshGroup::expert_replicate).empty());
+  EXPECT_NO_THROW(require_schedulable(x));
   // etp 1 with tp 2 and ep 4 over dp_shard 2: the ep group takes the tp ranks first, {0, 1, 2, 3}.
   Plan wide;
   wide.dp_shard = 4, wide.tp = 2, wide.etp = 1, wide.ep = 4;
@@ -260,6 +264,16 @@ TEST(resolve, ExpertTensorParallelFoldsInsideTensorParallel) {
   EXPECT_EQ(w.spans(MeshGroup::ep), (std::vector<AxisSpan>{{2, 2}, {2, 1}}));
   EXPECT_TRUE(w.spans(MeshGroup::etp).empty());
   EXPECT_EQ(w.spans(MeshGroup::expert_shard), (std::vector<AxisSpan>{{2, 4}}));
+  // etp 1 with tp 4 and ep 2: ep takes tp ranks {0, 1}; the other half of tp holds copies of the
+  // same experts (Megatron's expert-DP group of rank 0 is {0, 2, 4, 6}: tp rank 2 and dp_shard 2),
+  // outside the shard group, so it joins expert_replicate: expert_shard x expert_replicate = expert_dp.
+  Plan leftover;
+  leftover.dp_shard = 2, leftover.tp = 4, leftover.etp = 1, leftover.ep = 2;
+  const Layout l = resolve(graph, leftover, settings(4096, 4096 * 16), 8);
+  EXPECT_EQ(l.spans(MeshGroup::ep), (std::vector<AxisSpan>{{2, 1}}));
+  EXPECT_EQ(l.spans(MeshGroup::expert_dp), (std::vector<AxisSpan>{{2, 4}, {2, 2}}));
+  EXPECT_EQ(l.spans(MeshGroup::expert_shard), (std::vector<AxisSpan>{{2, 4}}));
+  EXPECT_EQ(l.spans(MeshGroup::expert_replicate), (std::vector<AxisSpan>{{2, 2}}));
 }
 
 TEST(resolve, RefusesExpertGroupsThatDoNotNest) {

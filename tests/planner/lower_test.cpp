@@ -118,6 +118,33 @@ TEST(LowerToSchedule, DdpAllReducesGradientsInBucketsOnce) {
   EXPECT_EQ(c.collective.at("all_reduce@dp_replicate"), (params * 4 + (25ll << 20) - 1) / (25ll << 20));
 }
 
+// Megatron-Core reduces expert gradients over the expert-data-parallel group only (expert buffers on
+// intra_expt_dp_group, distributed_data_parallel.py; size world / (etp ep pp), parallel_state.py).
+// Mixtral-8x7B, DDP over dp_replicate 8 with ep 4 carved from it: mesh [dp_replicate 2, ep 4]; dense
+// gradients all-reduce over both axes, each rank's 2 experts per layer over dp_replicate (2 ranks).
+TEST(LowerToSchedule, DdpReducesExpertGradientsOverExpertDataParallelGroup) {
+  const auto& g = model("Mixtral-8x7B");
+  Plan plan;
+  plan.dp_replicate = 8, plan.ep = 4;
+  const Schedule s = lower_to_schedule(g, plan, settings(128, 16), 8, h100(), checked());
+  ASSERT_TRUE(mgt::ir::verify(s).empty());
+  std::map<std::string, int64_t> bytes;  // axes -> all-reduced bytes
+  for (const auto& in : s.programs[0].instructions)
+    if (const auto* x = std::get_if<mgt::ir::Collective>(&in.op); x && x->kind == mgt::ir::CollectiveKind::all_reduce) {
+      std::string axes;
+      for (const auto& a : x->axes) axes += (axes.empty() ? "" : ",") + a;
+      EXPECT_LE(x->bytes, 25ll << 20);
+      bytes[axes] += x->bytes;
+    }
+  // config.json: 32 layers, 8 experts of gate/up/down 4096 x 14336.
+  const int64_t all_experts = 32ll * 8 * 3 * 4096 * 14336;  // 45,097,156,608
+  const int64_t dense = mgt::ir::count_parameters(g).total - all_experts;
+  const int64_t local_experts = 32ll * (8 / 4) * 3 * 4096 * 14336;  // 11,274,289,152
+  EXPECT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes["dp_replicate,ep"], dense * 4);
+  EXPECT_EQ(bytes["dp_replicate"], local_experts * 4);
+}
+
 // ---- pipeline order ----------------------------------------------------------------------------------
 
 /// Per program: the (fwd?, micro-batch) of each task, from the first op of every chunk's compute run.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -152,6 +153,7 @@ TEST(EnumerateCandidates, ExpertParallelDividesExpertsAndDpShardTimesCp) {
   o.num_experts = 8;
   o.micro_batches = {1};
   o.recompute_modes = {Recompute::none};
+  o.expert_over_replicas = o.expert_tensor_parallel = false;  // as frameworks other than Megatron
   // By hand: each (dp_replicate, dp_shard, cp, tp) mesh of 8 with ep = every divisor of dp_shard*cp
   // that also divides 8 experts (all of them here, powers of two).
   size_t expected = 0;
@@ -167,6 +169,36 @@ TEST(EnumerateCandidates, ExpertParallelDividesExpertsAndDpShardTimesCp) {
     EXPECT_EQ(8 % p.ep, 0) << key(p);
     EXPECT_EQ(p.dp_replicate * p.dp_shard * p.cp * p.tp, 8) << "ep folds into dp_shard x cp: " << key(p);
   }
+}
+
+// Megatron-Core folds etp x ep x expert-DP over the ranks of a stage (parallel_state.py): with both
+// options on, every (mesh, etp, ep) with etp dividing tp, ep dividing the 8 experts and the expert groups
+// nesting with tp, cp, dp_shard and dp_replicate (ir::expert_groups_nest, which resolve applies), each once.
+TEST(EnumerateCandidates, ExpertLayoutsOverReplicasAndExpertTensorParallel) {
+  SearchOptions o;
+  o.num_experts = 8;
+  o.micro_batches = {1};
+  o.recompute_modes = {Recompute::none};
+  std::set<std::string> expected;
+  auto layout_key = [](const Plan& p) { return key(p) + " etp" + std::to_string(mgt::ir::expert_tp(p)); };
+  for (const auto& [r, s, c, t] : brute_force_meshes(16))
+    for (int64_t etp = 1; etp <= t; ++etp)
+      for (int64_t ep = 1; ep <= 8; ++ep) {
+        Plan p;
+        p.dp_replicate = r, p.dp_shard = s, p.cp = c, p.tp = t, p.ep = ep, p.etp = etp;
+        if (t % etp == 0 && 8 % ep == 0 && (r * s * c * t) % (etp * ep) == 0 && mgt::ir::expert_groups_nest(p))
+          expected.insert(layout_key(p));
+      }
+  std::set<std::string> seen;
+  size_t over_replicas = 0, own_etp = 0;
+  for (const Plan& p : enumerate_candidates(16, o)) {
+    EXPECT_TRUE(seen.insert(layout_key(p)).second) << "duplicate " << layout_key(p);
+    over_replicas += (p.dp_shard * p.cp) % p.ep != 0 ? 1 : 0;
+    own_etp += mgt::ir::expert_tp(p) != p.tp ? 1 : 0;
+  }
+  EXPECT_EQ(seen, expected);
+  EXPECT_GT(over_replicas, 0u);
+  EXPECT_GT(own_etp, 0u);
 }
 
 TEST(EnumerateCandidates, FixedOrder) {
@@ -350,6 +382,40 @@ TEST(SearchMemory, Llama405BOn8GpusFitsNowhere) {
   EXPECT_GE(needed, int64_t(std::ceil(16.0 * 405853388800.0 / double(cluster.gpu.hbm_bytes))));
   EXPECT_LE(needed, 80);
   EXPECT_GT(needed, 8);
+}
+
+// DDP (no sharded ZeRO stage, so dp_shard 1): without ep over replicas, ep can only borrow cp ranks
+// (or none: every rank holds all 128 experts of Qwen3-30B-A3B, 30.5e9 parameters x 16 bytes of
+// states, no fit), so the best plan splits 4096-token sequences over cp 8 to get ep 8 (seen: dp_replicate
+// 2, cp 8, pp 2, ep 8). With ep carved from dp_replicate, a rank holds 128 / ep experts and reduces
+// their gradients over expert-DP only, without cp's K/V exchange: the search finds such a plan, and
+// it estimates faster than the best plan without.
+TEST(SearchExperts, ExpertParallelOverReplicasWinsUnderDdp) {
+  const auto& graph = mgt::test::model("Qwen3-30B-A3B");
+  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  const TrainingSettings st = mgt::test::settings(4096, 256);
+  const Estimator estimator(graph, cluster, 32, st);
+  SearchOptions o = options_for(32, 1);
+  o.sharded_zero_stages.clear();  // dp_shard 1: ep can only come from the replicas (or tp ranks, etp < tp)
+  o.expert_tensor_parallel = false;
+  o.expert_over_replicas = false;
+  const SearchResult without = search(estimator, o);
+  o.expert_over_replicas = true;
+  const SearchResult with = search(estimator, o);
+  ASSERT_FALSE(with.plans.empty());
+  const Plan& best = with.plans.front().plan;
+  EXPECT_GT(best.ep, 1) << mgt::ir::to_string(best);
+  EXPECT_GT(best.ep, best.dp_shard * best.cp) << "ep reaches into dp_replicate: " << mgt::ir::to_string(best);
+  if (!without.plans.empty()) {
+    const Plan& other = without.plans.front().plan;
+    std::printf("best with ep over replicas: %s\nbest without: %s\n", mgt::ir::to_string(best).c_str(),
+                mgt::ir::to_string(other).c_str());
+    EXPECT_EQ((other.dp_shard * other.cp) % other.ep, 0);
+    // Both plans estimated again here: the one with ep over the replicas is faster.
+    EXPECT_GT(estimator.estimate(best).tokens_per_s_per_gpu, estimator.estimate(other).tokens_per_s_per_gpu)
+        << mgt::ir::to_string(best) << " vs " << mgt::ir::to_string(other);
+  }
+  EXPECT_GT(with.evaluated, without.evaluated);
 }
 
 TEST(SearchMemory, Llama8BStatesFitOnOneNode) {

@@ -115,7 +115,8 @@ enum class MeshGroup {
   replicate,         ///< dp_replicate: HSDP replicas
   dp,                ///< every rank that sees other data: replicate x shard (DDP all-reduce)
   etp,               ///< expert tensor parallel: an expert's FFN split over these ranks
-  expert_replicate,  ///< the expert-data-parallel ranks among the replicas
+  expert_replicate,  ///< the expert-data-parallel ranks outside the shard group: among the replicas,
+                     ///< and tp ranks beyond etp x ep (expert_shard x expert_replicate = expert_dp)
   expert_dp,         ///< expert data parallel: the ranks holding the same experts (dp x cp x tp / etp x ep)
 };
 inline constexpr int kNumMeshGroups = 10;
@@ -169,15 +170,21 @@ struct Layout {
 /// replicas x micro-batches, a grad_accum that disagrees with it.
 Layout resolve(const Graph& graph, const Plan& plan, const TrainingSettings& settings, int64_t num_gpus);
 
+/// Whether routed experts' gradients reduce over groups of their own (expert_dp; under ZeRO / FSDP
+/// expert_shard, then expert_replicate) rather than with the dense ones: when ep > 1 or etp != tp, so
+/// that the ranks holding the same expert shard differ from dp (Megatron-Core's expert data parallel
+/// group, parallel_state.py). Estimator and lowering both ask here.
+inline bool experts_reduce_apart(const Layout& layout) { return layout.plan.ep > 1 || layout.expert_tp != layout.plan.tp; }
+
 /// Whether the expert groups (etp, then ep) nest with tp, cp, dp_shard and dp_replicate so that the
 /// mesh refines both (resolve throws when they do not).
 bool expert_groups_nest(const Plan& plan);
 
 /// What a schedule needs beyond resolve (the estimator prices these plans; no step can run them):
 /// an interleaved pipeline (vpp > 1) needs pp > 1 and grad_accum a multiple of pp (Megatron-LM's
-/// interleaved 1F1B); the lowering reduces expert gradients over the shard group's expert ranks and
-/// all of dp_replicate, and splits experts as tp does, so etp must equal tp and ep divide dp_shard*cp.
-/// Throws ir::InputError naming "--plan" and the key (vpp, etp, ep).
+/// interleaved 1F1B). Throws ir::InputError naming "--plan" and "vpp". (Expert layouts, ep carved
+/// from dp_replicate and etp != tp, lower as the estimator prices them: expert gradients reduce over
+/// expert_dp, or expert_shard then expert_replicate.)
 void require_schedulable(const Layout& layout);
 
 }  // namespace mgt::ir

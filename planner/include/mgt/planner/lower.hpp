@@ -133,6 +133,7 @@ struct State {
   int64_t boundary_bytes = 0;  ///< what a stage sends the next per micro-batch (a layer's input)
   // groups, as mesh axes (docs/lowering.md "Mesh")
   std::vector<std::string> tp_axes, cp_axes, ep_axes, shard_axes, expert_shard_axes, replicate_axes, dp_axes;
+  std::vector<std::string> expert_replicate_axes, expert_dp_axes;  ///< where expert gradients reduce (ir::experts_reduce_apart)
   std::vector<Stage> stages;
   ir::Schedule schedule;  ///< mesh and programs (instructions filled at materialisation)
   std::map<std::vector<std::string>, int64_t> nodes_cache;

@@ -36,10 +36,18 @@ struct SearchOptions {
   /// SHARD_GRAD_OP).
   std::vector<int64_t> sharded_zero_stages = {3};
   bool pipeline = true;  ///< pipeline parallel candidates at all (false: pp 1 only)
+  /// Expert layouts beyond ep inside dp_shard x cp (MoE models only), as Megatron-Core folds them
+  /// (parallel_state.py: etp x ep x expert-dp over the ranks of a stage, etp innermost):
+  /// ep carved from dp_replicate as well (ep a multiple of dp_shard*cp dividing the stage's ranks / etp) ...
+  bool expert_over_replicas = true;
+  /// ... and expert tensor parallel sizes other than tp: every divisor of tp (etp 1 included).
+  bool expert_tensor_parallel = true;
 };
 
 /// What `framework` offers: pipelines (interleaved or not) and its sharded ZeRO stages
-/// (cost::FrameworkProfile::offers_*), on top of `options`.
+/// (cost::FrameworkProfile::offers_*), on top of `options`; expert parallel over replicas and etp
+/// other than tp only under Megatron-LM / Megatron-Core (--expert-tensor-parallel-size, MoE parallel
+/// folding), etp 1 or tp under torchtitan (ParallelDims etp), neither elsewhere.
 void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile& framework);
 
 struct SearchResult {
@@ -57,8 +65,10 @@ struct SearchResult {
 };
 
 /// All candidate plans for `num_gpus`, in a fixed order (deterministic output). Only structurally
-/// possible pp, vpp and ep values are generated (pp * vpp divides num_layers, ep divides num_experts
-/// and dp_shard * cp); the other rules are left to first_broken_rule so they are counted.
+/// possible pp, vpp, etp and ep values are generated (the pipeline splits the search proposes; ep
+/// divides num_experts and dp_shard * cp, or with expert_over_replicas is a multiple of it; etp
+/// divides tp; the expert groups nest with tp, cp and the data-parallel axes); the other rules are
+/// left to first_broken_rule so they are counted.
 std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options);
 
 /// Why an estimate cannot be ranked: a step time, throughput, MFU or memory that is not finite or
@@ -68,7 +78,7 @@ std::optional<std::string> estimate_out_of_range(const cost::Estimate& estimate)
 
 /// Runs the search. Estimates out of range (estimate_out_of_range) are rejected with their reason.
 ///  Ranking: highest tokens/s per GPU first; ties broken by lower peak memory, then
-/// smaller pp, tp, cp, ep, dp_replicate, vpp, larger micro-batch, lighter recompute (so output is byte-identical
+/// smaller pp, tp, cp, ep, etp, dp_replicate, vpp, larger micro-batch, lighter recompute (so output is byte-identical
 /// across runs).
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options);
 
