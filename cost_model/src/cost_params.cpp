@@ -4,7 +4,34 @@
 
 #include "mgt/cost_model/framework_profile.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace mgt::cost {
+
+int64_t zero3_submodule_buffer_bytes(const Zero3SubmoduleLimits& limits, int64_t largest_param, int64_t persistent_params,
+                                     int64_t reduce_ranks) {
+  if (largest_param < 0 || persistent_params < 0 || reduce_ranks < 1 || limits.max_live_parameters < 0 ||
+      limits.max_reuse_distance < 0 || limits.reduce_bucket_size < 0)
+    throw std::invalid_argument("zero3_submodule_buffer_bytes: negative element count or fewer than one rank");
+  constexpr int64_t kBf16 = 2;  // gathered parameters and gradients: bf16 (the comm dtype with bf16 enabled)
+  const int64_t P = largest_param, R = limits.reduce_bucket_size;
+  // Gathered (partitioned_param_coordinator.py): a submodule's own fetch is unconditional, prefetch
+  // follows the trace only while fewer than max_live_parameters are gathered and issues whole tensors,
+  // so it stops below max_live + P; a parameter reused within max_reuse_distance elements of the trace
+  // stays gathered (__params_to_release), up to that distance plus the module that crosses it.
+  const int64_t reuse_held = limits.max_reuse_distance > 0 ? limits.max_reuse_distance + P : 0;
+  const int64_t gathered = persistent_params + std::max(limits.max_live_parameters, reuse_held) + P;
+  // Gradients (stage3.py): the IPG bucket (reduce_bucket_size elements, allocated once with
+  // contiguous_gradients); a gradient larger than the bucket is not copied into it but reduced from
+  // param.grad; reduce_scatter_coalesced interleaves what it reduces into a fresh buffer unless it is
+  // one tensor that divides evenly over the ranks; and autograd writes the next gradient meanwhile
+  // (the reduce is triggered from that gradient's hook).
+  const bool oversize = P > R;
+  const int64_t interleaved = std::max(R, oversize && P % reduce_ranks != 0 ? P : 0);
+  const int64_t gradients = R + (oversize ? P : 0) + interleaved + P;
+  return kBf16 * (gathered + gradients);
+}
 
 CostParams default_cost_params(const ir::GpuSpec& gpu) { return cost_params_for(gpu, default_framework_profile()); }
 

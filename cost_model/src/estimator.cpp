@@ -596,7 +596,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   // Reused per thread: the search calls this for every candidate stage, and the blocks are few.
   static thread_local std::vector<StageBlock> order;
   order.clear();
-  int64_t largest_layer_block = 0;
+  int64_t largest_layer_block = 0, largest_param_tensor = 0, persistent = 0;
   double per_microbatch_saved = 0;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
   for (size_t b = 0; b < s.blocks.size(); ++b) {
@@ -608,6 +608,8 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     expert += copies * c.expert_param_elements_local;
     adapters += copies * c.adapter_param_elements_local;
     nf4 += copies * c.nf4_param_elements_local;
+    largest_param_tensor = std::max(largest_param_tensor, c.largest_param_elements_local);
+    persistent += copies * c.persistent_param_elements_local;
     const int64_t p_local = c.param_elements_local;
     largest_block = std::max(largest_block, p_local);
     order.push_back({p_local, copies, c.logits_bytes, 0, blk.is_layer});
@@ -642,7 +644,13 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   // two largest tensors in flight; the loss holds the logits working set.
   const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
   sm.transient_bytes = std::max(logits, backward_transient);
-  if (x.layout.zero_stage == 3 && x.layout.fsdp) {
+  if (x.layout.zero_stage == 3 && x.layout.fsdp && params_.zero3_submodule_limits) {
+    // DeepSpeed: per-tensor gathers under its limits, a bound at every moment, so it adds to the
+    // activations and transients at their worst (docs/cost-model.md §4.3). Its gradients reduce over
+    // the whole data-parallel world (hpZ's secondary shard is for parameters only).
+    sm.fsdp_buffers_bytes = zero3_submodule_buffer_bytes(*params_.zero3_submodule_limits, largest_param_tensor,
+                                                         persistent, plan.dp_replicate * plan.dp_shard);
+  } else if (x.layout.zero_stage == 3 && x.layout.fsdp) {
     const FsdpPeak peak = fsdp_peak(order, plan, largest_layer_block, largest_block, logits, backward_transient, in_flight,
                                     per_microbatch_saved, sm.activations_bytes);
     sm.fsdp_buffers_bytes = peak.fsdp_bytes;

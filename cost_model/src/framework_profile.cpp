@@ -120,6 +120,19 @@ std::vector<FrameworkProfile> profile_table() {
     p.overlap_param_gather = false;
     p.offers_pipeline = true;  // PipelineModule, TrainSchedule (1F1B)
     p.offers_zero[1] = p.offers_zero[2] = p.offers_zero[3] = true;
+    // ZeRO-3 fetches each submodule's own parameters (a Hugging Face Linear or Embedding holds one
+    // tensor) and prefetches along the recorded trace (runtime/zero/partitioned_param_coordinator.py);
+    // the limits are DeepSpeedZeroConfig's defaults (runtime/zero/config.py: max_live_parameters 1e9,
+    // prefetch_bucket_size 5e7, param_persistence_threshold 1e5, reduce_bucket_size 5e8) except
+    // max_reuse_distance, 1e9 by default, which keeps up to that many elements gathered for reuse: 0
+    // releases every parameter after its use, at the cost of gathering the last submodules again at
+    // the forward/backward turn (config.py: "Smaller values use less memory, but perform more
+    // communication"); full recompute gathers them again there anyway.
+    p.zero3_submodule_limits = Zero3SubmoduleLimits{.max_live_parameters = 1'000'000'000,
+                                                    .prefetch_bucket_size = 50'000'000,
+                                                    .max_reuse_distance = 0,
+                                                    .param_persistence_threshold = 100'000,
+                                                    .reduce_bucket_size = 500'000'000};
     t.push_back(p);
   }
   {
@@ -341,6 +354,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.cuda_context_bytes = profile.context_bytes;
   p.nccl_buffer_bytes = profile.nccl_buffer_bytes;
   p.allocator_fragmentation = profile.allocator_fragmentation;
+  p.zero3_submodule_limits = profile.zero3_submodule_limits;
   return p;
 }
 

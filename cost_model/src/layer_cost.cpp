@@ -658,6 +658,11 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       w.cost.param_elements_total += total;
       if (expert) w.cost.expert_param_elements_local += local;
       if (w.nf4_weights.count(t.name)) w.cost.nf4_param_elements_local += local;
+      w.cost.largest_param_elements_local = std::max(w.cost.largest_param_elements_local, local);
+      // DeepSpeed never partitions a tensor of at most stage3_param_persistence_threshold elements
+      // (parameter_offload.py mark_persistent_parameters: ds_numel <= threshold).
+      if (params.zero3_submodule_limits && local <= params.zero3_submodule_limits->param_persistence_threshold)
+        w.cost.persistent_param_elements_local += local;
     } else {
       w.cost.largest_tensor_bytes = std::max(w.cost.largest_tensor_bytes, w.act_bytes(t));
     }

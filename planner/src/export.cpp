@@ -4,12 +4,14 @@
 #include "mgt/planner/export.hpp"
 
 #include "export_common.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 namespace mgt::plan {
@@ -215,6 +217,17 @@ std::string export_deepspeed(const ExportContext& context) {
   if (stage >= 2) {
     zero["overlap_comm"] = true;
     zero["contiguous_gradients"] = true;
+  }
+  if (stage == 3) {
+    // The limits the estimate's ZeRO-3 buffer bound assumed (the deepspeed profile's
+    // zero3_submodule_limits; docs/cost-model.md §4.3): written so that the file and the estimate agree.
+    const auto& limits = cost::framework_profile("deepspeed").zero3_submodule_limits;
+    if (!limits) throw std::logic_error("the deepspeed profile has no ZeRO-3 limits");
+    zero["reduce_bucket_size"] = limits->reduce_bucket_size;
+    zero["stage3_max_live_parameters"] = limits->max_live_parameters;
+    zero["stage3_max_reuse_distance"] = limits->max_reuse_distance;
+    zero["stage3_prefetch_bucket_size"] = limits->prefetch_bucket_size;
+    zero["stage3_param_persistence_threshold"] = limits->param_persistence_threshold;
   }
   // ZeRO shards over the whole data-parallel world. MiCS (mics_shard_size) was removed from DeepSpeed
   // (runtime/config.py _REMOVED_ZERO_CONFIG_KEYS rejects it); ZeRO++ hpZ keeps a secondary copy of the

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,6 +145,57 @@ TEST(estimate, memory_fsdp_shard_rounds_up) {
   EXPECT_EQ(e.memory.gradients_bytes, 30134 * 4);
   EXPECT_EQ(e.memory.optimizer_bytes, 30134 * 8);
   expect_near_rel(e.time.optimizer_s, 30134.0 * 30 / kHbm);
+}
+
+TEST(estimate, memory_deepspeed_zero3_buffers) {
+  // DeepSpeed ZeRO-3 under round limits (docs/cost-model.md §4.3). The tiny model's parameter tensors:
+  // embedding and LM head V x H = 16384 (the largest, P), wq / wo 4096, wk / wv 2048, gate / up / down
+  // 8192, norms H = 64. Tensors of at most 100 elements stay gathered: 2 norms per layer + the final
+  // norm = 4 x 128 + 64 = 576.
+  const int64_t L = 4, T = 2 * kSeq;
+  CostParams params = round::params();
+  params.zero3_submodule_limits = Zero3SubmoduleLimits{.max_live_parameters = 1000, .prefetch_bucket_size = 100,
+                                                       .max_reuse_distance = 0, .param_persistence_threshold = 100,
+                                                       .reduce_bucket_size = 5000};
+  const int64_t P = V * H, persistent = L * 2 * H + H;
+  EXPECT_EQ(P, 16384);
+  EXPECT_EQ(persistent, 576);
+  // Gathered: persistent + max_live + P (prefetch stops below max_live plus one whole tensor; reuse
+  // distance 0 keeps nothing) = 576 + 1000 + 16384 = 17960.
+  // Gradients: P > the 5000-element bucket, so the IPG bucket (5000) + P outside it + the interleaved
+  // copy (16384 % 8 == 0: none for P alone; a bucket's copy, 5000) + the next gradient (P)
+  // = 5000 + 16384 + 5000 + 16384 = 42768. All bf16: 2 x (17960 + 42768) = 121456 bytes.
+  const int64_t expected = 2 * ((persistent + 1000 + P) + (5000 + P + 5000 + P));
+  EXPECT_EQ(expected, 121456);
+  const Estimator est(tiny::graph(L), round::cluster(), 8, settings(), params);
+  const Estimate e = est.estimate(plan_of(1, 8, 1, 1, 2));
+  EXPECT_EQ(e.memory.fsdp_buffers_bytes, expected);
+  // A bound at every moment: it adds to every activation and the largest transient (no FSDP phases).
+  EXPECT_EQ(e.memory.activations_bytes, L * T * kLayerSavedNone + T * kHeadSaved);
+  EXPECT_EQ(e.memory.transient_bytes, T * V * 10);
+  const int64_t shard = (total_params(L) + 7) / 8;
+  EXPECT_EQ(e.memory.parameters_bytes, shard * 4);  // model states as for FSDP
+  EXPECT_EQ(e.memory.gradients_bytes, shard * 4);
+
+  // 6 ranks do not divide P: its interleaved copy is P. Reuse distance 2000 keeps up to 2000 + P
+  // gathered, more than max_live: 576 + 18384 + 16384 = 35344 gathered; 5000 + 3 x 16384 = 54152.
+  params.zero3_submodule_limits->max_reuse_distance = 2000;
+  const Estimator six(tiny::graph(L), round::cluster(), 6, settings(48), params);
+  EXPECT_EQ(six.estimate(plan_of(1, 6, 1, 1, 2)).memory.fsdp_buffers_bytes, 2 * (35344 + 54152));
+}
+
+TEST(estimate, memory_deepspeed_zero3_buffers_small_tensors) {
+  // Every tensor fits the bucket (R = 20000 > P = 16384): the bucket holds the gradients, its
+  // interleaved copy is R, the next gradient P: 20000 + 20000 + 16384 = 56384. Gathered with
+  // max_live 0 (no prefetch): 576 + 0 + 16384 = 16960.
+  CostParams params = round::params();
+  params.zero3_submodule_limits = Zero3SubmoduleLimits{.max_live_parameters = 0, .prefetch_bucket_size = 0,
+                                                       .max_reuse_distance = 0, .param_persistence_threshold = 100,
+                                                       .reduce_bucket_size = 20000};
+  const Estimator est(tiny::graph(4), round::cluster(), 8, settings(), params);
+  EXPECT_EQ(est.estimate(plan_of(1, 8, 1, 1, 2)).memory.fsdp_buffers_bytes, 2 * (16960 + 56384));
+  EXPECT_THROW(zero3_submodule_buffer_bytes(*params.zero3_submodule_limits, -1, 0, 8), std::invalid_argument);
+  EXPECT_THROW(zero3_submodule_buffer_bytes(*params.zero3_submodule_limits, 1, 0, 0), std::invalid_argument);
 }
 
 TEST(estimate, memory_zero1_and_zero2) {

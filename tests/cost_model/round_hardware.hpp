@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 namespace mgt::cost::round {
 
@@ -55,7 +56,8 @@ inline CostParams params() {
           .nccl_buffer_bytes = 1ll << 28,
           .allocator_fragmentation = 0.05,
           .per_microbatch_overhead_s = 0,
-          .per_step_overhead_s = 0};
+          .per_step_overhead_s = 0,
+          .zero3_submodule_limits = std::nullopt};
 }
 
 constexpr int64_t kSeq = 1024;

@@ -6,6 +6,7 @@
 #include "mgt/planner/export.hpp"
 
 #include "mgt/cost_model/estimator.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/ir/error.hpp"
 #include "mgt/planner/search.hpp"
 #include "planner_fixtures.hpp"
@@ -89,7 +90,8 @@ const Names kTorchtitan02Keys{
     "parallelism.pipeline_parallel_microbatch_size", "parallelism.expert_parallel_degree", "activation_checkpoint.mode"};
 
 // DeepSpeed 0.19.8 (PyPI sdist): deepspeed/runtime/config.py top-level keys and
-// deepspeed/runtime/zero/config.py DeepSpeedZeroConfig (extra="forbid").
+// deepspeed/runtime/zero/config.py DeepSpeedZeroConfig (extra="forbid"; populate_by_name, so a field's
+// alias, e.g. stage3_max_live_parameters for max_live_parameters, is accepted as well).
 const Names kDeepSpeedKeys{"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                            "bf16", "zero_optimization", "activation_checkpointing"};
 const Names kDeepSpeedZeroKeys{
@@ -97,7 +99,8 @@ const Names kDeepSpeedZeroKeys{
     "allgather_bucket_size", "overlap_comm", "offload_param", "offload_optimizer", "sub_group_size",
     "prefetch_bucket_size", "param_persistence_threshold", "max_live_parameters", "max_reuse_distance",
     "gather_16bit_weights_on_model_save", "zero_hpz_partition_size", "zero_quantized_weights",
-    "zero_quantized_gradients", "round_robin_gradients"};
+    "zero_quantized_gradients", "round_robin_gradients", "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance"};
 // runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: DeepSpeed raises on these.
 const Names kDeepSpeedRemovedZeroKeys{"mics_shard_size", "mics_hierarchical_params_gather", "zeropp_loco_param"};
 
@@ -354,6 +357,37 @@ TEST(ExportKeys, DeepSpeedHsdpUsesHpz) {
   EXPECT_EQ(doc.at("zero_optimization").at("zero_hpz_partition_size"), 8);
   EXPECT_FALSE(doc.at("zero_optimization").contains("mics_shard_size"));
   EXPECT_TRUE(doc.contains("_comment_hsdp"));
+}
+
+// ---- DeepSpeed ZeRO-3: the limits the estimate's buffer bound assumed ----
+
+TEST(ExportKeys, DeepSpeedZero3WritesTheAssumedLimits) {
+  const auto doc = nlohmann::json::parse(
+      export_plan(ExportFormat::deepspeed, context_for(make_plan(1, 32, 1, 1, 1, 1, 1), "Llama-3.1-8B", 32)));
+  const auto& zero = doc.at("zero_optimization");
+  EXPECT_EQ(zero.at("stage"), 3);
+  const auto limits = mgt::cost::framework_profile("deepspeed").zero3_submodule_limits;
+  ASSERT_TRUE(limits.has_value());
+  EXPECT_EQ(zero.at("stage3_max_live_parameters").get<int64_t>(), limits->max_live_parameters);
+  EXPECT_EQ(zero.at("stage3_max_reuse_distance").get<int64_t>(), limits->max_reuse_distance);
+  EXPECT_EQ(zero.at("stage3_prefetch_bucket_size").get<int64_t>(), limits->prefetch_bucket_size);
+  EXPECT_EQ(zero.at("stage3_param_persistence_threshold").get<int64_t>(), limits->param_persistence_threshold);
+  EXPECT_EQ(zero.at("reduce_bucket_size").get<int64_t>(), limits->reduce_bucket_size);
+  // DeepSpeedZeroConfig's documented defaults (runtime/zero/config.py), but for the reuse distance,
+  // which the profile sets to 0 (release after every use); the bound also needs the IPG bucket
+  // (contiguous_gradients) and the reduce beside backward (overlap_comm).
+  EXPECT_EQ(zero.at("stage3_max_live_parameters").get<int64_t>(), 1000000000);
+  EXPECT_EQ(zero.at("stage3_prefetch_bucket_size").get<int64_t>(), 50000000);
+  EXPECT_EQ(zero.at("stage3_param_persistence_threshold").get<int64_t>(), 100000);
+  EXPECT_EQ(zero.at("reduce_bucket_size").get<int64_t>(), 500000000);
+  EXPECT_EQ(zero.at("stage3_max_reuse_distance").get<int64_t>(), 0);
+  EXPECT_TRUE(zero.at("contiguous_gradients").get<bool>());
+  EXPECT_TRUE(zero.at("overlap_comm").get<bool>());
+  // ZeRO-2 has no per-submodule gathering: none of the stage-3 keys.
+  Plan zero2 = make_plan(1, 32, 1, 1, 1, 1, 1);
+  zero2.zero_stage = 2;
+  const auto doc2 = nlohmann::json::parse(export_plan(ExportFormat::deepspeed, context_for(zero2, "Llama-3.1-8B", 32)));
+  EXPECT_FALSE(doc2.at("zero_optimization").contains("stage3_max_live_parameters"));
 }
 
 // ---- Axolotl CP needs flash attention ----

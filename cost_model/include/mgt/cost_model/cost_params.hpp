@@ -7,8 +7,31 @@
 #include "mgt/ir/cluster_spec.hpp"
 
 #include <cstdint>
+#include <optional>
 
 namespace mgt::cost {
+
+/// DeepSpeed ZeRO-3's limits on what a rank holds gathered and reduces at once, in parameter
+/// elements (deepspeed/runtime/zero/config.py; the keys `--emit deepspeed` writes). ZeRO-3 there
+/// gathers one submodule's parameters at a time (a Hugging Face Linear or Embedding: one tensor),
+/// prefetching ahead only while fewer than max_live_parameters are gathered, where FSDP2 gathers a
+/// whole transformer block (docs/cost-model.md §4.3).
+struct Zero3SubmoduleLimits {
+  int64_t max_live_parameters = 0;          ///< stage3_max_live_parameters
+  int64_t prefetch_bucket_size = 0;         ///< stage3_prefetch_bucket_size: prefetched per fetch call
+  int64_t max_reuse_distance = 0;           ///< stage3_max_reuse_distance
+  int64_t param_persistence_threshold = 0;  ///< stage3_param_persistence_threshold: tensors this small stay gathered
+  int64_t reduce_bucket_size = 0;           ///< reduce_bucket_size: the gradient (IPG) bucket
+  bool operator==(const Zero3SubmoduleLimits&) const = default;
+};
+
+/// Bytes of DeepSpeed ZeRO-3's gather and gradient-reduce buffers on one rank, an upper bound at every
+/// moment of the step (docs/cost-model.md §4.3 derives each term from DeepSpeed's source), in bf16, for
+/// a stage whose largest parameter tensor has `largest_param` elements, whose tensors at or below the
+/// persistence threshold sum to `persistent_params` elements, and whose gradients reduce-scatter over
+/// `reduce_ranks` ranks. Throws std::invalid_argument for a negative count or reduce_ranks < 1.
+int64_t zero3_submodule_buffer_bytes(const Zero3SubmoduleLimits& limits, int64_t largest_param, int64_t persistent_params,
+                                     int64_t reduce_ranks);
 
 struct CostParams {
   // --- compute (docs/cost-model.md §2) ---
@@ -91,6 +114,11 @@ struct CostParams {
   double per_microbatch_overhead_s = 1.4e-3;
   /// Per optimizer step (zero_grad, scheduler, logging, synchronisation).
   double per_step_overhead_s = 10.0e-3;
+
+  // --- memory, continued (docs/cost-model.md §4.3) ---
+  /// ZeRO-3 gathers per submodule under these limits (DeepSpeed) rather than a whole block at a time
+  /// with the next one prefetched (FSDP2, the default): they bound its buffers instead.
+  std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;
 };
 
 /// What a collective of `comm_s` seconds adds when a framework overlaps `hidden_fraction` of it with

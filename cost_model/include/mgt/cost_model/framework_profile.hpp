@@ -43,6 +43,9 @@ struct FrameworkProfile {
   bool offers_pipeline = false;
   bool offers_interleaved = false;  ///< interleaved 1F1B (virtual pipeline stages)
   bool offers_zero[4] = {true, false, false, false};  ///< ZeRO stages 0-3 (3 = FSDP-style sharding)
+  /// ZeRO-3 gathers per submodule under these limits (DeepSpeed; `--emit deepspeed` writes them);
+  /// none: whole blocks with the next one prefetched (FSDP2).
+  std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;
   // --- memory overheads per GPU ---
   int64_t context_bytes = 768ll << 20;     ///< CUDA context + cuBLAS / cuDNN / TE workspaces
   int64_t nccl_buffer_bytes = 256ll << 20;
