@@ -41,18 +41,13 @@ ir::Block moe_block(int64_t experts) {
   const std::map<char, int64_t> all{{'h', Hm}, {'e', experts}, {'f', Fm}}, chosen{{'h', Hm}, {'e', kTopK}, {'f', Fm}};
   ir::Block b;
   b.name = "moe";
-  b.tensors = {tensor("x", "bsh", false, all),
-               tensor("w_router", "he", true, all),
-               tensor("router_logits", "bse", false, all),
-               tensor("routing", "bse", false, chosen),
-               tensor("w_expert_gate", "ehf", true, all),
-               tensor("w_expert_up", "ehf", true, all),
-               tensor("w_expert_down", "efh", true, all),
-               tensor("expert_gate", "bsef", false, chosen),
-               tensor("expert_up", "bsef", false, chosen),
-               tensor("expert_act_out", "bsef", false, chosen),
-               tensor("expert_out", "bseh", false, chosen),
+  b.tensors = {tensor("x", "bsh", false, all), tensor("w_router", "he", true, all),
+               tensor("router_logits", "bse", false, all), tensor("routing", "bse", false, chosen),
+               tensor("w_expert_down", "efh", true, all), tensor("expert_out", "bseh", false, chosen),
                tensor("moe_out", "bsh", false, all)};
+  for (const char* name : {"w_expert_gate", "w_expert_up"}) b.tensors.push_back(tensor(name, "ehf", true, all));
+  for (const char* name : {"expert_gate", "expert_up", "expert_act_out"})
+    b.tensors.push_back(tensor(name, "bsef", false, chosen));
   ir::Op route = make_op("router", Kind::router, {"router_logits"}, "routing");
   route.top_k = kTopK;
   ir::Op act = make_op("expert_act", Kind::activation, {"expert_gate", "expert_up"}, "expert_act_out");
