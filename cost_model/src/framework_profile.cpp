@@ -88,6 +88,13 @@ std::vector<FrameworkProfile> profile_table() {
     p.offers_pipeline = p.offers_interleaved = true;
     p.offers_zero[1] = true;
     p.offers_zero[3] = true;  // --use-megatron-fsdp / --use-torch-fsdp2
+    // --moe-token-dispatcher-type alltoall (the MoE perf recipes up to container 26.04), dropless:
+    // MoEAlltoAllTokenDispatcher.preprocess sets cuda_sync_point = "before_ep_alltoall" (ep > 1 or
+    // several local experts; "before_finish" otherwise) and token_permutation calls
+    // torch.cuda.current_stream().synchronize() there, because the all-to-all's input / output
+    // splits and the grouped GEMM's m_splits are host lists (megatron/core/transformer/moe/
+    // token_dispatcher.py). The backward reuses those host lists: no second sync.
+    p.moe_dispatch_host_sync = true;
     t.push_back(p);
   }
   {
@@ -229,6 +236,13 @@ bool apply_feature(const std::string& raw, FrameworkProfile& p) {
     p.fused_norm = p.fused_activation = p.fused_cross_entropy = true;
   } else if (f == "cuda-graphs" || f == "cuda-graph") {
     p.dispatch = HostDispatch::cuda_graphs;
+  } else if (f == "hybridep" || f == "moe-hybridep") {
+    // The flex dispatcher's HybridEP backend sizes its buffers on the device and runs inside a
+    // full-iteration CUDA graph (recipes from 26.06): no host sync. DeepEP's normal kernels still
+    // wait on the host for the received counts, so "deepep" changes nothing here.
+    p.moe_dispatch_host_sync = false;
+  } else if (f == "alltoall-dispatcher") {
+    p.moe_dispatch_host_sync = true;
   } else if (f == "flash-attention" || f == "flash-attn" || f == "fa2") {
     p.attention = AttentionImpl::fa2;
   } else if (f == "fa3" || f == "flash-attention-3") {
@@ -351,6 +365,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.dp_param_gather_hidden_fraction = profile.overlap_param_gather ? hidden : 0.0;
   p.p2p_hidden_fraction = profile.p2p_overlap ? hidden : 0.0;
   p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
+  p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.cuda_context_bytes = profile.context_bytes;
   p.nccl_buffer_bytes = profile.nccl_buffer_bytes;
   p.allocator_fragmentation = profile.allocator_fragmentation;

@@ -10,12 +10,14 @@
 #include "mgt/cost_model/task_cost.hpp"
 
 #include "mgt/cost_model/compute.hpp"
+#include "mgt/cost_model/moe_host_sync.hpp"
 #include "mgt/cost_model/ssm_cost.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -581,7 +583,10 @@ namespace {
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
   Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
+  std::vector<double> op_fwd_s;
+  std::optional<size_t> router;
   for (const auto& op : block.ops) {
+    if (op.kind == ir::OpKind::router && !router) router = op_fwd_s.size();
     const BlockCost before = w.cost;
     const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;
     switch (op.kind) {
@@ -593,6 +598,7 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
       default: cost_elementwise(w, op); break;
     }
     if (!op.output.empty()) w.produced.insert(op.output);
+    op_fwd_s.push_back(w.cost.fwd_compute_s - before.fwd_compute_s);
     if (per_op) {
       OpCost c;
       c.fwd_s = w.cost.fwd_compute_s - before.fwd_compute_s;
@@ -606,6 +612,15 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
                                w.cost.bwd_collectives.end());
       per_op->push_back(std::move(c));
     }
+  }
+  if (router && params.moe_dispatch_host_sync) {
+    // The dispatcher's host sync stalls the GPU inside the router's forward, before the dispatch
+    // all-to-all: the estimator and the simulator's router instruction both carry it (and a full
+    // recompute, which reruns the dispatcher, repeats it).
+    const double stall_s = host_sync_stall_s(
+        params.kernel_floor_s, moe_kernels_after_sync(block, *router, ctx, op_fwd_s, w.expert_weights, params.kernel_floor_s));
+    w.cost.fwd_compute_s += stall_s;
+    if (per_op) (*per_op)[*router].fwd_s += stall_s;
   }
   return w;
 }

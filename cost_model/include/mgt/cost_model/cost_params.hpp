@@ -68,6 +68,11 @@ struct CostParams {
   double loss_traffic_factor = 1.0;
   /// Launch + tail floor of one kernel (CUDA launch ~3-5 us plus tail; Megatron profiles).
   double kernel_floor_s = 4.0e-6;
+  /// The MoE token dispatcher synchronises the host with the GPU once per MoE layer forward
+  /// (FrameworkProfile::moe_dispatch_host_sync): after it the GPU queue is empty and the layer's
+  /// kernels run at the host's launch rate, one kernel_floor_s of host time per launch, until the
+  /// host gets ahead (moe_host_sync_stall_s, layer_cost.hpp; docs/cost-model.md §9).
+  bool moe_dispatch_host_sync = false;
 
   // --- communication (docs/cost-model.md §3) ---
   /// NCCL busbw / raw link bandwidth inside an NVLink domain (nccl-tests all_reduce on DGX H100:

@@ -34,6 +34,9 @@ struct FrameworkProfile {
   bool fused_activation = false;     ///< gated activation in one kernel (silu(a) * b), else two
   bool fused_cross_entropy = false;  ///< vocab-parallel / fused CE without an fp32 copy of the logits
   HostDispatch dispatch = HostDispatch::eager;
+  /// The MoE token dispatcher waits on the host for the routed-token counts before its expert-
+  /// parallel all-to-all (Megatron-Core's dropless alltoall dispatcher), once per MoE layer forward.
+  bool moe_dispatch_host_sync = false;
   // --- communication it overlaps with compute ---
   bool tp_comm_overlap = false;       ///< TP all-gather / reduce-scatter pipelined with the GEMMs (TE userbuffers, async TP)
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)
