@@ -74,5 +74,30 @@ TEST(CliFramework, RolelessModelsRefuseTheFlag) {
   EXPECT_TRUE(contains(r.err, "--framework")) << r.err;
 }
 
+// The plan table shows expert tensor parallel where it differs from tp ("ep/etp"), so a plan whose
+// recommended line says etp=K reads the same in its table row (issue 16: Megatron's expert layouts).
+TEST(CliFramework, PlanTableShowsExpertTensorParallelBesideEp) {
+  const Result r = run_cli({"examples/models/DeepSeek-V3.json", "--gpus", "2048", "--framework", "megatron-core", "--top", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t rec = r.out.find("recommended:");
+  ASSERT_NE(rec, std::string::npos) << r.out;
+  const std::string recommended = r.out.substr(rec, r.out.find('\n', rec) - rec);
+  const auto value_of = [&](const std::string& key) -> std::string {
+    const size_t at = recommended.find(" " + key + "=");
+    if (at == std::string::npos) return "";
+    const size_t from = at + key.size() + 2;
+    return recommended.substr(from, recommended.find(' ', from) - from);
+  };
+  // The search's best plan here carves etp from tp (see the recommended line); without it this test
+  // would check nothing, so its absence fails.
+  ASSERT_NE(value_of("etp"), "") << recommended;
+  const std::string cell = " " + value_of("ep") + "/" + value_of("etp") + " ";
+  const size_t row = r.out.find("\n   1 ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const std::string first_row = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+  EXPECT_NE(first_row.find(cell), std::string::npos) << "row: " << first_row << "\nrecommended: " << recommended;
+  EXPECT_NE(r.out.find("ep column: ep/etp where etp != tp"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mgt_cli_test

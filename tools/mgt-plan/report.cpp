@@ -79,14 +79,14 @@ std::string format_header(const RunContext& run) {
   out +=
          "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); "
          "ep from cp, dp_shard, then dp_replicate;\n"
-         "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp)\n";
+         "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp); ep column: ep/etp where etp != tp\n";
   return out;
 }
 
 std::string format_table(const std::vector<cost::Estimate>& plans, int64_t hbm_bytes) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%4s %6s %8s %6s %3s %6s %3s %4s %4s %-9s %18s %8s %10s %5s  %s\n", "rank", "dp_rep",
+  std::snprintf(line, sizeof line, "%4s %6s %8s %6s %3s %6s %6s %4s %4s %-9s %18s %8s %10s %5s  %s\n", "rank", "dp_rep",
                 "dp_shard", "tp", "cp", "pp", "ep", "mbs", "ga", "recompute", "mem GiB (headroom)", "step s", "tok/s/GPU",
                 "MFU", "bottleneck");
   out += line;
@@ -96,9 +96,11 @@ std::string format_table(const std::vector<cost::Estimate>& plans, int64_t hbm_b
     const std::string tp = std::to_string(p.tp) + (ir::sequence_parallel(p) ? "+sp" : "");
     const std::string mem = format_gib(e.memory.peak_bytes) + " (" + format_gib(hbm_bytes - e.memory.peak_bytes) + ")";
     const std::string pp = std::to_string(p.pp) + (p.vpp > 1 ? "x" + std::to_string(p.vpp) : "");
-    std::snprintf(line, sizeof line, "%4d %6lld %8lld %6s %3lld %6s %3lld %4lld %4lld %-9s %18s %8.2f %10.0f %5.3f  %s\n",
+    // Expert tensor parallel is shown only where it differs from tp (Megatron's default): "ep/etp".
+    const std::string ep = std::to_string(p.ep) + (ir::expert_tp(p) != p.tp ? "/" + std::to_string(ir::expert_tp(p)) : "");
+    std::snprintf(line, sizeof line, "%4d %6lld %8lld %6s %3lld %6s %6s %4lld %4lld %-9s %18s %8.2f %10.0f %5.3f  %s\n",
                   rank++, (long long)p.dp_replicate, (long long)p.dp_shard, tp.c_str(), (long long)p.cp, pp.c_str(),
-                  (long long)p.ep, (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), ir::to_string(p.recompute).c_str(),
+                  ep.c_str(), (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), ir::to_string(p.recompute).c_str(),
                   mem.c_str(), e.step_time_s, e.tokens_per_s_per_gpu, e.mfu, e.bottleneck.c_str());
     out += line;
   }
