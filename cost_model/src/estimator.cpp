@@ -29,6 +29,9 @@ constexpr int64_t kOptimizerTrafficBytes = 30;
 constexpr int64_t kLastBucketBytes = 25ll << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Bytes to the nearest integer, halves away from zero as std::llround, without its libm call (the
+// FSDP peak rounds a candidate's activations a dozen times per stage).
+int64_t round_bytes(double bytes) { return bytes >= 0 ? int64_t(bytes + 0.5) : -int64_t(0.5 - bytes); }
 }  // namespace
 
 struct Estimator::ShapeSummary {
@@ -49,7 +52,7 @@ struct Estimator::PlanContext {
   LinkEstimate pp_link;  // the slowest stage boundary (Topology::pipeline_link), when pp > 1
   /// The link of any named group (tp, cp and ep are priced once per memoised shape, dp only under DDP).
   LinkEstimate link(const Topology& topology, ir::MeshGroup group) const {
-    return topology.link_for_group({layout.spans(group)});
+    return topology.link_for_axes(layout.fixed_spans(group).view());
   }
 };
 
@@ -179,6 +182,7 @@ namespace {
 struct FsdpRun {
   int64_t copies;
   double ag, rs, fwd, bwd;
+  bool operator==(const FsdpRun&) const = default;
 };
 struct FsdpExposure {
   /// What the chain adds to one micro-batch: per window max(comm − compute, slowdown × min(comm,
@@ -250,10 +254,18 @@ struct Estimator::StageTime {
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
   PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}, {}};
-  x.shard_link = x.link(topology_, ir::MeshGroup::shard);
-  x.expert_link = x.link(topology_, ir::MeshGroup::expert_shard);
-  x.replicate_link = x.link(topology_, ir::MeshGroup::replicate);
-  x.expert_replicate_link = x.link(topology_, ir::MeshGroup::expert_replicate);
+  // An expert group equals its dense one unless ep or etp cut the mesh (dense models always): then
+  // its link is the dense group's, without a second lookup.
+  const auto expert_link_like = [&](ir::MeshGroup group, const ir::Layout::FixedSpans& dense, const LinkEstimate& dense_link) {
+    const ir::Layout::FixedSpans spans = x.layout.fixed_spans(group);
+    return std::ranges::equal(spans.view(), dense.view()) ? dense_link : topology_.link_for_axes(spans.view());
+  };
+  const ir::Layout::FixedSpans shard = x.layout.fixed_spans(ir::MeshGroup::shard);
+  const ir::Layout::FixedSpans replicate = x.layout.fixed_spans(ir::MeshGroup::replicate);
+  x.shard_link = topology_.link_for_axes(shard.view());
+  x.expert_link = expert_link_like(ir::MeshGroup::expert_shard, shard, x.shard_link);
+  x.replicate_link = topology_.link_for_axes(replicate.view());
+  x.expert_replicate_link = expert_link_like(ir::MeshGroup::expert_replicate, replicate, x.replicate_link);
   // The slowest boundary paces a 1F1B pipeline: every stage waits for what crosses it.
   if (x.layout.plan.pp > 1)
     x.pp_link = topology_.pipeline_link(x.layout.pp_stride(), x.layout.plan.pp, /*wraps=*/x.layout.plan.vpp > 1);
@@ -292,10 +304,10 @@ FsdpExposure chained_fsdp_exposure(const std::vector<FsdpRun>& all, const std::v
       if (filled >= chunk_layers && c + 1 < chunks.size()) ++c, filled = 0;
     }
   }
-  FsdpExposure sum;
+  FsdpExposure sum, e;
   for (size_t k = 0; k < size_t(vpp); ++k) {
-    const auto& chunk = chunks[k];
-    const FsdpExposure e = fsdp_exposure(chunk, slowdown, concurrent);
+    // The middle chunks of a stage are usually alike: time a chunk only when it differs from the last.
+    if (k == 0 || chunks[k] != chunks[k - 1]) e = fsdp_exposure(chunks[k], slowdown, concurrent);
     sum.cost += e.cost;
     sum.ends += e.ends;
   }
@@ -546,7 +558,7 @@ FsdpPeak fsdp_peak(const std::vector<StageBlock>& order, const ir::Plan& plan, i
   const double all_saved = in_flight * per_microbatch_saved;
   int64_t worst = 0, worst_fsdp = 0, worst_transient = 0, worst_act = activations_bytes;
   auto consider = [&](int64_t transient, int64_t fsdp, double act) {
-    const int64_t a = int64_t(std::llround(act));
+    const int64_t a = round_bytes(act);
     if (transient + fsdp + a > worst)
       worst = transient + fsdp + a, worst_fsdp = fsdp, worst_transient = transient, worst_act = a;
   };
@@ -639,7 +651,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   set_model_state_bytes(sm, x.layout.zero_stage, params, shard_params);
   sm.parameters_bytes += frozen_bytes;
   const double in_flight = micro_batches_in_flight(plan, x.layout.grad_accum, stage_index);
-  sm.activations_bytes = int64_t(std::llround(in_flight * per_microbatch_saved));
+  sm.activations_bytes = round_bytes(in_flight * per_microbatch_saved);
   // Backward holds one layer's rematerialised activations (full recompute) and the gradients of the
   // two largest tensors in flight; the loss holds the logits working set.
   const int64_t backward_transient = (full_fraction > 0 ? largest_saved_none : 0) + 2 * largest_tensor;
@@ -660,7 +672,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
   const int64_t allocated = sm.parameters_bytes + sm.gradients_bytes + sm.optimizer_bytes + sm.fsdp_buffers_bytes +
                             sm.activations_bytes + sm.transient_bytes;
   sm.overhead_bytes = params_.cuda_context_bytes + params_.nccl_buffer_bytes +
-                      int64_t(std::llround(params_.allocator_fragmentation * double(allocated)));
+                      round_bytes(params_.allocator_fragmentation * double(allocated));
   sm.peak_bytes = allocated + sm.overhead_bytes;
   return sm;
 }

@@ -12,9 +12,11 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 namespace mgt::cost {
@@ -75,9 +77,9 @@ struct PlacementKeyHash {
 };
 
 /// Returns false when the placement has too many axes to be a cache key.
-bool make_key(const GroupPlacement& group, PlacementKey& key) {
+bool make_key(std::span<const AxisPlacement> axes, PlacementKey& key) {
   key.count = 0;
-  for (const auto& a : group.axes) {
+  for (const auto& a : axes) {
     if (a.size == 1) continue;
     if (key.count == kMaxAxes) return false;
     // Insertion sort by (stride, size): at most kMaxAxes elements.
@@ -112,6 +114,8 @@ struct Topology::Impl {
   mutable std::mutex mutex;
   mutable std::unordered_map<PlacementKey, LinkEstimate, PlacementKeyHash> group_cache;
   mutable std::unordered_map<uint64_t, PathResult> path_cache;  ///< (u << 32 | v) -> widest path
+  /// pipeline_link by (stride, stages, wraps): the search asks it for every pipelined candidate.
+  mutable std::map<std::tuple<int64_t, int64_t, bool>, LinkEstimate> pipeline_cache;
 
   void build();
   PathResult widest_path(Vertex u, Vertex v) const;  // caller holds `mutex`
@@ -360,14 +364,23 @@ Topology::Topology(Topology&&) noexcept = default;
 Topology& Topology::operator=(Topology&&) noexcept = default;
 
 LinkEstimate Topology::link_for_group(const GroupPlacement& group) const {
+  return link_for_axes(group.axes);
+}
+
+LinkEstimate Topology::link_for_axes(std::span<const AxisPlacement> axes) const {
   auto& m = *impl_;
   PlacementKey key;
-  bool cacheable = make_key(group, key);
+  bool cacheable = make_key(axes, key);
+  if (cacheable && key.count == 0) {  // one member: no communication (compute_group's n == 1), no lock
+    LinkEstimate local;
+    local.bus_bytes_per_s = m.cluster.gpu.hbm_bytes_per_s;
+    return local;
+  }
   std::lock_guard<std::mutex> lock(m.mutex);
   if (cacheable) {
     if (auto it = m.group_cache.find(key); it != m.group_cache.end()) return it->second;
   }
-  LinkEstimate result = m.compute_group(group);
+  LinkEstimate result = m.compute_group(GroupPlacement{{axes.begin(), axes.end()}});
   if (cacheable) m.group_cache.emplace(key, result);
   return result;
 }
@@ -410,6 +423,11 @@ LinkEstimate Topology::pipeline_link(int64_t stride, int64_t stages, bool wraps)
   if (stride < 1 || stride > (num_gpus() - 1) / (stages - 1))
     throw std::invalid_argument("pipeline of " + std::to_string(stages) + " stages " + std::to_string(stride) +
                                 " ranks apart does not fit the " + std::to_string(num_gpus()) + "-GPU topology");
+  const std::tuple<int64_t, int64_t, bool> key{stride, stages, wraps};
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (auto it = impl_->pipeline_cache.find(key); it != impl_->pipeline_cache.end()) return it->second;
+  }
   LinkEstimate slowest = link_between(0, stride);
   auto include = [&](int64_t a, int64_t b) {
     const LinkEstimate l = link_between(a, b);
@@ -423,6 +441,8 @@ LinkEstimate Topology::pipeline_link(int64_t stride, int64_t stages, bool wraps)
     if (k + 1 < stages) include(k * stride, (k + 1) * stride);
   }
   if (wraps) include(0, (stages - 1) * stride);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->pipeline_cache.emplace(key, slowest);
   return slowest;
 }
 

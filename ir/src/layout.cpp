@@ -157,13 +157,21 @@ std::vector<std::string> Layout::axes(MeshGroup group) const {
   return out;
 }
 
-std::vector<AxisSpan> Layout::spans(MeshGroup group) const {
-  std::vector<AxisSpan> out;
+Layout::FixedSpans Layout::fixed_spans(MeshGroup group) const {
+  FixedSpans out;
   const uint32_t bits = members[size_t(group)];
-  const auto size_of = [this](size_t j) { return mesh_axes[j].size; };
-  for (size_t i = 0; i < num_mesh_axes; ++i)
-    if ((bits >> i) & 1u && mesh_axes[i].size > 1) out.push_back({mesh_axes[i].size, stride_of(i, num_mesh_axes, size_of)});
+  int64_t stride = 1;  // of axis i: the product of the sizes inside it (stride_of, innermost first)
+  for (size_t i = num_mesh_axes; i-- > 0;) {
+    if ((bits >> i) & 1u && mesh_axes[i].size > 1) out.items[out.count++] = {mesh_axes[i].size, stride};
+    stride *= std::max<int64_t>(1, mesh_axes[i].size);
+  }
+  std::reverse(out.items.begin(), out.items.begin() + std::ptrdiff_t(out.count));  // outermost first
   return out;
+}
+
+std::vector<AxisSpan> Layout::spans(MeshGroup group) const {
+  const FixedSpans fixed = fixed_spans(group);
+  return {fixed.items.begin(), fixed.items.begin() + std::ptrdiff_t(fixed.count)};
 }
 
 int64_t Layout::size(MeshGroup group) const {

@@ -52,7 +52,13 @@ const char* kAllKeys =
 }  // namespace
 
 int64_t world_size(const Plan& plan) {
-  // Checked: a hostile plan whose product wraps around could otherwise equal --gpus.
+  // Checked: a hostile plan whose product wraps around could otherwise equal --gpus. The error's
+  // strings are built only on overflow (the search asks this per candidate).
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t axis : {plan.dp_replicate, plan.dp_shard, plan.cp, plan.tp, plan.pp})
+    overflow = overflow || __builtin_mul_overflow(n, axis, &n);
+  if (!overflow) return n;
   return world_size(plan.dp_replicate, plan.dp_shard, plan.cp, plan.tp, plan.pp, "plan");
 }
 

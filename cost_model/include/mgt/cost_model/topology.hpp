@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace mgt::cost {
@@ -47,6 +48,8 @@ class Topology {
   /// the widest path between consecutive ring members, with NIC capacity shared among the groups
   /// that run concurrently on the same node.
   LinkEstimate link_for_group(const GroupPlacement& group) const;
+  /// The same for the axes given in place (no allocation: the search prices groups per candidate).
+  LinkEstimate link_for_axes(std::span<const AxisPlacement> axes) const;
 
   /// Point-to-point bandwidth and latency between two ranks (widest path on the graph).
   LinkEstimate link_between(int64_t rank_a, int64_t rank_b) const;

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +147,13 @@ struct Layout {
   std::vector<std::string> axes(MeshGroup group) const;
   /// The group's axes of size > 1 with their strides, outermost first.
   std::vector<AxisSpan> spans(MeshGroup group) const;
+  /// The same in a fixed array (no allocation: the search prices a plan's groups per candidate).
+  struct FixedSpans {
+    std::array<AxisSpan, 10> items{};
+    size_t count = 0;
+    std::span<const AxisSpan> view() const { return {items.data(), count}; }
+  };
+  FixedSpans fixed_spans(MeshGroup group) const;
   /// Members of the group (the product of its axes' sizes).
   int64_t size(MeshGroup group) const;
   /// Ranks between neighbouring pipeline stages.
