@@ -179,6 +179,38 @@ double gemm_time_s(const Walk& w, ir::DType gemm_dtype, double peak, int64_t bat
   return flops / (peak * eff) + w.params.kernel_floor_s;
 }
 
+// Routed experts run as a grouped GEMM (Megatron-Core TEGroupedMLP / GroupedMLP, torchtitan
+// grouped_mm): one GEMM per local expert over the tokens routed to it, so each runs at the efficiency
+// of its own shape, not of one GEMM over all routed tokens. `expert_groups` = local experts, `rows` =
+// token-expert pairs on this rank (balanced routing: the tokens the rank dispatches, times top-k).
+struct ExpertGemm {
+  int64_t groups = 0;  // 0: not a routed-expert contraction
+  int64_t rows_per_group = 0, n = 1, k = 1;
+};
+
+ExpertGemm expert_gemm(const Walk& w, const ir::Op& op, const EinsumSpec& spec, const GemmShape& shape) {
+  const auto& b = w.tensor(op.inputs[1]);
+  const auto& o = w.tensor(op.output);
+  const ir::Dim* weight_e = find_dim(b, 'e');
+  const ir::Dim* out_e = find_dim(o, 'e');
+  if (!b.is_parameter || !weight_e || !out_e || out_e->size >= weight_e->size) return {};
+  const int64_t top_k = out_e->size, experts = ceil_div(weight_e->size, std::max<int64_t>(1, w.ctx.ep));
+  const bool e_in_batch = spec.lhs.find('e') != std::string::npos;  // "bsef,efh->bseh": e batches the GEMMs
+  ExpertGemm g;
+  g.groups = experts;
+  g.n = e_in_batch ? shape.n : std::max<int64_t>(1, shape.n / top_k);
+  g.k = shape.k;
+  g.rows_per_group = ceil_div(shape.batch * shape.m * (e_in_batch ? 1 : top_k), experts);
+  return g;
+}
+
+// One grouped GEMM: every group's (mm x nn x kk) at that shape's efficiency, one kernel floor.
+double grouped_gemm_time_s(const Walk& w, ir::DType gemm_dtype, double peak, int64_t groups, int64_t mm, int64_t nn,
+                           int64_t kk) {
+  return double(groups) * (gemm_time_s(w, gemm_dtype, peak, 1, mm, nn, kk) - w.params.kernel_floor_s) +
+         w.params.kernel_floor_s;
+}
+
 // Model FLOPs use global sizes: 6 * (active weight elements) * tokens for weights (4 for a frozen
 // weight: no weight gradient), 3 x forward for activation-activation contractions.
 double contraction_model_flops(const Walk& w, const ir::Op& op, const EinsumSpec& spec, bool frozen) {
@@ -286,12 +318,20 @@ void cost_contraction(Walk& w, const ir::Op& op) {
                     : ir::LinearFormat::none;
   const ir::DType gemm_dtype = low_precision ? ir::DType::fp8 : w.ctx.dtype;  // efficiency tables: fp8 for all three
   const double peak = linear_gemm_peak_flops_per_s(w.cluster.gpu, format, w.ctx.dtype);
-  w.cost.fwd_compute_s += gemm_time_s(w, gemm_dtype, peak, batch, m, n, k);
+  // The GEMM as the kernels run it: one (batched) GEMM, or one per local routed expert.
+  const ExpertGemm grouped = expert_gemm(w, op, spec, shape);
+  const int64_t run_m = grouped.groups ? grouped.rows_per_group : m, run_n = grouped.groups ? grouped.n : n,
+                run_k = grouped.groups ? grouped.k : k;
+  auto time = [&](int64_t mm, int64_t nn, int64_t kk) {
+    return grouped.groups ? grouped_gemm_time_s(w, gemm_dtype, peak, grouped.groups, mm, nn, kk)
+                          : gemm_time_s(w, gemm_dtype, peak, batch, mm, nn, kk);
+  };
+  w.cost.fwd_compute_s += time(run_m, run_n, run_k);
   w.fwd_flops += 2.0 * double(batch) * double(m) * double(n) * double(k);
   // A frozen base weight (LoRA) gets no gradient: backward computes dA only (Hu et al. 2021 §4).
   const bool frozen = b.is_parameter && (w.ctx.task == ir::Task::lora || w.ctx.task == ir::Task::qlora);
-  const double d_b = frozen ? 0.0 : gemm_time_s(w, gemm_dtype, peak, batch, k, n, m);  // dB = A^T.dO
-  w.cost.bwd_compute_s += gemm_time_s(w, gemm_dtype, peak, batch, m, k, n) + d_b;     // dA = dO.B^T
+  const double d_b = frozen ? 0.0 : time(run_k, run_n, run_m);  // dB = A^T.dO
+  w.cost.bwd_compute_s += time(run_m, run_k, run_n) + d_b;      // dA = dO.B^T
   if (b.is_parameter) w.bwd_weight_s += d_b;
   if (frozen) cost_frozen_weight(w, op, b, shape, gemm_shape(w, op, spec, in_tp, /*global_sizes=*/true));
   w.cost.model_flops += contraction_model_flops(w, op, spec, frozen);
@@ -445,6 +485,18 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
         w.ep_collective(w.cost.fwd_collectives, CollectiveKind::all_to_all, a2a_bytes);
         w.ep_collective(w.cost.bwd_collectives, CollectiveKind::all_to_all, a2a_bytes);
       }
+      // Token permutation (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher): the routed
+      // token rows are copied into expert order before the dispatch (moe_utils.permute) and, with
+      // several local experts behind an all-to-all, sorted by local expert after it and back before
+      // the combine (sort_chunks_by_idxs). Each copy reads and writes every routed row, forward and
+      // again for the gradients in backward. The weighted unpermute is the graph's combine op.
+      int64_t experts = 0;
+      for (const auto& t : w.block.tensors)
+        if (const ir::Dim* e = find_dim(t, 'e'); t.is_parameter && e && e->size > op.top_k) experts = std::max(experts, e->size);
+      const int64_t local_experts = ceil_div(std::max<int64_t>(experts, 1), std::max<int64_t>(1, w.ctx.ep));
+      const int64_t copies = 1 + (w.ctx.ep > 1 && local_experts > 1 ? 2 : 0);
+      const int64_t copy_bytes = copies * 2 * a2a_bytes;
+      w.add_kernel("permute", double(copies * tokens * op.top_k * hidden), copy_bytes, copy_bytes);
       break;
     }
     default:

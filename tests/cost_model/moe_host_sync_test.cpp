@@ -5,8 +5,8 @@
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/cost_model/moe_host_sync.hpp"
 
+#include "moe_block.hpp"
 #include "round_hardware.hpp"
-#include "tiny_llama.hpp"
 
 #include <gtest/gtest.h>
 
@@ -32,37 +32,6 @@ TEST(moe_host_sync, stall_of_kernels_launched_after_a_sync_by_hand) {
   EXPECT_EQ(host_sync_stall_s(0.0, {1 * kUs}), 0.0);
 }
 
-// A routed-expert FFN of E experts (hidden Hm, expert ffn Fm, top-k 2) as docs/graph_format.md writes
-// it: router_proj, router, expert gate / up, silu_glu, down, combine.
-constexpr int64_t Hm = 1024, Fm = 1024, kTopK = 2;
-ir::Block moe_block(int64_t experts) {
-  using Kind = ir::OpKind;
-  using tiny::make_op, tiny::tensor;
-  const std::map<char, int64_t> all{{'h', Hm}, {'e', experts}, {'f', Fm}}, chosen{{'h', Hm}, {'e', kTopK}, {'f', Fm}};
-  ir::Block b;
-  b.name = "moe";
-  b.tensors = {tensor("x", "bsh", false, all), tensor("w_router", "he", true, all),
-               tensor("router_logits", "bse", false, all), tensor("routing", "bse", false, chosen),
-               tensor("w_expert_down", "efh", true, all), tensor("expert_out", "bseh", false, chosen),
-               tensor("moe_out", "bsh", false, all)};
-  for (const char* name : {"w_expert_gate", "w_expert_up"}) b.tensors.push_back(tensor(name, "ehf", true, all));
-  for (const char* name : {"expert_gate", "expert_up", "expert_act_out"})
-    b.tensors.push_back(tensor(name, "bsef", false, chosen));
-  ir::Op route = make_op("router", Kind::router, {"router_logits"}, "routing");
-  route.top_k = kTopK;
-  ir::Op act = make_op("expert_act", Kind::activation, {"expert_gate", "expert_up"}, "expert_act_out");
-  act.activation = ir::ActivationKind::silu_glu;
-  b.ops = {make_op("router_proj", Kind::contraction, {"x", "w_router"}, "router_logits", "bsh,he->bse"),
-           route,
-           make_op("expert_gate_proj", Kind::contraction, {"x", "w_expert_gate"}, "expert_gate", "bsh,ehf->bsef"),
-           make_op("expert_up_proj", Kind::contraction, {"x", "w_expert_up"}, "expert_up", "bsh,ehf->bsef"),
-           act,
-           make_op("expert_down_proj", Kind::contraction, {"expert_act_out", "w_expert_down"}, "expert_out",
-                   "bsef,efh->bseh"),
-           make_op("combine", Kind::contraction, {"expert_out", "routing"}, "moe_out", "bseh,bse->bsh")};
-  return b;
-}
-
 // The round cluster (1 PFLOP/s, GEMMs at half of it) with a 10 us launch: the host time per launch.
 constexpr double kLaunch = 10 * kUs;
 CostParams launch_params(bool sync) {
@@ -79,7 +48,7 @@ double stall_of(int64_t experts, int64_t ep) {
   ctx.micro_batch = 1;
   ctx.seq_len = 4096;
   ctx.ep = ep;
-  const ir::Block b = moe_block(experts);
+  const ir::Block b = moe::block(experts);
   const ir::ClusterSpec c = round::cluster();
   const double block = block_cost(b, ctx, c, launch_params(true)).fwd_compute_s -
                        block_cost(b, ctx, c, launch_params(false)).fwd_compute_s;
