@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <span>
 
 namespace mgt::cost {
 
@@ -56,6 +57,18 @@ struct Estimator::PlanContext {
   }
 };
 
+// One interleaved-pipeline chunk of a stage as its FSDP chain sees it: the blocks it runs, in forward
+// order, with their copies; `repeat` alike chunks in a row (the middle chunks of a stage usually are).
+struct FsdpChunk {
+  struct Part {
+    size_t block;
+    int64_t copies;
+    bool operator==(const Part&) const = default;
+  };
+  std::vector<Part> parts;
+  int64_t repeat = 1;
+};
+
 // Which block copies each physical pipeline stage holds (ir::for_each_block_copy places them),
 // grouped by composition so that equal stages are timed once.
 struct Estimator::StageLayout {
@@ -64,9 +77,46 @@ struct Estimator::StageLayout {
     int64_t index = 0;            // smallest physical stage index with this composition
     int64_t layers = 0;
     int64_t count = 1;            // physical stages with this composition
+    std::vector<FsdpChunk> fsdp_chunks;  // its vpp chunks (fsdp_chunks_of), alike neighbours merged
   };
   std::vector<Stage> stages;      // distinct compositions only
 };
+
+namespace {
+// A stage's FSDP chains (Estimator::stage_time). Interleaved pipelines run each chunk as a task of its
+// own, so each chunk's chain starts and ends on its own (its first all-gather and last reduce-scatter
+// exposed): the stage's layer copies split into vpp contiguous chunks, the blocks before them going
+// with the first, the blocks after them with the last (docs/lowering.md). Memoised with the layout:
+// it depends on the copies and vpp only.
+std::vector<FsdpChunk> fsdp_chunks_of(const ir::Graph& graph, const std::vector<int64_t>& copies, int64_t vpp) {
+  using Chunk = FsdpChunk;
+  std::vector<Chunk> chunks(static_cast<size_t>(vpp));
+  int64_t layers = 0;
+  for (size_t b = 0; b < copies.size(); ++b) layers += graph.blocks[b].is_layer ? copies[b] : 0;
+  const int64_t chunk_layers = (layers + vpp - 1) / vpp;
+  size_t c = 0;
+  int64_t filled = 0, seen = 0;
+  for (size_t b = 0; b < copies.size(); ++b) {
+    if (copies[b] == 0) continue;
+    if (vpp == 1 || !graph.blocks[b].is_layer) {
+      chunks[vpp == 1 || seen == 0 ? 0 : chunks.size() - 1].parts.push_back({b, copies[b]});
+      continue;
+    }
+    for (int64_t left = copies[b]; left > 0;) {
+      const int64_t take = std::min(left, std::max<int64_t>(1, chunk_layers - filled));
+      chunks[c].parts.push_back({b, take});
+      left -= take, filled += take, seen += take;
+      if (filled >= chunk_layers && c + 1 < chunks.size()) ++c, filled = 0;
+    }
+  }
+  std::vector<Chunk> merged;
+  for (auto& chunk : chunks) {
+    if (!merged.empty() && merged.back().parts == chunk.parts) ++merged.back().repeat;
+    else merged.push_back(std::move(chunk));
+  }
+  return merged;
+}
+}  // namespace
 
 Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus,
                      TrainingSettings settings)
@@ -165,7 +215,7 @@ const Estimator::StageLayout& Estimator::layout_for(const ir::Plan& plan) const 
       continue;
     }
     seen[c] = layout->stages.size();
-    StageLayout::Stage stage{c, k, 0, 1};
+    StageLayout::Stage stage{c, k, 0, 1, fsdp_chunks_of(graph_, c, plan.vpp)};
     for (size_t b = 0; b < n; ++b)
       if (graph_.blocks[b].is_layer) stage.layers += c[b];
     layout->stages.push_back(std::move(stage));
@@ -194,7 +244,7 @@ struct FsdpExposure {
 };
 // `concurrent`: whether communication runs beside compute at all (CostParams::concurrent_streams;
 // the CPU backend runs a rank's instructions one after another, so nothing hides).
-FsdpExposure fsdp_exposure(const std::vector<FsdpRun>& runs, double slowdown, bool concurrent) {
+FsdpExposure fsdp_exposure(std::span<const FsdpRun> runs, double slowdown, bool concurrent) {
   FsdpExposure out;
   auto overlap = [&out, slowdown, concurrent](double comm, double compute, double times = 1.0) {
     if (!concurrent) compute = 0;
@@ -273,43 +323,22 @@ Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const 
 }
 
 namespace {
-// The FSDP exposure of a stage's runs (run_is_layer[i]: run i is a layer block). Interleaved pipelines
-// run each chunk as a task of its own, so each chunk's FSDP chain starts and ends on its own (its
-// first all-gather and last reduce-scatter exposed): split the stage's layer copies into vpp
-// contiguous chunks, the blocks before them going with the first, the blocks after them with the
-// last (docs/lowering.md).
-FsdpExposure chained_fsdp_exposure(const std::vector<FsdpRun>& all, const std::vector<char>& run_is_layer, int64_t vpp,
+// The FSDP exposure of a stage: its chunks' chains (FsdpChunk, fsdp_chunks_of), each timed
+// from the per-block runs (`block_runs[b]`: one copy's collectives and compute windows) with the
+// chunk's copies; alike chunks in a row are timed once and added `repeat` times.
+FsdpExposure chained_fsdp_exposure(const std::vector<FsdpChunk>& chunks, const std::vector<FsdpRun>& block_runs,
                                    double slowdown, bool concurrent) {
-  if (vpp == 1) return fsdp_exposure(all, slowdown, concurrent);
-  int64_t layers = 0;
-  for (size_t i = 0; i < all.size(); ++i) layers += run_is_layer[i] ? all[i].copies : 0;
-  // Reused per thread: the search evaluates this for every interleaved candidate.
-  static thread_local std::vector<std::vector<FsdpRun>> chunks;
-  chunks.resize(size_t(vpp));
-  for (auto& chunk : chunks) chunk.clear();
-  size_t c = 0;
-  int64_t filled = 0, seen = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!run_is_layer[i]) {
-      chunks[seen == 0 ? 0 : chunks.size() - 1].push_back(all[i]);
-      continue;
+  static thread_local std::vector<FsdpRun> chain;  // reused: the search times every candidate's stages
+  FsdpExposure sum;
+  for (const auto& chunk : chunks) {
+    chain.clear();
+    for (const auto& part : chunk.parts) {
+      FsdpRun run = block_runs[part.block];
+      run.copies = part.copies;
+      chain.push_back(run);
     }
-    for (int64_t left = all[i].copies; left > 0;) {
-      const int64_t chunk_layers = ceil_div(layers, vpp);
-      const int64_t take = std::min(left, std::max<int64_t>(1, chunk_layers - filled));
-      FsdpRun part = all[i];
-      part.copies = take;
-      chunks[c].push_back(part);
-      left -= take, filled += take, seen += take;
-      if (filled >= chunk_layers && c + 1 < chunks.size()) ++c, filled = 0;
-    }
-  }
-  FsdpExposure sum, e;
-  for (size_t k = 0; k < size_t(vpp); ++k) {
-    // The middle chunks of a stage are usually alike: time a chunk only when it differs from the last.
-    if (k == 0 || chunks[k] != chunks[k - 1]) e = fsdp_exposure(chunks[k], slowdown, concurrent);
-    sum.cost += e.cost;
-    sum.ends += e.ends;
+    const FsdpExposure e = fsdp_exposure(chain, slowdown, concurrent);
+    for (int64_t r = 0; r < chunk.repeat; ++r) sum.cost += e.cost, sum.ends += e.ends;
   }
   return sum;
 }
@@ -324,17 +353,16 @@ double full_recompute_fraction(const ir::Plan& plan, int64_t stage_layers) {
 }  // namespace
 
 Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
+                                           const std::vector<FsdpChunk>& fsdp_chunks,
                                            int64_t stage_layers, const PlanContext& x) const {
   const ir::Plan& plan = x.layout.plan;
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
-  // Per-thread scratch, cleared per call: the search times every stage of every candidate.
-  static thread_local std::vector<FsdpRun> runs, last;
-  static thread_local std::vector<double> run_all_reduce;  // per run: one copy's HSDP replica all-reduce
-  static thread_local std::vector<char> run_is_layer;
-  runs.clear();
-  run_all_reduce.clear();
-  run_is_layer.clear();
+  // Per-thread scratch, per graph block: the search times every stage of every candidate.
+  static thread_local std::vector<FsdpRun> runs, last;     // one copy's FSDP collectives and windows
+  static thread_local std::vector<double> run_all_reduce;  // one copy's HSDP replica all-reduce
+  runs.assign(s.blocks.size(), FsdpRun{0, 0, 0, 0, 0});
+  run_all_reduce.assign(s.blocks.size(), 0.0);
   for (size_t b = 0; b < s.blocks.size(); ++b) {
     const int64_t copies = copies_per_block[b];
     if (copies == 0) continue;
@@ -387,13 +415,12 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s;
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
-      runs.push_back({copies, ag, rs, fwd_window, bwd_window});
-      run_is_layer.push_back(blk.is_layer);
+      runs[b] = {copies, ag, rs, fwd_window, bwd_window};
       // HSDP: each gradient shard all-reduced over the replicas holding it, dense over dp_replicate and
       // experts (when they reduce apart) over expert_replicate; otherwise one all-reduce of both.
       const int64_t dense_shard = ceil_div(dense, x.layout.shard_group), expert_shard = ceil_div(expert, x.layout.expert_shard_group);
       const bool apart = ir::experts_reduce_apart(x.layout);
-      run_all_reduce.push_back(
+      run_all_reduce[b] = (
           collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
                             (apart ? dense_shard : dense_shard + expert_shard) * kGradBytes, x.replicate_link) +
           (apart ? collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
@@ -408,7 +435,8 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   }
   st.params -= tied_on_stage(copies_per_block, s);
   const double slowdown = params_.overlap_compute_slowdown;
-  const FsdpExposure f = chained_fsdp_exposure(runs, run_is_layer, plan.vpp, slowdown, params_.concurrent_streams);
+  const FsdpExposure f = x.layout.fsdp ? chained_fsdp_exposure(fsdp_chunks, runs, slowdown, params_.concurrent_streams)
+                                       : FsdpExposure{};
   // Every micro-batch, ends included: FSDP2 waits for the last reduce-scatter at the end of backward,
   // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
   // compute is booked with the traffic that causes it.
@@ -418,7 +446,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
     last = runs;
     for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
-    const FsdpExposure fl = chained_fsdp_exposure(last, run_is_layer, plan.vpp, slowdown, params_.concurrent_streams);
+    const FsdpExposure fl = chained_fsdp_exposure(fsdp_chunks, last, slowdown, params_.concurrent_streams);
     st.hsdp = fl.cost - f.cost;
     st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
   }
@@ -694,7 +722,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   double all_stages_hsdp_s = 0;  // their HSDP all-reduce exposure in the last micro-batch
   int64_t most_params = 0, most_expert_params = 0, most_adapter_params = 0;
   for (const auto& stage : layout.stages) {
-    const StageTime st = stage_time(s, stage.copies, stage.layers, x);
+    const StageTime st = stage_time(s, stage.copies, stage.fsdp_chunks, stage.layers, x);
     all_stages_s += double(stage.count) * st.total();
     all_stages_hsdp_s += double(stage.count) * st.hsdp_before_tail;
     if (st.total() > slowest.total()) slowest = st;

@@ -99,6 +99,9 @@ struct Estimate {
   std::string bottleneck;        ///< "compute", or "exposed <tp|cp|fsdp|dp> communication"
 };
 
+/// A pipeline chunk's block copies in forward order, as its FSDP chain runs them (estimator.cpp).
+struct FsdpChunk;
+
 /// Estimates plans for one model, cluster and setting. Not thread-safe (it memoises per-shape block
 /// costs); use one Estimator per thread.
 class Estimator {
@@ -128,7 +131,8 @@ class Estimator {
   const StageLayout& layout_for(const ir::Plan& plan) const;
   struct StageTime;    // one micro-batch on one pipeline stage
   PlanContext context_for(const ir::Plan& plan) const;
-  StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block, int64_t stage_layers,
+  StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
+                       const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers,
                        const PlanContext& x) const;
   double data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params, int64_t expert_params,
                               int64_t params_shard) const;
