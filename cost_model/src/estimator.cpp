@@ -197,12 +197,13 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
   return *summaries_.emplace(key, std::move(summary)).first->second;
 }
 
-const Estimator::StageLayout& Estimator::layout_for(const ir::Plan& plan) const {
+const Estimator::StageLayout& Estimator::layout_for(const ir::Layout& resolved) const {
+  // The split is resolve's (its settings are this estimator's), so (pp, vpp) names it.
+  const ir::Plan& plan = resolved.plan;
   const uint64_t key = (uint64_t(plan.pp) << 32) ^ uint64_t(plan.vpp);
   auto it = layouts_.find(key);
   if (it != layouts_.end()) return *it->second;
-  // resolve (context_for) has checked that the split exists.
-  const ir::PipelineSplit split = ir::PipelineSplit::choose(ir::num_layers(graph_), plan.pp, plan.vpp).value();
+  const ir::PipelineSplit& split = resolved.pipeline;
   const size_t n = graph_.blocks.size();
   std::vector<std::vector<int64_t>> copies(size_t(plan.pp), std::vector<int64_t>(n, 0));
   ir::for_each_block_copy(graph_, split, [&](size_t b, int64_t, int64_t chunk) { copies[size_t(chunk % plan.pp)][b] += 1; });
@@ -711,7 +712,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const PlanContext x = context_for(input_plan);
   const ir::Plan& plan = x.layout.plan;
   const ShapeSummary& s = summary_for(x);
-  const StageLayout& layout = layout_for(plan);
+  const StageLayout& layout = layout_for(x.layout);
   Estimate e;
   e.plan = plan;
   TimeBreakdown& t = e.time;

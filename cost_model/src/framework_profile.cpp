@@ -180,6 +180,9 @@ std::vector<FrameworkProfile> profile_table() {
     // parameters after the optimizer step (optim/zero.py), not under the next forward.
     p.overlap_param_gather = false;
     p.offers_pipeline = true;
+    // models/base.py build_model "Balance compute across PP blocks": layers are cut where the running
+    // get_block_compute_costs crosses each rank's share, the LM head weighing vocab x hidden.
+    p.pipeline_balanced_by_compute = true;
     p.offers_zero[1] = true;
     t.push_back(p);
   }

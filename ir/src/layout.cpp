@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -40,11 +41,49 @@ std::optional<PipelineSplit> first_last_split(PipelineSplit split) {
 }
 }  // namespace
 
-std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t pp, int64_t vpp) {
+namespace {
+// nanotron models/base.py build_model ("Balance compute across PP blocks"): blocks in forward order
+// with their costs (embedding 0, each layer 1, the head h), threshold_r = total * (r + 1) / pp; a block
+// goes to the current rank, which moves on once the running cost exceeds its threshold. So rank r
+// ends after layer floor(threshold_r) + 1 (counted from 1; thresholds are at least a layer apart as
+// layers >= pp), the head lands on the rank after the last layer's.
+int64_t balanced_layers_through(const PipelineSplit& split, int64_t rank) {
+  if (rank < 0) return 0;
+  if (rank >= split.pp - 1) return split.num_layers;
+  const double total = double(split.num_layers) + split.head_cost_in_layers;
+  const double threshold = total * double(rank + 1) / double(split.pp);
+  return std::min(split.num_layers, int64_t(std::floor(threshold)) + 1);
+}
+}  // namespace
+
+std::optional<double> compute_balanced_head(const Graph& graph, const TrainingSettings& settings) {
+  if (!settings.pipeline_balanced_by_compute) return std::nullopt;
+  const double hidden = double(graph.info.hidden_size);
+  int64_t ffn = 0;
+  for (const auto& block : graph.blocks)
+    if (block.is_layer)
+      for (const auto& t : block.tensors)
+        for (const auto& d : t.dims)
+          if (t.is_parameter && d.name == 'f') ffn = std::max(ffn, d.size);
+  const double layer = 4.0 * hidden * hidden + 3.0 * double(ffn) * hidden;
+  if (hidden <= 0 || layer <= 0) return std::nullopt;
+  return double(graph.info.vocab_size) * hidden / layer;
+}
+
+std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t pp, int64_t vpp,
+                                                   std::optional<double> compute_balanced_head) {
   if (pp < 1 || vpp < 1 || num_layers < 0 || pp > std::numeric_limits<int64_t>::max() / vpp) return std::nullopt;
   PipelineSplit split;
   split.num_layers = num_layers, split.pp = pp, split.vpp = vpp, split.virtual_stages = pp * vpp;
   const int64_t chunks = split.virtual_stages;
+  if (compute_balanced_head && pp > 1) {
+    if (vpp > 1 || num_layers < pp || !(*compute_balanced_head >= 0)) return std::nullopt;  // nanotron: no interleaving
+    split.rule = Rule::compute_balanced;
+    split.head_cost_in_layers = *compute_balanced_head;
+    for (int64_t r = 0; r < pp; ++r)
+      if (split.layers_in_chunk(r) < 1) return std::nullopt;  // a rank nanotron would leave without layers
+    return split;
+  }
   if (num_layers % chunks == 0) return split;
   split.rule = Rule::account;
   if ((num_layers + 2) % chunks == 0) {
@@ -78,6 +117,7 @@ int64_t PipelineSplit::layers_in_chunk(int64_t chunk) const {
       const int64_t extra = num_layers % virtual_stages;
       return num_layers / virtual_stages + int64_t(chunk >= 1 && chunk <= extra);
     }
+    case Rule::compute_balanced: return balanced_layers_through(*this, chunk) - balanced_layers_through(*this, chunk - 1);
   }
   return 0;
 }
@@ -88,6 +128,11 @@ int64_t PipelineSplit::layers_per_chunk() const {
     case Rule::account: return (num_layers + int64_t(embedding_as_layer) + int64_t(loss_as_layer)) / virtual_stages;
     case Rule::first_last: return std::max({first_rank_layers, middle_rank_layers, last_rank_layers}) / vpp;
     case Rule::balanced: return ceil_div(num_layers, virtual_stages);
+    case Rule::compute_balanced: {
+      int64_t most = 0;
+      for (int64_t c = 0; c < virtual_stages; ++c) most = std::max(most, layers_in_chunk(c));
+      return most;
+    }
   }
   return 0;
 }
@@ -234,7 +279,7 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
     throw InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
                      "plan uses " + str(world_size(plan)) + " GPUs, not --gpus " + str(x.num_gpus),
                      "make the product equal the GPU count");
-  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp);
+  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp, compute_balanced_head(graph, settings));
   if (!split)
     throw InputError("--plan", "pp*vpp",
                      str(num_layers(graph)) + " layers do not fill pp*vpp=" + str(plan.pp * plan.vpp) + " pipeline chunks",

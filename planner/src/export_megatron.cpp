@@ -31,7 +31,8 @@ void pipeline_split_flags(const ir::PipelineSplit& split, std::vector<std::strin
       flags.push_back("--decoder-first-pipeline-num-layers " + std::to_string(split.first_rank_layers));
       flags.push_back("--decoder-last-pipeline-num-layers " + std::to_string(split.last_rank_layers));
       return;
-    case Rule::balanced: {  // one "|"-separated entry per chunk in forward order: E embedding, t layer, L loss
+    case Rule::balanced:
+    case Rule::compute_balanced: {  // one "|"-separated entry per chunk in forward order: E embedding, t layer, L loss
       std::string layout;
       for (int64_t c = 0; c < split.virtual_stages; ++c) {
         if (c > 0) layout += "|";

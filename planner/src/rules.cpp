@@ -3,6 +3,7 @@
 
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/ir/layout.hpp"
+#include "mgt/ir/layout.hpp"
 
 #include <limits>
 #include <set>
@@ -12,6 +13,9 @@ namespace mgt::plan {
 ModelFacts model_facts(const ir::Graph& graph) {
   ModelFacts facts;
   facts.num_layers = ir::num_layers(graph);
+  ir::TrainingSettings by_compute;
+  by_compute.pipeline_balanced_by_compute = true;
+  facts.compute_balanced_head = ir::compute_balanced_head(graph, by_compute);
   facts.num_experts = graph.info.num_experts;
   if (auto it = graph.info.dim_sources.find('e'); it != graph.info.dim_sources.end()) facts.experts_field = it->second;
   if (graph.info.architecture == "GPT2LMHeadModel") facts.layers_field = "n_layer";
@@ -94,7 +98,8 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   // Megatron is told with its uneven-pipeline flags), and the schedule needs micro-batches to fill the pipe.
   if (plan.pp > 1 || plan.vpp > 1) {
     if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
-    if (!ir::PipelineSplit::splits(facts.num_layers, plan.pp, plan.vpp))
+    const auto head = settings.pipeline_balanced_by_compute ? facts.compute_balanced_head : std::nullopt;
+    if (!ir::PipelineSplit::choose(facts.num_layers, plan.pp, plan.vpp, head))
       return "pp*vpp (pp=" + std::to_string(plan.pp) + ", vpp=" + std::to_string(plan.vpp) + ") must be at most " +
              facts.layers_field + "=" + std::to_string(facts.num_layers);
   }

@@ -216,6 +216,46 @@ TEST(PipelineSplit, OddLayersOverInterleavedStagesBalanceChunks) {
   EXPECT_EQ(split.chunk_of_layer(60), 15);
 }
 
+TEST(PipelineSplit, ComputeBalancedCutsWhereTheRunningCostCrossesEachRanksShare) {
+  // nanotron's build_model: costs embedding 0, each layer 1, the head h; threshold_r = total (r + 1) / pp;
+  // a block goes to the current rank, which moves on after the running cost exceeds its threshold.
+  // 16 layers, head 4 (the 1.34B bench model: vocab 131072 x 2048 against 4 x 2048^2 + 3 x 8192 x 2048):
+  // total 20, threshold_0 = 10; layers 1..11 (running 11 > 10) on rank 0, 12..16 and the head on rank 1.
+  const PipelineSplit two = *PipelineSplit::choose(16, 2, 1, 4.0);
+  EXPECT_EQ(two.rule, PipelineSplit::Rule::compute_balanced);
+  EXPECT_EQ(chunk_layers(two), (std::vector<int64_t>{11, 5}));
+  EXPECT_EQ(two.layers_per_chunk(), 11);
+  EXPECT_EQ(two.chunk_of_layer(10), 0);
+  EXPECT_EQ(two.chunk_of_layer(11), 1);
+  // 32 layers on 4 ranks, head 2: total 34, thresholds 8.5, 17, 25.5: ends after layers 9, 18, 26, 32.
+  EXPECT_EQ(chunk_layers(*PipelineSplit::choose(32, 4, 1, 2.0)), (std::vector<int64_t>{9, 9, 8, 6}));
+  // Without a head the +1 of the strict comparison still moves one layer forward: 8 on 2 -> 5 | 3.
+  EXPECT_EQ(chunk_layers(*PipelineSplit::choose(8, 2, 1, 0.0)), (std::vector<int64_t>{5, 3}));
+  // A head outweighing the layers leaves the last rank none (total 12, threshold_0 = 6 > 2 layers):
+  // no split; nanotron has no interleaving.
+  EXPECT_FALSE(PipelineSplit::choose(2, 2, 1, 10.0));
+  EXPECT_FALSE(PipelineSplit::choose(32, 4, 2, 2.0));
+  // One stage: nothing to balance.
+  EXPECT_EQ(PipelineSplit::choose(32, 1, 1, 2.0)->rule, PipelineSplit::Rule::even);
+}
+
+TEST(PipelineSplit, ResolveBalancesByComputeWhenTheFrameworkDoes) {
+  // Llama-3.1-8B: a layer 4 x 4096^2 + 3 x 14336 x 4096 = 243,269,632, the head 128256 x 4096 =
+  // 525,336,576: 2.1595 layers. 32 layers on pp 4: total 34.16, thresholds 8.54, 17.08, 25.62:
+  // 9 | 9 | 8 | 6. Megatron's rules (the default) split them 8 each.
+  const Graph graph = load_model(model("Llama-3.1-8B.json"));
+  TrainingSettings balanced = settings(8192, 8192 * 64);
+  balanced.pipeline_balanced_by_compute = true;
+  ASSERT_TRUE(compute_balanced_head(graph, balanced).has_value());
+  EXPECT_NEAR(*compute_balanced_head(graph, balanced), 525336576.0 / 243269632.0, 1e-12);
+  EXPECT_FALSE(compute_balanced_head(graph, settings(8192, 8192 * 64)).has_value());
+  Plan plan;
+  plan.pp = 4;
+  plan.dp_shard = 2;
+  EXPECT_EQ(chunk_layers(resolve(graph, plan, balanced, 8).pipeline), (std::vector<int64_t>{9, 9, 8, 6}));
+  EXPECT_EQ(chunk_layers(resolve(graph, plan, settings(8192, 8192 * 64), 8).pipeline), (std::vector<int64_t>{8, 8, 8, 8}));
+}
+
 TEST(resolve, ExpertParallelCarvedFromDataParallelReplicas) {
   const Graph graph = load_model(model("Mixtral-8x7B.json"));  // 8 experts
   // 16 ranks: dp_replicate 4, dp_shard 2, tp 2; ep 4 covers dp_shard 2 and half of dp_replicate.

@@ -128,7 +128,7 @@ class Estimator {
   struct StageLayout;   // per (pp, vpp): which block copies each pipeline stage holds
   struct PlanContext;  // the resolved Layout and its groups' links
   const ShapeSummary& summary_for(const PlanContext& x) const;
-  const StageLayout& layout_for(const ir::Plan& plan) const;
+  const StageLayout& layout_for(const ir::Layout& layout) const;
   struct StageTime;    // one micro-batch on one pipeline stage
   PlanContext context_for(const ir::Plan& plan) const;
   StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,

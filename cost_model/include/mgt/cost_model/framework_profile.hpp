@@ -45,6 +45,9 @@ struct FrameworkProfile {
   // --- what it offers the planner ---
   bool offers_pipeline = false;
   bool offers_interleaved = false;  ///< interleaved 1F1B (virtual pipeline stages)
+  /// Places pipeline layers by its own compute estimate (nanotron), not by Megatron's rules
+  /// (ir::TrainingSettings::pipeline_balanced_by_compute).
+  bool pipeline_balanced_by_compute = false;
   bool offers_zero[4] = {true, false, false, false};  ///< ZeRO stages 0-3 (3 = FSDP-style sharding)
   /// ZeRO-3 gathers per submodule under these limits (DeepSpeed; `--emit deepspeed` writes them);
   /// none: whole blocks with the next one prefetched (FSDP2).

@@ -45,7 +45,9 @@ int64_t num_layers(const Graph& graph);
 ///   balanced     otherwise (e.g. an odd count with vpp = 2): chunks of floor(layers / chunks) layers,
 ///                one more on chunks 1, 2, ... (--pipeline-model-parallel-layout).
 struct PipelineSplit {
-  enum class Rule { even, account, first_last, balanced };
+  /// compute_balanced: nanotron's (vpp 1 only), the layers cut where the running cost crosses each
+  /// rank's share, the LM head weighing `head_cost_in_layers` layers (choose's last argument).
+  enum class Rule { even, account, first_last, balanced, compute_balanced };
   PipelineSplit() = default;  // not an aggregate: {layers, chunks} would read as {layers, pp}; use choose()
   int64_t num_layers = 0;
   int64_t pp = 1, vpp = 1;
@@ -54,10 +56,14 @@ struct PipelineSplit {
   bool embedding_as_layer = false, loss_as_layer = false;  ///< account
   /// first_last: layers on the first, each middle and the last pipeline rank (all its chunks).
   int64_t first_rank_layers = 0, middle_rank_layers = 0, last_rank_layers = 0;
+  double head_cost_in_layers = 0;  ///< compute_balanced: the LM head's cost in layers
 
   /// The split of `num_layers` over pp * vpp chunks, or nullopt when there is none (fewer layers
-  /// than chunks, or pp, vpp below 1 or their product overflowing).
-  static std::optional<PipelineSplit> choose(int64_t num_layers, int64_t pp, int64_t vpp);
+  /// than chunks, or pp, vpp below 1 or their product overflowing). With `compute_balanced_head`
+  /// (the framework balances compute, TrainingSettings::pipeline_balanced_by_compute) it is
+  /// nanotron's split, nullopt for vpp > 1 or when a rank would hold no layer.
+  static std::optional<PipelineSplit> choose(int64_t num_layers, int64_t pp, int64_t vpp,
+                                             std::optional<double> compute_balanced_head = std::nullopt);
   /// Whether choose() finds a split.
   static bool splits(int64_t num_layers, int64_t pp, int64_t vpp) { return choose(num_layers, pp, vpp).has_value(); }
   bool uneven() const { return rule != Rule::even; }
@@ -71,6 +77,12 @@ struct PipelineSplit {
   /// the first chunk (embedding), otherwise the chunk of the layer before it (LM head, loss).
   int64_t chunk_of_block_after(int64_t layers_before) const;
 };
+
+/// nanotron's weight of the LM head against one decoder layer (models/llama.py
+/// get_block_compute_costs: a layer costs 4·heads·(hidden/heads)·hidden + 3·ffn·hidden, the head
+/// vocab·hidden, everything else 0), from the graph's hidden, vocab and its layers' ffn dim;
+/// nullopt unless `settings` balance by compute or when the graph lacks those sizes.
+std::optional<double> compute_balanced_head(const Graph& graph, const TrainingSettings& settings);
 
 /// Calls `place(block_index, copy, chunk)` for every copy of every block of `graph` in forward
 /// order, with the pipeline chunk that holds it. Physical stage k holds chunks k, k + pp, ...

@@ -46,6 +46,9 @@ struct TrainingSettings {
   LinearFormat linear_format = LinearFormat::none;  ///< fp8 when only fp8_linears is set (older callers)
   Task task = Task::pretrain;
   LoraSettings lora;                  ///< read when task is lora or qlora
+  /// The framework places pipeline layers by compute (nanotron), not by Megatron's rules
+  /// (ir::PipelineSplit::Rule::compute_balanced); set from the framework profile.
+  bool pipeline_balanced_by_compute = false;
   int64_t global_batch_seqs() const { return global_batch_tokens / seq_len; }
   /// True when the base weights are frozen (no gradients or optimizer states): LoRA and QLoRA.
   bool frozen_base() const { return task == Task::lora || task == Task::qlora; }

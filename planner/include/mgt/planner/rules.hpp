@@ -33,6 +33,9 @@ struct ModelFacts {
   std::string experts_field;      ///< "num_local_experts", "n_routed_experts", ...
   bool has_mamba1 = false;        ///< Mamba-1 selective scans (no context-parallel split exists)
   int64_t ssd_heads = 0;          ///< Mamba-2 heads (context parallel splits them with tp); 0 = none
+  /// The LM head's cost in layers as nanotron weighs them (ir::compute_balanced_head), for the
+  /// pipeline split of frameworks that balance compute.
+  std::optional<double> compute_balanced_head;
 };
 ModelFacts model_facts(const ir::Graph& graph);
 
