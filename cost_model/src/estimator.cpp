@@ -353,17 +353,52 @@ double full_recompute_fraction(const ir::Plan& plan, int64_t stage_layers) {
 }
 }  // namespace
 
+// FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
+// reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group. LoRA: the frozen
+// base is gathered as stored (bf16 / NF4) with the bf16 adapters; only the adapters' gradients are
+// reduce-scattered (treated as dense weights). HSDP: each gradient shard all-reduced over the replicas
+// holding it, dense over dp_replicate and experts (when they reduce apart) over expert_replicate;
+// otherwise one all-reduce of both. The same for a block on every stage: computed once per plan.
+struct Estimator::BlockFsdpComm {
+  double ag = 0, rs = 0, all_reduce = 0;
+};
+
+void Estimator::fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const {
+  const ir::Plan& plan = x.layout.plan;
+  out.assign(s.blocks.size(), BlockFsdpComm{});
+  if (!x.layout.fsdp) return;
+  const bool frozen = settings_.frozen_base();
+  const bool apart = ir::experts_reduce_apart(x.layout);
+  const int64_t expert_replicas = x.layout.size(ir::MeshGroup::expert_replicate);
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    const BlockCost& c = s.blocks[b].cost;
+    const int64_t dense = frozen ? c.adapter_param_elements_local : c.param_elements_local - c.expert_param_elements_local;
+    const int64_t expert = frozen ? 0 : c.expert_param_elements_local;
+    const int64_t gathered_bytes =
+        dense * kWorkingBytes + (frozen ? int64_t(frozen_base_bytes(c.param_elements_local, c.nf4_param_elements_local)) : 0);
+    BlockFsdpComm& m = out[b];
+    m.ag = collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.shard_group, gathered_bytes, x.shard_link) +
+           collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.expert_shard_group, expert * kWorkingBytes, x.expert_link);
+    m.rs = collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.shard_group, dense * kGradBytes, x.shard_link) +
+           collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.expert_shard_group, expert * kGradBytes, x.expert_link);
+    const int64_t dense_shard = ceil_div(dense, x.layout.shard_group), expert_shard = ceil_div(expert, x.layout.expert_shard_group);
+    m.all_reduce = collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
+                                     (apart ? dense_shard : dense_shard + expert_shard) * kGradBytes, x.replicate_link) +
+                   (apart ? collective_time_s(cluster_, CollectiveKind::all_reduce, expert_replicas, expert_shard * kGradBytes,
+                                              x.expert_replicate_link)
+                          : 0.0);
+  }
+}
+
 Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
-                                           const std::vector<FsdpChunk>& fsdp_chunks,
-                                           int64_t stage_layers, const PlanContext& x) const {
+                                           const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers,
+                                           const PlanContext& x, const std::vector<BlockFsdpComm>& comm) const {
   const ir::Plan& plan = x.layout.plan;
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
   // Per-thread scratch, per graph block: the search times every stage of every candidate.
-  static thread_local std::vector<FsdpRun> runs, last;     // one copy's FSDP collectives and windows
-  static thread_local std::vector<double> run_all_reduce;  // one copy's HSDP replica all-reduce
+  static thread_local std::vector<FsdpRun> runs, last;  // one copy's FSDP collectives and windows
   runs.assign(s.blocks.size(), FsdpRun{0, 0, 0, 0, 0});
-  run_all_reduce.assign(s.blocks.size(), 0.0);
   for (size_t b = 0; b < s.blocks.size(); ++b) {
     const int64_t copies = copies_per_block[b];
     if (copies == 0) continue;
@@ -393,22 +428,6 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     st.expert_params += copies * c.expert_param_elements_local;
     st.adapter_params += copies * c.adapter_param_elements_local;
     if (x.layout.fsdp) {
-      // FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
-      // reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group.
-      // LoRA: the frozen base is gathered as stored (bf16 / NF4) with the bf16 adapters; only the
-      // adapters' gradients are reduce-scattered (treated as dense weights).
-      const bool frozen = settings_.frozen_base();
-      const int64_t dense = frozen ? c.adapter_param_elements_local : c.param_elements_local - c.expert_param_elements_local;
-      const int64_t expert = frozen ? 0 : c.expert_param_elements_local;
-      const int64_t gathered_bytes =
-          dense * kWorkingBytes +
-          (frozen ? int64_t(frozen_base_bytes(c.param_elements_local, c.nf4_param_elements_local)) : 0);
-      const double ag =
-          collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.shard_group, gathered_bytes, x.shard_link) +
-          collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.expert_shard_group, expert * kWorkingBytes, x.expert_link);
-      const double rs =
-          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.shard_group, dense * kGradBytes, x.shard_link) +
-          collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.expert_shard_group, expert * kGradBytes, x.expert_link);
       // The data-parallel stream runs beside everything else the block keeps the GPU busy with:
       // its kernels, its exposed TP / CP collectives (other communicators, other links) and, in
       // backward, the recomputed forward.
@@ -416,17 +435,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s;
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
-      runs[b] = {copies, ag, rs, fwd_window, bwd_window};
-      // HSDP: each gradient shard all-reduced over the replicas holding it, dense over dp_replicate and
-      // experts (when they reduce apart) over expert_replicate; otherwise one all-reduce of both.
-      const int64_t dense_shard = ceil_div(dense, x.layout.shard_group), expert_shard = ceil_div(expert, x.layout.expert_shard_group);
-      const bool apart = ir::experts_reduce_apart(x.layout);
-      run_all_reduce[b] = (
-          collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
-                            (apart ? dense_shard : dense_shard + expert_shard) * kGradBytes, x.replicate_link) +
-          (apart ? collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
-                                     expert_shard * kGradBytes, x.expert_replicate_link)
-                 : 0.0));
+      runs[b] = {copies, comm[b].ag, comm[b].rs, fwd_window, bwd_window};
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
@@ -446,7 +455,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
     // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
     last = runs;
-    for (size_t i = 0; i < last.size(); ++i) last[i].rs += run_all_reduce[i];
+    for (size_t i = 0; i < last.size(); ++i) last[i].rs += comm[i].all_reduce;
     const FsdpExposure fl = chained_fsdp_exposure(fsdp_chunks, last, slowdown, params_.concurrent_streams);
     st.hsdp = fl.cost - f.cost;
     st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
@@ -722,8 +731,10 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
   double all_stages_hsdp_s = 0;  // their HSDP all-reduce exposure in the last micro-batch
   int64_t most_params = 0, most_expert_params = 0, most_adapter_params = 0;
+  static thread_local std::vector<BlockFsdpComm> comm;  // reused: the search estimates plan after plan
+  fsdp_block_comm(s, x, comm);
   for (const auto& stage : layout.stages) {
-    const StageTime st = stage_time(s, stage.copies, stage.fsdp_chunks, stage.layers, x);
+    const StageTime st = stage_time(s, stage.copies, stage.fsdp_chunks, stage.layers, x, comm);
     all_stages_s += double(stage.count) * st.total();
     all_stages_hsdp_s += double(stage.count) * st.hsdp_before_tail;
     if (st.total() > slowest.total()) slowest = st;

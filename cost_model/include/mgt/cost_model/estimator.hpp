@@ -131,9 +131,11 @@ class Estimator {
   const StageLayout& layout_for(const ir::Layout& layout) const;
   struct StageTime;    // one micro-batch on one pipeline stage
   PlanContext context_for(const ir::Plan& plan) const;
+  struct BlockFsdpComm;  // one copy's FSDP / HSDP collectives, per block, once per plan
+  void fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const;
   StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
-                       const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers,
-                       const PlanContext& x) const;
+                       const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers, const PlanContext& x,
+                       const std::vector<BlockFsdpComm>& comm) const;
   double data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params, int64_t expert_params,
                               int64_t params_shard) const;
   MemoryBreakdown stage_memory(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
