@@ -324,7 +324,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
                 run_k = grouped.groups ? grouped.k : k;
   auto time = [&](int64_t mm, int64_t nn, int64_t kk) {
     return grouped.groups ? grouped_gemm_time_s(w, gemm_dtype, peak, grouped.groups, mm, nn, kk)
-                          : gemm_time_s(w, gemm_dtype, peak, batch, mm, nn, kk);
+                          : gemm_time_s(w, gemm_dtype, peak, shape.batch, mm, nn, kk);  // clang 14: no bindings in lambdas
   };
   w.cost.fwd_compute_s += time(run_m, run_n, run_k);
   w.fwd_flops += 2.0 * double(batch) * double(m) * double(n) * double(k);

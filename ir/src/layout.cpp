@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -99,6 +100,18 @@ std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t p
   if (num_layers < chunks) return std::nullopt;
   split.rule = Rule::balanced;
   return split;
+}
+
+std::string PipelineSplit::why_none(int64_t num_layers, int64_t pp, int64_t vpp, std::optional<double> compute_balanced_head,
+                                   const std::string& layers_field) {
+  const std::string at_most = "pp*vpp (pp=" + std::to_string(pp) + ", vpp=" + std::to_string(vpp) + ") must be at most " +
+                              layers_field + "=" + std::to_string(num_layers);
+  if (!compute_balanced_head || pp < 2 || (vpp == 1 && num_layers < pp)) return at_most;
+  if (vpp > 1) return "vpp=" + std::to_string(vpp) + ": this framework places layers by compute (nanotron) and has no interleaved schedule; use vpp=1";
+  char head[32];
+  std::snprintf(head, sizeof head, "%.2f", *compute_balanced_head);
+  return "nanotron's compute-balanced split of " + layers_field + "=" + std::to_string(num_layers) + " over pp=" +
+         std::to_string(pp) + " leaves a rank without layers (the LM head weighs " + head + " layers); use a smaller pp";
 }
 
 int64_t PipelineSplit::layers_in_chunk(int64_t chunk) const {
@@ -279,10 +292,10 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
     throw InputError("--plan", "dp_replicate*dp_shard*cp*tp*pp",
                      "plan uses " + str(world_size(plan)) + " GPUs, not --gpus " + str(x.num_gpus),
                      "make the product equal the GPU count");
-  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp, compute_balanced_head(graph, settings));
+  const auto head = compute_balanced_head(graph, settings);
+  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp, head);
   if (!split)
-    throw InputError("--plan", "pp*vpp",
-                     str(num_layers(graph)) + " layers do not fill pp*vpp=" + str(plan.pp * plan.vpp) + " pipeline chunks",
+    throw InputError("--plan", "pp*vpp", PipelineSplit::why_none(num_layers(graph), plan.pp, plan.vpp, head, "layers"),
                      "choose pp*vpp of at most the layer count");
   x.pipeline = *split;
   // Megatron's --recompute-num-layers counts layers of one chunk; more than a chunk holds is a typo.

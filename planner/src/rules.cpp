@@ -100,8 +100,7 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
     if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
     const auto head = settings.pipeline_balanced_by_compute ? facts.compute_balanced_head : std::nullopt;
     if (!ir::PipelineSplit::choose(facts.num_layers, plan.pp, plan.vpp, head))
-      return "pp*vpp (pp=" + std::to_string(plan.pp) + ", vpp=" + std::to_string(plan.vpp) + ") must be at most " +
-             facts.layers_field + "=" + std::to_string(facts.num_layers);
+      return ir::PipelineSplit::why_none(facts.num_layers, plan.pp, plan.vpp, head, facts.layers_field);
   }
   if (auto broken = expert_rule(plan, facts, options.framework)) return broken;
   // Load-balanced causal CP cuts the sequence into 2*cp chunks, each split over tp by SP; without CP,

@@ -99,5 +99,17 @@ TEST(CliFramework, PlanTableShowsExpertTensorParallelBesideEp) {
   EXPECT_NE(r.out.find("ep column: ep/etp where etp != tp"), std::string::npos);
 }
 
+TEST(CliFramework, NanotronSplitsThePipelineByComputeAndSaysWhenItCannot) {
+  // nanotron has no interleaved schedule; its compute-balanced split of Llama-3.1-8B's 32 layers on
+  // pp 4 is 9 | 9 | 8 | 6 (the LM head weighs 2.16 layers), which the estimate accepts.
+  const Result interleaved = run_cli({"estimate", kLlama8B, "--gpus", "8", "--framework", "nanotron", "--plan",
+                                      R"({"pp":4,"vpp":2,"dp_shard":2})"});
+  EXPECT_NE(interleaved.exit_code, 0) << describe(interleaved);
+  EXPECT_NE(interleaved.err.find("vpp=2: this framework places layers by compute (nanotron) and has no interleaved schedule; use vpp=1"),
+            std::string::npos) << interleaved.err;
+  const Result four = run_cli({"estimate", kLlama8B, "--gpus", "8", "--framework", "nanotron", "--plan", R"({"pp":4,"dp_shard":2})"});
+  EXPECT_EQ(four.exit_code, 0) << describe(four);
+}
+
 }  // namespace
 }  // namespace mgt_cli_test

@@ -64,6 +64,9 @@ struct PipelineSplit {
   /// nanotron's split, nullopt for vpp > 1 or when a rank would hold no layer.
   static std::optional<PipelineSplit> choose(int64_t num_layers, int64_t pp, int64_t vpp,
                                              std::optional<double> compute_balanced_head = std::nullopt);
+  /// Why choose() (same arguments) finds no split, one sentence naming `layers_field`.
+  static std::string why_none(int64_t num_layers, int64_t pp, int64_t vpp, std::optional<double> compute_balanced_head,
+                              const std::string& layers_field);
   /// Whether choose() finds a split.
   static bool splits(int64_t num_layers, int64_t pp, int64_t vpp) { return choose(num_layers, pp, vpp).has_value(); }
   bool uneven() const { return rule != Rule::even; }
