@@ -1,6 +1,8 @@
 // Kernel-level time model (docs/cost-model.md "Kernel model").
 #include "mgt/cost_model/kernel_model.hpp"
 
+#include "mgt/cost_model/task_cost.hpp"
+
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -104,7 +106,7 @@ double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& t
 }
 
 GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::DType dtype,
-                            const KernelModelParams& params) {
+                            const KernelModelParams& params, double peak_flops_per_s) {
   GemmTiming best;
   best.time_s = std::numeric_limits<double>::infinity();
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0) return {};
@@ -115,7 +117,8 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
   // non-vectorised kernels (cuBLAS needs 16-byte aligned leading dimensions for its fast paths).
   const auto aligned = [&](int64_t dim) { return std::fmod(double(dim) * element_bytes, 16.0) == 0.0; };
   if (!aligned(shape.k) || !aligned(shape.n)) fraction *= params.gemm_misaligned_factor;
-  const double per_sm_flops = ir::peak_flops_per_s(gpu, dtype) / double(sms) * fraction;
+  const double peak = peak_flops_per_s > 0 ? peak_flops_per_s : ir::peak_flops_per_s(gpu, dtype);
+  const double per_sm_flops = peak / double(sms) * fraction;
   // Memory floor: A, B read once, C written once (bf16 output), at achievable bandwidth.
   const double bytes = double(shape.batch) * ((double(shape.m) * double(shape.k) + double(shape.k) * double(shape.n)) * element_bytes +
                                               double(shape.m) * double(shape.n) * 2.0);
@@ -151,6 +154,18 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
     }
   }
   return best;
+}
+
+double linear_gemm_kernel_time_s(const ir::GpuSpec& gpu, const GemmShape& shape, ir::LinearFormat format,
+                                 bool delayed_scaling, const KernelModelParams& params) {
+  if (format == ir::LinearFormat::none) return gemm_kernel_time(gpu, shape, ir::DType::bf16, params).time_s;
+  const LinearFormatCost cost = linear_format_cost(format, delayed_scaling);
+  const double peak = linear_gemm_peak_flops_per_s(gpu, format, ir::DType::bf16) * cost.gemm_rate_factor;
+  const double gemm_s = gemm_kernel_time(gpu, shape, ir::DType::fp8, params, peak).time_s;
+  const double elements = double(shape.batch) * (double(shape.m) * double(shape.k) + double(shape.k) * double(shape.n));
+  const double quantize_s =
+      cost.quantize_bytes_per_element * elements / (gpu.hbm_bytes_per_s * params.hbm_copy_fraction) + 2.0 * params.launch_s;
+  return gemm_s + quantize_s;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ struct Walk {
   std::set<std::string> produced;
   std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
   std::set<std::string> nf4_weights;      // QLoRA: the linear weights bitsandbytes stores in NF4
+  std::set<std::string> quantized;        // activations already quantised for a low-precision GEMM (q, k, v share x)
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
   int64_t materialised_scores_bytes = 0;  // eager attention's probabilities, dropped by selective recompute
   double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
@@ -317,7 +318,8 @@ void cost_contraction(Walk& w, const ir::Op& op) {
       low_precision ? (w.ctx.linear_format == ir::LinearFormat::none ? ir::LinearFormat::fp8 : w.ctx.linear_format)
                     : ir::LinearFormat::none;
   const ir::DType gemm_dtype = low_precision ? ir::DType::fp8 : w.ctx.dtype;  // efficiency tables: fp8 for all three
-  const double peak = linear_gemm_peak_flops_per_s(w.cluster.gpu, format, w.ctx.dtype);
+  const LinearFormatCost format_cost = linear_format_cost(format);
+  const double peak = linear_gemm_peak_flops_per_s(w.cluster.gpu, format, w.ctx.dtype) * format_cost.gemm_rate_factor;
   // The GEMM as the kernels run it: one (batched) GEMM, or one per local routed expert.
   const ExpertGemm grouped = expert_gemm(w, op, spec, shape);
   const int64_t run_m = grouped.groups ? grouped.rows_per_group : m, run_n = grouped.groups ? grouped.n : n,
@@ -333,6 +335,16 @@ void cost_contraction(Walk& w, const ir::Op& op) {
   const double d_b = frozen ? 0.0 : time(run_k, run_n, run_m);  // dB = A^T.dO
   w.cost.bwd_compute_s += time(run_m, run_k, run_n) + d_b;      // dA = dO.B^T
   if (b.is_parameter) w.bwd_weight_s += d_b;
+  if (low_precision) {
+    // Transformer Engine quantises the activation before the forward GEMM (once per tensor: a fused
+    // QKV or gate/up projection reads one quantised x) and the output gradient before the two backward
+    // GEMMs, each in both layouts (task_cost.hpp LinearFormatCost). Weights are quantised once per step
+    // (fp8 / fp4 parameter gathers, TE's first-micro-batch cache): not here.
+    const double rows = grouped.groups ? double(grouped.groups) * double(grouped.rows_per_group) : double(batch) * double(m);
+    const double q = format_cost.quantize_bytes_per_element;
+    if (w.quantized.insert(a.name).second) w.cost.fwd_compute_s += w.memory_time(std::llround(q * rows * double(run_k)));
+    w.cost.bwd_compute_s += w.memory_time(std::llround(q * rows * double(run_n)));
+  }
   if (frozen) cost_frozen_weight(w, op, b, shape, gemm_shape(w, op, spec, in_tp, /*global_sizes=*/true));
   w.cost.model_flops += contraction_model_flops(w, op, spec, frozen);
   if (in_tp) add_contraction_tp_collectives(w, op, spec);
@@ -634,7 +646,7 @@ namespace {
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
   std::vector<double> op_fwd_s;
   std::optional<size_t> router;
   for (const auto& op : block.ops) {

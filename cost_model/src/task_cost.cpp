@@ -32,6 +32,16 @@ double linear_gemm_peak_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat for
                        "use one of those, or a Blackwell cluster (b200, b300, gb200-nvl72, gb300-nvl72)");
 }
 
+LinearFormatCost linear_format_cost(ir::LinearFormat format, bool delayed_scaling) {
+  switch (format) {
+    case ir::LinearFormat::none: return {1.0, 0.0};
+    case ir::LinearFormat::fp8: return {1.0, delayed_scaling ? 4.0 : 8.0};
+    case ir::LinearFormat::mxfp8: return {1.0, 7.0};
+    case ir::LinearFormat::nvfp4: return {0.49, 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0};
+  }
+  return {1.0, 0.0};
+}
+
 std::string supported_precisions(const ir::GpuSpec& gpu) {
   std::string out = gpu.peak_fp32_flops_per_s > 0 ? "fp32, " : "";
   out += "bf16, fp16";

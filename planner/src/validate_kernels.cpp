@@ -107,11 +107,60 @@ void compare(KernelComparison& c, double predicted, double measured) {
 /// The library kernel's value: the first of these keys the row has.
 constexpr const char* kGemmKeys[] = {"tflops", "tflops_cublas", "tflops_gemm_only", "tflops_torch_bf16"};
 
+/// Transformer Engine's GEMM profiling rows time one shape under several recipes in autocast
+/// (quantisation included): one comparison per recipe the row has.
+struct LinearFormatKey {
+  const char* key;
+  ir::LinearFormat format;
+  bool delayed_scaling;
+};
+constexpr LinearFormatKey kLinearFormatKeys[] = {
+    {"tflops_bf16", ir::LinearFormat::none, false},
+    {"tflops_fp8_delayed_scaling", ir::LinearFormat::fp8, true},
+    {"tflops_fp8_current_scaling", ir::LinearFormat::fp8, false},
+    {"tflops_mxfp8", ir::LinearFormat::mxfp8, false},
+    {"tflops_nvfp4", ir::LinearFormat::nvfp4, false},
+};
+
+std::vector<KernelComparison> linear_format_rows(const json& row, const json& shape, const json& measured) {
+  std::vector<KernelComparison> out;
+  cost::GemmShape s;
+  s.m = int_or(shape, "M", 0);
+  s.n = int_or(shape, "N", 0);
+  s.k = int_or(shape, "K", 0);
+  for (const auto& f : kLinearFormatKeys) {
+    if (!measured.contains(f.key)) continue;
+    KernelComparison c = base(row, "gemm");
+    c.metric = f.key;
+    try {
+      const auto value = num(measured, f.key);
+      if (!value || *value <= 0) throw Skip{std::string("measured.") + f.key + " is null"};
+      if (s.m <= 0 || s.n <= 0 || s.k <= 0) throw Skip{"shape M, N, K not stated"};
+      const GpuMatch gpu = match_gpu(c.gpu, false);
+      if (!gpu.assumption.empty()) c.assumptions.push_back(gpu.assumption);
+      const auto params = cost::kernel_model_params(gpu.cluster.gpu);
+      double t = 0;
+      try {
+        t = cost::linear_gemm_kernel_time_s(gpu.cluster.gpu, s, f.format, f.delayed_scaling, params);
+      } catch (const ir::InputError& e) {
+        throw Skip{e.what()};
+      }
+      compare(c, 2.0 * double(s.m) * double(s.n) * double(s.k) / t / 1e12, *value);
+      c.detail = ir::to_string(f.format) + (f.delayed_scaling ? " (delayed scaling)" : "") + ", quantisation included";
+    } catch (const Skip& skip) {
+      c.skipped = skip.reason;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::vector<KernelComparison> gemm_rows(const json& row) {
   KernelComparison c = base(row, "gemm");
   try {
     const json& shape = row.value("shape", json::object());
     const json& measured = row.value("measured", json::object());
+    if (measured.contains("tflops_mxfp8") || measured.contains("tflops_nvfp4")) return linear_format_rows(row, shape, measured);
     std::string key;
     for (const char* k : kGemmKeys)
       if (measured.contains(k)) {

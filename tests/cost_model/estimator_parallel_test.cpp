@@ -644,14 +644,17 @@ TEST(estimate_parallel, fp8_linears_weight_gemms_only) {
   const std::vector<OpCost> bf16 = op_costs(layer, ctx_of(mbs, false), cluster, params);
   ASSERT_EQ(fp8.size(), layer.ops.size());
   // q_proj (op 1): 2 T h (a d) FLOPs at the fp8 peak x fp8_gemm_max_efficiency; its backward GEMMs
-  // (dA, dB: same FLOPs) too.
+  // (dA, dB: same FLOPs) too. fp8 (current scaling) quantises its input x (T h elements, 8 B each; k
+  // and v reuse it) before the forward and its output gradient (T a d) before the backward.
   const double q_flops = 2 * T * H * A * D;
-  expect_near_rel(fp8[1].fwd_s, q_flops / (kPeakFp8 * kFp8Eff));
-  expect_near_rel(fp8[1].bwd_data_s, q_flops / (kPeakFp8 * kFp8Eff));
+  expect_near_rel(fp8[1].fwd_s, q_flops / (kPeakFp8 * kFp8Eff) + 8 * T * H / kHbm);
+  expect_near_rel(fp8[1].bwd_data_s, q_flops / (kPeakFp8 * kFp8Eff) + 8 * T * A * D / kHbm);
   expect_near_rel(fp8[1].bwd_weight_s, q_flops / (kPeakFp8 * kFp8Eff));
   expect_near_rel(bf16[1].fwd_s, q_flops / (kPeak * kGemmEff));
-  // down_proj (op 13): 2 T f h.
-  expect_near_rel(fp8[13].fwd_s, 2 * T * F * H / (kPeakFp8 * kFp8Eff));
+  // k_proj (op 2) reads the x q_proj quantised: its forward is the GEMM alone.
+  expect_near_rel(fp8[2].fwd_s, 2 * T * H * K * D / (kPeakFp8 * kFp8Eff));
+  // down_proj (op 13): 2 T f h, after quantising the activation output (T f).
+  expect_near_rel(fp8[13].fwd_s, 2 * T * F * H / (kPeakFp8 * kFp8Eff) + 8 * T * F / kHbm);
   // Attention (op 6) stays bf16: causal 2 b s s a (d + d) / 2 at 0.5 of the bf16 peak.
   const double attn_flops = 2.0 * T * kSeq * A * (D + D) * 0.5;
   expect_near_rel(fp8[6].fwd_s, attn_flops / (kPeak * 0.5));
@@ -671,7 +674,7 @@ TEST(estimate_parallel, fp8_linears_weight_gemms_only) {
   g.blocks = {mix};
   ASSERT_NO_THROW(ir::verify(g, "mix"));
   const std::vector<OpCost> m8 = op_costs(mix, ctx_of(mbs, true), cluster, params);
-  expect_near_rel(m8[0].fwd_s, 2 * T * H * G / (kPeakFp8 * kFp8Eff));  // weight GEMM: fp8
+  expect_near_rel(m8[0].fwd_s, 2 * T * H * G / (kPeakFp8 * kFp8Eff) + 8 * T * H / kHbm);  // weight GEMM: fp8, x quantised
   expect_near_rel(m8[1].fwd_s, 2 * T * H * G / (kPeak * kGemmEff));    // activation x activation: bf16
   expect_near_rel(m8[1].bwd_data_s + m8[1].bwd_weight_s, 2 * 2 * T * H * G / (kPeak * kGemmEff));
   EXPECT_EQ(m8[1].bwd_weight_s, 0.0);  // no parameter
@@ -687,7 +690,8 @@ TEST(estimate_parallel, fp8_linears_step_compute) {
   const double fp8_rate = kPeakFp8 * kFp8Eff;
   // The LM head stays in bf16 (Transformer Engine converts the layers' linears only; Megatron's
   // output_layer and torchtitan's float8 filter keep the vocabulary projection out).
-  const BlockTimes layer = hand_layer(mbs, kSeq, fp8_rate), embed = hand_embed(mbs, kSeq), head = hand_head(mbs, kSeq);
+  // fp8 current scaling quantises at 8 B per element (task_cost.hpp).
+  const BlockTimes layer = hand_layer(mbs, kSeq, fp8_rate, 8.0), embed = hand_embed(mbs, kSeq), head = hand_head(mbs, kSeq);
   expect_near_rel(e.time.compute_s, ga * (embed.total() + L * layer.total() + head.total()));
   // MFU stays relative to the bf16 peak.
   expect_near_rel(e.mfu, e.model_flops_per_step / (e.step_time_s * 8 * kPeak));

@@ -2,6 +2,9 @@
 // data folder is present) the pooled medians over ../shared/validation/kernels.
 #include "mgt/planner/validate_kernels.hpp"
 
+#include "mgt/cost_model/kernel_model.hpp"
+#include "mgt/ir/cluster_spec.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -33,6 +36,44 @@ TEST(validate_kernels, compares_a_gemm_row) {
   ASSERT_TRUE(v.rows[0].error) << v.rows[0].skipped;
   EXPECT_NEAR(*v.rows[0].predicted, 2.0 * 8192.0 * 8192 * 8192 / 1384.9e-6 / 1e12, 0.2);
   EXPECT_NEAR(*v.rows[0].error, *v.rows[0].predicted / 797.51 - 1, 1e-12);
+}
+
+// A Transformer Engine GEMM-profiling row times one shape under several recipes: one comparison per
+// recipe, each against the kernel model's low-precision linear (kernel_model_test checks its parts).
+TEST(validate_kernels, compares_each_recipe_of_a_transformer_engine_row) {
+  const json doc = {{"category", "gemm"},
+                    {"rows", json::array({json{{"id", "te1"},
+                                               {"gpu", "B300"},
+                                               {"shape", {{"M", 15872}, {"K", 4096}, {"N", 12288}}},
+                                               {"measured", {{"ms_nvfp4", 0.392},
+                                                             {"tflops_bf16", 1491.8},
+                                                             {"tflops_fp8_delayed_scaling", 3176.4},
+                                                             {"tflops_fp8_current_scaling", 2640.9},
+                                                             {"tflops_mxfp8", 2759.5},
+                                                             {"tflops_nvfp4", 4075.8}}}}})}};
+  const KernelValidation v = validate_kernel_doc(doc, "gemm.json");
+  ASSERT_EQ(v.rows.size(), 5u);
+  const auto gpu = ir::cluster_preset("b300").gpu;
+  const auto params = cost::kernel_model_params(gpu);
+  const cost::GemmShape shape{15872, 12288, 4096, 1};
+  const double flops = 2.0 * 15872 * 4096 * 12288;
+  const std::tuple<const char*, ir::LinearFormat, bool, double> expected[] = {
+      {"tflops_bf16", ir::LinearFormat::none, false, 1491.8},
+      {"tflops_fp8_delayed_scaling", ir::LinearFormat::fp8, true, 3176.4},
+      {"tflops_fp8_current_scaling", ir::LinearFormat::fp8, false, 2640.9},
+      {"tflops_mxfp8", ir::LinearFormat::mxfp8, false, 2759.5},
+      {"tflops_nvfp4", ir::LinearFormat::nvfp4, false, 4075.8}};
+  for (size_t i = 0; i < 5; ++i) {
+    const auto& [key, format, delayed, measured] = expected[i];
+    const auto& row = v.rows[i];
+    EXPECT_EQ(row.metric, key);
+    ASSERT_TRUE(row.predicted) << row.skipped;
+    EXPECT_NEAR(*row.predicted, flops / cost::linear_gemm_kernel_time_s(gpu, shape, format, delayed, params) / 1e12, 1e-6) << key;
+    EXPECT_NEAR(*row.error, *row.predicted / measured - 1, 1e-12) << key;
+  }
+  // The recipes keep their order: NVFP4 above MXFP8 above bf16 in the model as in the measurement.
+  EXPECT_GT(*v.rows[4].predicted, *v.rows[3].predicted);
+  EXPECT_GT(*v.rows[3].predicted, *v.rows[0].predicted);
 }
 
 TEST(validate_kernels, skips_with_reasons) {

@@ -9,6 +9,7 @@
 
 #include "mgt/cost_model/collective.hpp"
 #include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/training_settings.hpp"
 
 #include <cstdint>
 #include <string>
@@ -86,8 +87,18 @@ double gemm_tile_efficiency(const GemmTile& tile, const std::vector<GemmTile>& t
 /// The fastest (tile, split-K) choice: per wave, one tile's 2*tm*tn*(K/split) FLOPs at the per-SM
 /// share of peak x peak fraction x tile efficiency (x misalignment factor); the memory floor is
 /// operands + output bytes at achievable HBM bandwidth; plus one launch.
+/// `peak_flops_per_s` > 0 replaces the datasheet peak of `dtype` (block-scaled formats run the fp8
+/// kernel model at their own peak).
 GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::DType dtype,
-                            const KernelModelParams& params);
+                            const KernelModelParams& params, double peak_flops_per_s = 0);
+
+/// A linear layer's GEMM under Transformer Engine's autocast in `format` (none: the 16-bit GEMM): the
+/// fp8 kernel model at the format's peak x LinearFormatCost::gemm_rate_factor, plus quantising both
+/// operands (quantize_bytes_per_element x (m*k + k*n) x batch at achievable copy bandwidth, one launch
+/// each). `delayed_scaling`: fp8's delayed recipe (no amax pass). Throws InputError for a format the
+/// GPU has no peak for (task_cost.hpp linear_gemm_peak_flops_per_s).
+double linear_gemm_kernel_time_s(const ir::GpuSpec& gpu, const GemmShape& shape, ir::LinearFormat format,
+                                 bool delayed_scaling, const KernelModelParams& params);
 
 // ------------------------------------------------------------------------------------------------
 // Attention

@@ -37,6 +37,29 @@ bool is_lora_target(const std::string& op_name, const ir::LoraSettings& lora);
 /// when it has no such peak.
 double linear_gemm_peak_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat format, ir::DType compute);
 
+/// What running a linear layer in a low-precision format costs beyond its GEMM at the format's peak
+/// (Transformer Engine's autocast; docs/cost-model.md §5 and §8). Fitted to kernel rows only: the four
+/// shapes of `te_gemmprof_b300_*` (kernels/gemm.json, TransformerEngine's GEMM profiling tutorial on
+/// B300, quantisation included), each value the median over the shapes against the same machine's fp8
+/// delayed-scaling GEMM (whose 4 B per element is counted: read 2 B, write the fp8 rowwise and
+/// transposed copies 1 + 1 B; the rows give 3.8):
+///   * `gemm_rate_factor`: the GEMM's rate as a share of the fp8 kernel model scaled to the format's
+///     peak. fp8 and MXFP8 1 (block-scaled fp8 MMA runs at the fp8 rate: with the rate free, the MXFP8
+///     rows fit 0.97); NVFP4 0.49 (0.32-0.63 over the shapes; bounds (0, 1]).
+///   * `quantize_bytes_per_element`: HBM traffic of quantising one bf16 operand for both GEMM layouts.
+///     fp8 current scaling 8 (rows 6.3-10.1, median 8.2; bounds [6, 10]: an amax pass before the
+///     cast-transpose alone is 6); MXFP8 7 (6.7-7.8; bounds [4.06, 8]: one fused pass writing both
+///     layouts and two E8M0 scales per 32 elements is 4.06); NVFP4 5.125, counted (an amax pass 2 + read
+///     2 + two fp4 copies 0.5 + 0.5 + two E4M3 scales per 16 elements).
+struct LinearFormatCost {
+  double gemm_rate_factor = 1.0;
+  double quantize_bytes_per_element = 0.0;
+};
+/// The costs of `format`; `delayed_scaling` selects fp8's delayed recipe (no amax pass), which only
+/// the kernel rows state: training estimates take fp8 as per-tensor current scaling (Megatron-Bridge's
+/// fp8_cs, torchtitan's tensorwise float8).
+LinearFormatCost linear_format_cost(ir::LinearFormat format, bool delayed_scaling = false);
+
 /// The --precision names `gpu` supports ("bf16, fp16, fp8, ..."), for refusals.
 std::string supported_precisions(const ir::GpuSpec& gpu);
 
