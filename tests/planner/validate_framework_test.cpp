@@ -55,6 +55,19 @@ TEST(ValidationFramework, TheFilesFrameworkSelectsTheProfileAndARowsOwnWins) {
   EXPECT_TRUE(has(s.assumptions, "framework nemo: the megatron-core profile"));
 }
 
+// A stated ZeRO stage the framework does not offer is priced as stated and listed, naming what the
+// profile offers (megatron-lm: 0 and 1, the distributed optimizer).
+TEST(ValidationFramework, StatedZeroStageTheFrameworkLacksIsListed) {
+  const json file_fw = {{"name", "megatron-lm"}};
+  json row = gpt_row();
+  row["parallel"]["zero_stage"] = 3;
+  const auto s = mgt::plan::setup_row(source_with(row, file_fw), row);
+  EXPECT_EQ(s.plan.zero_stage, 3);
+  EXPECT_TRUE(has(s.assumptions, "parallel.zero_stage 3: the megatron-lm profile offers ZeRO 0, 1; priced as ZeRO-3"));
+  row["parallel"]["zero_stage"] = 1;
+  EXPECT_FALSE(has(mgt::plan::setup_row(source_with(row, file_fw), row).assumptions, "profile offers ZeRO"));
+}
+
 TEST(ValidationFramework, TheEstimateUsesTheProfilesConstants) {
   const json fw = {{"name", "megatron-lm"}};
   const ValidationSource src = source_with(gpt_row(), fw);
