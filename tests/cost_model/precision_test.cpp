@@ -51,12 +51,18 @@ ir::Block one_linear() {
   return b;
 }
 
-TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
-  const ir::ClusterSpec b300 = ir::cluster_preset("b300");
-  const CostParams params;
+// One micro-batch of 4096 tokens with its linears in `format`.
+ShardContext low_precision_context(ir::LinearFormat format) {
   ShardContext ctx;
   ctx.seq_len = 4096;
   ctx.fp8_linears = true;
+  ctx.linear_format = format;
+  return ctx;
+}
+
+TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
+  const ir::ClusterSpec b300 = ir::cluster_preset("b300");
+  const CostParams params;
   // Forward y = x w: m = 4096 tokens, n = f = 128, k = h = 64; FLOPs 2 m n k. The GEMM runs at the
   // format's peak x its rate factor (fp8 and MXFP8 1, NVFP4 0.49: TE's B300 GEMM profiles), then TE
   // quantises x (m k elements) before it: fp8 current scaling 8 B per element, MXFP8 7 B (both fitted to
@@ -71,8 +77,7 @@ TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
   };
   for (const Case& c : {Case{ir::LinearFormat::fp8, 4500e12 * 1.0, 8.0}, Case{ir::LinearFormat::mxfp8, 4500e12 * 1.0, 7.0},
                         Case{ir::LinearFormat::nvfp4, 13500e12 * 0.49, 5.125}}) {
-    ctx.linear_format = c.format;
-    const BlockCost cost = block_cost(one_linear(), ctx, b300, params);
+    const BlockCost cost = block_cost(one_linear(), low_precision_context(c.format), b300, params);
     const double gemm_s = flops / (c.rate * eff) + params.kernel_floor_s;
     const double quantize_s = std::llround(c.quantize_bytes * x_elements) / (8e12 * params.hbm_efficiency) + params.kernel_floor_s;
     EXPECT_NEAR(cost.fwd_compute_s, gemm_s + quantize_s, 1e-15) << ir::to_string(c.format);
@@ -85,16 +90,12 @@ TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
 TEST(precision, backward_quantises_the_output_gradient_once) {
   const ir::ClusterSpec b300 = ir::cluster_preset("b300");
   const CostParams params;
-  ShardContext ctx;
-  ctx.seq_len = 4096;
-  ctx.fp8_linears = true;
-  ctx.linear_format = ir::LinearFormat::nvfp4;
   const double rate = 13500e12 * 0.49;
   // dx = dy w^T: m 4096, n 64, k 128; dw = x^T dy: m 64, n 128, k 4096.
   const double dgrad = 2.0 * 4096 * 64 * 128 / (rate * gemm_efficiency(4096, 64, 128, b300, ir::DType::fp8, params));
   const double wgrad = 2.0 * 64 * 128 * 4096 / (rate * gemm_efficiency(64, 128, 4096, b300, ir::DType::fp8, params));
   const double quantize_dy = std::llround(5.125 * 4096 * 128) / (8e12 * params.hbm_efficiency);
-  const BlockCost cost = block_cost(one_linear(), ctx, b300, params);
+  const BlockCost cost = block_cost(one_linear(), low_precision_context(ir::LinearFormat::nvfp4), b300, params);
   EXPECT_NEAR(cost.bwd_compute_s, dgrad + wgrad + quantize_dy + 3 * params.kernel_floor_s, 1e-15);
 }
 
