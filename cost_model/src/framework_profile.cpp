@@ -88,6 +88,12 @@ std::vector<FrameworkProfile> profile_table() {
     p.offers_pipeline = p.offers_interleaved = true;
     p.offers_zero[1] = true;
     p.offers_zero[3] = true;  // --use-megatron-fsdp / --use-torch-fsdp2
+    // transformer_block.py _checkpointed_forward, recompute_method "block": the first
+    // recompute_num_layers layers of each (virtual) stage are checkpointed, the rest are not (the
+    // Megatron-Bridge perf recipes set it, e.g. llama/h100/llama3.py: full, block, 5 layers).
+    // The 2021-23 megatron-lm profile does not offer it: its --checkpoint-num-layers chunked every
+    // layer (block arrived with selective recompute, Korthikanti et al. 2022).
+    p.offers_partial_recompute = true;
     // --moe-token-dispatcher-type alltoall (the MoE perf recipes up to container 26.04), dropless:
     // MoEAlltoAllTokenDispatcher.preprocess sets cuda_sync_point = "before_ep_alltoall" (ep > 1 or
     // several local experts; "before_finish" otherwise) and token_permutation calls

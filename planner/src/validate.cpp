@@ -160,6 +160,33 @@ std::vector<ir::Plan> plans_to_try(const RowSetup& s) {
   return out;
 }
 
+/// Block recompute (Megatron-Core --recompute-method block --recompute-num-layers N) of a full-recompute
+/// plan that fits: the fewest layers per (virtual) stage that still fit, found by bisection, since
+/// the step time grows and the activation memory falls with N. None when only every layer fits.
+std::optional<std::pair<ir::Plan, cost::Estimate>> fewest_recomputed_layers_that_fit(const cost::Estimator& estimator,
+                                                                                      ir::Plan plan, int64_t layers,
+                                                                                      int64_t hbm_bytes) {
+  const int64_t chunks = plan.pp * plan.vpp;
+  const int64_t chunk_layers = (layers + chunks - 1) / chunks;  // the largest chunk; N >= it is every layer
+  std::optional<std::pair<ir::Plan, cost::Estimate>> best;
+  int64_t lo = 1, hi = chunk_layers - 1;
+  while (lo <= hi) {
+    plan.recompute_layers = lo + (hi - lo) / 2;
+    std::optional<cost::Estimate> e;
+    try {
+      e = estimator.estimate(plan);
+    } catch (const std::exception&) {
+    }
+    if (e && e->memory.peak_bytes <= hbm_bytes) {
+      hi = *plan.recompute_layers - 1;
+      best.emplace(plan, std::move(*e));
+    } else {
+      lo = *plan.recompute_layers + 1;
+    }
+  }
+  return best;
+}
+
 /// Estimates every plan of plans_to_try and keeps the fastest that fits in HBM, else the fastest;
 /// records each chosen value (the estimate's plan is the one chosen). Throws the first estimator error when no plan
 /// can be estimated.
@@ -168,15 +195,24 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s
   ir::Plan best_plan;
   bool best_fits = false;
   std::optional<std::string> first_error;
+  const int64_t hbm = s.cluster.gpu.hbm_bytes;
+  auto consider = [&](const ir::Plan& plan, cost::Estimate&& e) {
+    const bool fits = e.memory.peak_bytes <= hbm;
+    if (!best || (fits && !best_fits) || (fits == best_fits && e.step_time_s < best->step_time_s)) {
+      best = std::move(e);
+      best_plan = plan;
+      best_fits = fits;
+    }
+  };
   for (const ir::Plan& plan : plans_to_try(s)) {
     try {
       cost::Estimate e = estimator.estimate(plan);
-      const bool fits = e.memory.peak_bytes <= s.cluster.gpu.hbm_bytes;
-      if (!best || (fits && !best_fits) || (fits == best_fits && e.step_time_s < best->step_time_s)) {
-        best = std::move(e);
-        best_plan = plan;
-        best_fits = fits;
-      }
+      const bool every_layer_fits = plan.recompute == ir::Recompute::full && !plan.recompute_layers &&
+                                    e.memory.peak_bytes <= hbm;
+      consider(plan, std::move(e));
+      if (every_layer_fits && s.recompute_layers_choice)
+        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, s.shape.layers, hbm))
+          consider(fewer->first, std::move(fewer->second));
     } catch (const std::exception& ex) {
       if (!first_error) first_error = estimator_reason(ex);
     }
@@ -193,8 +229,12 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s
     assumptions.push_back("parallel.zero_stage not stated: " + std::to_string(best_plan.zero_stage.value_or(0)) + ", " + how +
                           list_of(s.zero_stage_choices) + " (what " + s.framework.name + " offers)");
   if (!s.recompute_choices.empty())
-    assumptions.push_back("recompute not stated: " + ir::to_string(best_plan.recompute) + ", " + how +
-                          list_of(s.recompute_choices));
+    assumptions.push_back("recompute not stated: " + ir::to_string(best_plan.recompute) +
+                          (best_plan.recompute_layers ? " on the first " + std::to_string(*best_plan.recompute_layers) +
+                                                            " layers of each (virtual) stage (block)"
+                                                      : "") +
+                          ", " + how + list_of(s.recompute_choices) +
+                          (s.recompute_layers_choice ? ", full on the fewest layers per stage that fit" : ""));
   if (!s.sequence_parallel_choices.empty())
     assumptions.push_back("parallel.sequence_parallel not stated: " +
                           std::string(best_plan.sequence_parallel.value_or(false) ? "on" : "off") + ", " + how +

@@ -157,14 +157,15 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
 
 namespace {
 
-/// The row's recompute; an unstated one is a knob (s.recompute_choices: none, selective, full, the
-/// fastest that fits is taken).
+/// The row's recompute; an unstated one is a knob (s.recompute_choices: none, selective, full, and
+/// full on the fewest layers that fit where the framework offers it; the fastest that fits is taken).
 ir::Recompute parse_recompute(const json& row, RowSetup& s) {
   const std::string raw = row.contains("recompute") && row["recompute"].is_string() ? row["recompute"].get<std::string>() : "";
   const std::string r = lower(raw);
   std::optional<int64_t>& layers = s.plan.recompute_layers;
   if (r.empty() || contains(r, "not stated")) {
     s.recompute_choices = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
+    s.recompute_layers_choice = s.framework.offers_partial_recompute;
     return ir::Recompute::none;
   }
   if (r.rfind("none", 0) == 0 || r == "no") return ir::Recompute::none;

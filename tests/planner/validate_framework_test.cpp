@@ -118,6 +118,56 @@ TEST(ValidationFramework, UnstatedZeroStageIsTheFastestTheFrameworkOffers) {
             (std::vector<int64_t>{0, 2}));
 }
 
+// Megatron-Core offers block recompute (--recompute-num-layers N): with recompute unstated and HBM
+// too small for none or selective, the tuned plan recomputes the fewest layers that fit, found here
+// by sweeping every N; megatron-lm (2021-23) recomputes every layer.
+TEST(ValidationFramework, UnstatedRecomputeTakesTheFewestBlockLayersThatFit) {
+  json row = gpt_row();
+  row.erase("recompute");
+  row["model"]["num_layers"] = 8;
+  row["parallel"]["sequence_parallel"] = true;
+  row["parallel"]["zero_stage"] = 1;  // every knob but recompute stated
+  row["training"]["micro_batch_size"] = 4;
+  const json core = {{"name", "megatron-core"}};
+  auto s = mgt::plan::setup_row(source_with(row, core), row);
+  EXPECT_TRUE(s.recompute_layers_choice);
+  EXPECT_FALSE(mgt::plan::setup_row(source_with(row, json{{"name", "megatron-lm"}}), row).recompute_layers_choice);
+  const mgt::cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings,
+                                       mgt::cost::cost_params_for(s.cluster.gpu, s.framework));
+  auto peak_with = [&](mgt::ir::Recompute r, std::optional<int64_t> layers) {
+    mgt::ir::Plan p = s.plan;
+    p.recompute = r;
+    p.recompute_layers = layers;
+    return estimator.estimate(p).memory.peak_bytes;
+  };
+  std::vector<int64_t> peak(9);  // peak[n]: full recompute of n layers (8 = every layer)
+  for (int64_t n = 1; n <= 8; ++n) peak[size_t(n)] = peak_with(mgt::ir::Recompute::full, n);
+  const int64_t none = peak_with(mgt::ir::Recompute::none, std::nullopt);
+  const int64_t selective = peak_with(mgt::ir::Recompute::selective, std::nullopt);
+  ASSERT_GT(peak[3], peak[5]);  // each recomputed layer frees its activations
+  // HBM between the peaks of 4 and 3 recomputed layers: 4 is the fewest that fits.
+  const double hbm_gib = 0.5 * double(peak[3] + peak[4]) / double(1ll << 30);
+  ASSERT_LT(double(peak[4]), hbm_gib * double(1ll << 30));
+  ASSERT_GT(double(std::min(none, selective)), hbm_gib * double(1ll << 30));
+  ValidationSource src = source_with(row, core);
+  src.hardware["a100"]["hbm_gb"] = hbm_gib;
+  const auto results = mgt::plan::validate_row(src, row);
+  ASSERT_TRUE(results.front().estimate.has_value()) << results.front().skipped.value_or("");
+  const auto& chosen = results.front().estimate->plan;
+  EXPECT_EQ(chosen.recompute, mgt::ir::Recompute::full);
+  EXPECT_EQ(chosen.recompute_layers, 4);
+  EXPECT_TRUE(has(results.front().assumptions, "recompute not stated: full on the first 4 layers of each (virtual) stage"));
+  // megatron-lm: every layer.
+  src.framework = json{{"name", "megatron-lm"}};
+  const auto lm = mgt::plan::validate_row(src, row);
+  ASSERT_TRUE(lm.front().estimate.has_value());
+  EXPECT_EQ(lm.front().estimate->plan.recompute, mgt::ir::Recompute::full);
+  EXPECT_FALSE(lm.front().estimate->plan.recompute_layers.has_value());
+  mgt::ir::Plan every = chosen;
+  every.recompute_layers.reset();
+  EXPECT_LT(results.front().estimate->step_time_s, estimator.estimate(every).step_time_s);
+}
+
 TEST(ValidationFramework, UnknownNameIsTheDefaultProfileListed) {
   const json fw = {{"name", "someones-trainer"}};
   auto s = mgt::plan::setup_row(source_with(gpt_row(), fw), gpt_row());

@@ -49,6 +49,9 @@ struct FrameworkProfile {
   /// (ir::TrainingSettings::pipeline_balanced_by_compute).
   bool pipeline_balanced_by_compute = false;
   bool offers_zero[4] = {true, false, false, false};  ///< ZeRO stages 0-3 (3 = FSDP-style sharding)
+  /// Full recompute of only some layers per (virtual) pipeline stage, the rest keeping their
+  /// activations (Megatron-Core --recompute-method block --recompute-num-layers N; ir::Plan::recompute_layers).
+  bool offers_partial_recompute = false;
   /// ZeRO-3 gathers per submodule under these limits (DeepSpeed; `--emit deepspeed` writes them);
   /// none: whole blocks with the next one prefetched (FSDP2).
   std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;

@@ -99,6 +99,9 @@ struct RowSetup {
   std::vector<int64_t> micro_batch_choices;  ///< micro_batch_size null: 1, 2, 4, 8, 16 dividing the per-replica batch
   std::vector<int64_t> zero_stage_choices;   ///< zero_stage unstated, dp > 1: the framework's stages 0-2
   std::vector<ir::Recompute> recompute_choices;  ///< recompute unstated: none, selective, full
+  /// recompute unstated and the framework offers block recompute: full recompute of the fewest
+  /// layers per (virtual) stage that fit is tried beside every fitting full-recompute plan.
+  bool recompute_layers_choice = false;
   std::vector<bool> sequence_parallel_choices;   ///< sequence_parallel unstated, tp > 1: on, off
 };
 
