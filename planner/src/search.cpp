@@ -164,11 +164,37 @@ void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile&
   options.sharded_zero_stages.clear();
   for (int64_t z = 1; z <= 3; ++z)
     if (framework.offers_zero[z]) options.sharded_zero_stages.push_back(z);
+  options.partial_recompute = framework.offers_partial_recompute;
   // Megatron-Core: --expert-tensor-parallel-size and ep folded over any data-parallel ranks
   // (parallel_state.py, the expert RankGenerator); torchtitan borrows ep from dp_shard x cp only.
   const bool megatron = framework.name == "megatron-lm" || framework.name == "megatron-core";
   options.expert_over_replicas = options.expert_over_replicas && megatron;
   options.expert_tensor_parallel = options.expert_tensor_parallel && (megatron || framework.name == "torchtitan");
+}
+
+std::optional<cost::Estimate> fewest_recomputed_layers_that_fit(const cost::Estimator& estimator, ir::Plan plan,
+                                                                int64_t num_layers, int64_t hbm_bytes,
+                                                                int64_t& estimates) {
+  const int64_t chunks = plan.pp * plan.vpp;
+  const int64_t chunk_layers = (num_layers + chunks - 1) / chunks;  // the largest chunk; more is every layer
+  std::optional<cost::Estimate> best;
+  int64_t lo = 1, hi = chunk_layers - 1;
+  while (lo <= hi) {
+    plan.recompute_layers = lo + (hi - lo) / 2;
+    ++estimates;
+    std::optional<cost::Estimate> e;
+    try {
+      e = estimator.estimate(plan);
+    } catch (const std::exception&) {  // a count the estimator refuses is not a fit
+    }
+    if (e && !estimate_out_of_range(*e) && e->memory.peak_bytes <= hbm_bytes) {
+      hi = *plan.recompute_layers - 1;
+      best = std::move(e);
+    } else {
+      lo = *plan.recompute_layers + 1;
+    }
+  }
+  return best;
 }
 
 SearchResult search(const cost::Estimator& estimator, const SearchOptions& options) {
@@ -191,6 +217,8 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.lora = estimator.settings().lora;
   target.non_causal_model = non_causal_model_of(estimator.graph());
   const std::vector<ir::Plan> candidates = enumerate_candidates(options.rules.num_gpus, enumerate);
+  std::optional<ir::Plan> fitting_without_recompute;  // the last candidate without recompute that fit
+  int64_t block_probes = 0;                           // estimates made to find block-recompute counts
   constexpr int64_t kProgressEvery = 256;  // candidates between progress calls (each takes microseconds)
   for (const ir::Plan& plan : candidates) {
     if (options.on_progress && result.evaluated % kProgressEvery == 0)
@@ -223,12 +251,31 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
       max_rejected_peak = std::max(max_rejected_peak, peak);
       continue;
     }
-    ++result.feasible;
     // Keep the best `top` with a bounded insertion, so the search stays O(candidates * top).
-    auto at = std::lower_bound(kept.begin(), kept.end(), e, ranks_before);
-    if (int64_t(at - kept.begin()) < options.top) {
-      kept.insert(at, std::move(e));
-      if (int64_t(kept.size()) > options.top) kept.pop_back();
+    auto keep = [&](cost::Estimate&& fits) {
+      ++result.feasible;
+      auto at = std::lower_bound(kept.begin(), kept.end(), fits, ranks_before);
+      if (int64_t(at - kept.begin()) < options.top) {
+        kept.insert(at, std::move(fits));
+        if (int64_t(kept.size()) > options.top) kept.pop_back();
+      }
+    };
+    keep(std::move(e));
+    if (plan.recompute == ir::Recompute::none) fitting_without_recompute = plan;
+    // Block recompute where the same layout does not fit without recompute (else it only adds
+    // slower plans); recompute modes are the innermost loop, so that plan was just estimated.
+    ir::Plan without = plan;
+    without.recompute = ir::Recompute::none;
+    if (options.partial_recompute && plan.recompute == ir::Recompute::full && !plan.recompute_layers &&
+        fitting_without_recompute != without) {
+      ir::Plan block = plan;
+      block.recompute_layers = 1;  // any count: the exporters refuse or take recompute_layers as such
+      target.plan = block;
+      if (!options.emit || !export_refusal(*options.emit, target))
+        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, facts.num_layers, hbm, block_probes)) {
+          ++result.evaluated;  // one more candidate, valid; the probes that found it are not candidates
+          keep(std::move(*fewer));
+        }
     }
   }
   if (result.min_rejected_peak_bytes > 0) {

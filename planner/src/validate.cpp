@@ -3,6 +3,8 @@
 // Reading files and models: validate_model.cpp; hardware and rows: validate_setup.cpp; JSON:
 // validate_json.cpp.
 #include "mgt/planner/validate.hpp"
+
+#include "mgt/planner/search.hpp"
 #include "validate_util.hpp"
 
 #include "mgt/ir/enum_names.hpp"
@@ -160,33 +162,6 @@ std::vector<ir::Plan> plans_to_try(const RowSetup& s) {
   return out;
 }
 
-/// Block recompute (Megatron-Core --recompute-method block --recompute-num-layers N) of a full-recompute
-/// plan that fits: the fewest layers per (virtual) stage that still fit, found by bisection, since
-/// the step time grows and the activation memory falls with N. None when only every layer fits.
-std::optional<std::pair<ir::Plan, cost::Estimate>> fewest_recomputed_layers_that_fit(const cost::Estimator& estimator,
-                                                                                      ir::Plan plan, int64_t layers,
-                                                                                      int64_t hbm_bytes) {
-  const int64_t chunks = plan.pp * plan.vpp;
-  const int64_t chunk_layers = (layers + chunks - 1) / chunks;  // the largest chunk; N >= it is every layer
-  std::optional<std::pair<ir::Plan, cost::Estimate>> best;
-  int64_t lo = 1, hi = chunk_layers - 1;
-  while (lo <= hi) {
-    plan.recompute_layers = lo + (hi - lo) / 2;
-    std::optional<cost::Estimate> e;
-    try {
-      e = estimator.estimate(plan);
-    } catch (const std::exception&) {
-    }
-    if (e && e->memory.peak_bytes <= hbm_bytes) {
-      hi = *plan.recompute_layers - 1;
-      best.emplace(plan, std::move(*e));
-    } else {
-      lo = *plan.recompute_layers + 1;
-    }
-  }
-  return best;
-}
-
 /// Estimates every plan of plans_to_try and keeps the fastest that fits in HBM, else the fastest;
 /// records each chosen value (the estimate's plan is the one chosen). Throws the first estimator error when no plan
 /// can be estimated.
@@ -210,9 +185,12 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s
       const bool every_layer_fits = plan.recompute == ir::Recompute::full && !plan.recompute_layers &&
                                     e.memory.peak_bytes <= hbm;
       consider(plan, std::move(e));
+      int64_t estimates = 0;
       if (every_layer_fits && s.recompute_layers_choice)
-        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, s.shape.layers, hbm))
-          consider(fewer->first, std::move(fewer->second));
+        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, s.shape.layers, hbm, estimates)) {
+          const ir::Plan block = fewer->plan;
+          consider(block, std::move(*fewer));
+        }
     } catch (const std::exception& ex) {
       if (!first_error) first_error = estimator_reason(ex);
     }

@@ -418,6 +418,46 @@ TEST(SearchExperts, ExpertParallelOverReplicasWinsUnderDdp) {
   EXPECT_GT(with.evaluated, without.evaluated);
 }
 
+// Block recompute (Megatron-Core --recompute-num-layers): beside every full-recompute plan that fits,
+// the search tries the fewest recomputed layers per stage that fit. Each such plan is checked here by
+// estimating its neighbours: N fits, N - 1 does not, and every layer recomputed fits and is slower.
+TEST(SearchMemory, BlockRecomputeTakesTheFewestLayersThatFit) {
+  const auto cluster = mgt::ir::cluster_preset("h100-sxm");
+  const Estimator estimator(llama8b(), cluster, 8, mgt::test::settings(16384, 64));
+  SearchOptions o = options_for(8, 40);
+  o.sharded_zero_stages = {1, 3};
+  const SearchResult every = search(estimator, o);
+  o.partial_recompute = true;
+  const SearchResult block = search(estimator, o);
+  ASSERT_FALSE(block.plans.empty());
+  EXPECT_GT(block.evaluated, every.evaluated);
+  EXPECT_EQ(block.evaluated - every.evaluated, block.feasible - every.feasible);  // each one found is valid
+  int64_t rejected = 0;
+  for (const auto& [_, n] : block.rejected) rejected += n;
+  EXPECT_EQ(block.evaluated, block.feasible + rejected);
+  EXPECT_GE(block.plans.front().tokens_per_s_per_gpu, every.plans.front().tokens_per_s_per_gpu);
+  const int64_t hbm = cluster.gpu.hbm_bytes;
+  int64_t seen = 0;
+  for (const Estimate& e : block.plans) {
+    if (!e.plan.recompute_layers) continue;
+    ++seen;
+    Plan p = e.plan;
+    const int64_t n = *p.recompute_layers;
+    EXPECT_LE(estimator.estimate(p).memory.peak_bytes, hbm) << mgt::ir::to_string(p);
+    if (n > 1) {
+      p.recompute_layers = n - 1;
+      EXPECT_GT(estimator.estimate(p).memory.peak_bytes, hbm) << mgt::ir::to_string(p);
+    }
+    p.recompute_layers.reset();
+    const Estimate all = estimator.estimate(p);
+    EXPECT_LE(all.memory.peak_bytes, hbm);
+    EXPECT_LT(all.tokens_per_s_per_gpu, e.tokens_per_s_per_gpu) << mgt::ir::to_string(p);
+  }
+  EXPECT_GT(seen, 0) << "no block-recompute plan among the top " << block.plans.size();
+  // Without the option no plan carries a layer count.
+  for (const Estimate& e : every.plans) EXPECT_FALSE(e.plan.recompute_layers.has_value());
+}
+
 TEST(SearchMemory, Llama8BStatesFitOnOneNode) {
   const auto cluster = mgt::ir::cluster_preset("h100-sxm");
   const Estimator estimator(llama8b(), cluster, 8, TrainingSettings{});

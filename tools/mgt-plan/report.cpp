@@ -79,7 +79,8 @@ std::string format_header(const RunContext& run) {
   out +=
          "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); "
          "ep from cp, dp_shard, then dp_replicate;\n"
-         "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp); ep column: ep/etp where etp != tp\n";
+         "          pipeline 1F1B, interleaved when vpp > 1 (pp column: pp x vpp); ep column: ep/etp where etp != tp;\n"
+         "          recompute full:N = the first N layers of each (virtual) stage (Megatron --recompute-method block)\n";
   return out;
 }
 
@@ -98,9 +99,12 @@ std::string format_table(const std::vector<cost::Estimate>& plans, int64_t hbm_b
     const std::string pp = std::to_string(p.pp) + (p.vpp > 1 ? "x" + std::to_string(p.vpp) : "");
     // Expert tensor parallel is shown only where it differs from tp (Megatron's default): "ep/etp".
     const std::string ep = std::to_string(p.ep) + (ir::expert_tp(p) != p.tp ? "/" + std::to_string(ir::expert_tp(p)) : "");
+    // Block recompute: "full:N", N layers of each (virtual) stage recomputed.
+    const std::string recompute =
+        ir::to_string(p.recompute) + (p.recompute_layers ? ":" + std::to_string(*p.recompute_layers) : "");
     std::snprintf(line, sizeof line, "%4d %6lld %8lld %6s %3lld %6s %6s %4lld %4lld %-9s %18s %8.2f %10.0f %5.3f  %s\n",
                   rank++, (long long)p.dp_replicate, (long long)p.dp_shard, tp.c_str(), (long long)p.cp, pp.c_str(),
-                  ep.c_str(), (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), ir::to_string(p.recompute).c_str(),
+                  ep.c_str(), (long long)p.micro_batch, (long long)p.grad_accum.value_or(0), recompute.c_str(),
                   mem.c_str(), e.step_time_s, e.tokens_per_s_per_gpu, e.mfu, e.bottleneck.c_str());
     out += line;
   }

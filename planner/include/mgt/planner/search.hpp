@@ -42,10 +42,21 @@ struct SearchOptions {
   bool expert_over_replicas = true;
   /// ... and expert tensor parallel sizes other than tp: every divisor of tp (etp 1 included).
   bool expert_tensor_parallel = true;
+  /// Beside every full-recompute plan that fits, full recompute of only the fewest layers per
+  /// (virtual) stage that still fit (ir::Plan::recompute_layers; Megatron --recompute-method block).
+  bool partial_recompute = false;
 };
 
-/// What `framework` offers: pipelines (interleaved or not) and its sharded ZeRO stages
-/// (cost::FrameworkProfile::offers_*), on top of `options`; expert parallel over replicas and etp
+/// Block recompute of a full-recompute `plan` (every layer recomputed) that fits in `hbm_bytes`: the
+/// estimate with the fewest recompute_layers per (virtual) stage that still fits, found by bisection
+/// over 1 .. layers per chunk - 1 (the step time grows and the activation memory falls with the
+/// count); nullopt when only every layer fits. `estimates` counts the estimates it made.
+std::optional<cost::Estimate> fewest_recomputed_layers_that_fit(const cost::Estimator& estimator, ir::Plan plan,
+                                                                int64_t num_layers, int64_t hbm_bytes,
+                                                                int64_t& estimates);
+
+/// What `framework` offers: pipelines (interleaved or not), its sharded ZeRO stages and block
+/// recompute (cost::FrameworkProfile::offers_*), on top of `options`; expert parallel over replicas and etp
 /// other than tp only under Megatron-LM / Megatron-Core (--expert-tensor-parallel-size, MoE parallel
 /// folding), etp 1 or tp under torchtitan (ParallelDims etp), neither elsewhere.
 void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile& framework);
