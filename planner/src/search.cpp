@@ -261,13 +261,13 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
       }
     };
     keep(std::move(e));
+    if (!options.partial_recompute) continue;
     if (plan.recompute == ir::Recompute::none) fitting_without_recompute = plan;
     // Block recompute where the same layout does not fit without recompute (else it only adds
     // slower plans); recompute modes are the innermost loop, so that plan was just estimated.
     ir::Plan without = plan;
     without.recompute = ir::Recompute::none;
-    if (options.partial_recompute && plan.recompute == ir::Recompute::full && !plan.recompute_layers &&
-        fitting_without_recompute != without) {
+    if (plan.recompute == ir::Recompute::full && !plan.recompute_layers && fitting_without_recompute != without) {
       ir::Plan block = plan;
       block.recompute_layers = 1;  // any count: the exporters refuse or take recompute_layers as such
       target.plan = block;

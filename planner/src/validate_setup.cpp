@@ -472,13 +472,19 @@ void setup_precision(const ValidationSource& source, const json& row, RowSetup& 
   const bool stated = !prec.empty() && !contains(prec, "not stated");
   if (stated && at_fp16 != std::string::npos && (at_bf16 == std::string::npos || at_fp16 < at_bf16)) {
     st.compute_dtype = ir::DType::f16;
-  } else {
-    st.compute_dtype = ir::DType::bf16;
-    if (!stated || at_bf16 == std::string::npos) as.push_back("precision \"" + raw_precision + "\": bf16 compute assumed");
   }
   st.fp8_linears = fp4 || contains(prec, "fp8") || contains(prec, "float8");
   st.linear_format = fp4 ? ir::LinearFormat::nvfp4 : mx ? ir::LinearFormat::mxfp8
                      : st.fp8_linears ? ir::LinearFormat::fp8 : ir::LinearFormat::none;
+  if (st.compute_dtype != ir::DType::f16) {
+    st.compute_dtype = ir::DType::bf16;
+    // A low-precision format covers the linear layers only (Transformer Engine autocast); say what the rest runs in.
+    if (st.fp8_linears && at_bf16 == std::string::npos)
+      as.push_back("precision \"" + raw_precision + "\": " + ir::to_string(st.linear_format) +
+                   " linear layers, bf16 for every other op (not stated)");
+    else if (!stated || at_bf16 == std::string::npos)
+      as.push_back("precision \"" + raw_precision + "\": bf16 compute assumed");
+  }
   if (st.fp8_linears) {
     const char* key = fp4 ? "fp4" : "fp8";
     const auto peak = peak_of(source.hardware[s.system], key, s.system);

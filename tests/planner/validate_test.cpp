@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -181,6 +182,11 @@ TEST(Validation, MegatronBridgeFp8RecipeSpellings) {
   EXPECT_EQ(s.settings.linear_format, mgt::ir::LinearFormat::fp8);
   EXPECT_TRUE(s.settings.fp8_linears);
   EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 4500e12);
+  // The format covers the linear layers; the assumption says what the other ops run in.
+  EXPECT_EQ(s.settings.compute_dtype, mgt::ir::DType::bf16);
+  EXPECT_NE(std::find(s.assumptions.begin(), s.assumptions.end(),
+                      "precision \"FP8-CS\": fp8 linear layers, bf16 for every other op (not stated)"),
+            s.assumptions.end());
 }
 
 // Megatron-Bridge MoE rows state TP and EP but not the expert tensor parallel size. On 16 GPUs with
