@@ -387,11 +387,9 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
 /// stated and divide; else an unstated knob: the planner's micro-batches that divide the per-replica
 /// batch go to s.micro_batch_choices (validate_row keeps the fastest that fits) and the first is returned.
 int64_t unstated_micro_batch(int64_t seqs, int64_t replicas, const std::optional<int64_t>& ga, RowSetup& s) {
-  if (seqs % replicas != 0) {
-    s.assumptions.push_back("training.micro_batch_size not stated: 1");
-    return 1;
-  }
-  const int64_t per_replica = seqs / replicas;
+  // A global batch that does not divide by dp is estimated at the nearest whole per-replica batch
+  // (setup_batch says so); the micro-batch is tuned within that batch all the same.
+  const int64_t per_replica = std::max<int64_t>(1, std::llround(double(seqs) / double(replicas)));
   if (ga && *ga > 0 && per_replica % *ga == 0) {
     s.assumptions.push_back("training.micro_batch_size not stated: global batch / (dp x grad_accum_steps) = " +
                             std::to_string(per_replica / *ga));

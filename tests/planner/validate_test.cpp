@@ -614,6 +614,15 @@ TEST(Validation, UnstatedMicroBatchIsTheFastestDividingOneRecorded) {
   const auto g = mgt::plan::setup_row(with_ga, with_ga.rows[0]);
   EXPECT_TRUE(g.micro_batch_choices.empty());
   EXPECT_EQ(g.plan.micro_batch, 2);
+
+  // A global batch that dp does not divide (OPT-175B: 977 sequences over dp 124) is estimated at the
+  // nearest whole per-replica batch, here 66 / 8 -> 8 sequences; the micro-batch is still a knob.
+  row["training"].erase("grad_accum_steps");
+  row["training"]["global_batch_size_seqs"] = 66;
+  const ValidationSource uneven = source_with({row});
+  const auto u = mgt::plan::setup_row(uneven, uneven.rows[0]);
+  EXPECT_EQ(u.micro_batch_choices, (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(u.settings.global_batch_tokens, 64 * u.settings.seq_len);
 }
 
 TEST(Validation, SubnormalMeasuredValueIsASkipNamingTheField) {
