@@ -2,6 +2,8 @@
 // (docs/cost-model.md §9).
 #include "cli_util.hpp"
 
+#include <cctype>
+
 namespace mgt_cli_test {
 namespace {
 
@@ -97,6 +99,41 @@ TEST(CliFramework, PlanTableShowsExpertTensorParallelBesideEp) {
   const std::string first_row = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
   EXPECT_NE(first_row.find(cell), std::string::npos) << "row: " << first_row << "\nrecommended: " << recommended;
   EXPECT_NE(r.out.find("ep column: ep/etp where etp != tp"), std::string::npos);
+}
+
+// Block recompute (megatron-core): a plan that recomputes N layers per stage reads "full:N" in its
+// table row and carries recompute_layers N in the JSON; without a framework that offers it, no plan
+// does. 65,536-token sequences on 8 H100s: some layouts fit only with a few layers recomputed.
+TEST(CliFramework, BlockRecomputePlansReadTheSameInTheTableAndTheJson) {
+  const std::vector<std::string> args = {kLlama8B, "--gpus", "8", "--seq-len", "65536", "--global-batch", "16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  const Result table = with({"--framework", "megatron-core"});
+  const Result doc = with({"--framework", "megatron-core", "--json"});
+  ASSERT_EQ(table.exit_code, 0) << describe(table);
+  const json plans = parse_json_or_fail(doc)["plans"];
+  int blocks = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const json& plan = plans[i]["plan"];
+    if (!plan.contains("recompute_layers")) continue;
+    ++blocks;
+    EXPECT_EQ(plan["recompute"], "full");
+    const std::string rank = "\n" + std::string(i + 1 < 10 ? "   " : "  ") + std::to_string(i + 1) + " ";
+    const size_t row = table.out.find(rank);
+    ASSERT_NE(row, std::string::npos) << table.out;
+    const std::string line = table.out.substr(row + 1, table.out.find('\n', row + 1) - row - 1);
+    EXPECT_NE(line.find(" full:" + std::to_string(plan["recompute_layers"].get<int64_t>()) + " "), std::string::npos)
+        << line;
+  }
+  EXPECT_GT(blocks, 0) << "no block-recompute plan in the top five: " << table.out;
+  EXPECT_NE(table.out.find("recompute full:N = the first N layers of each (virtual) stage"), std::string::npos);
+  const Result plain = with({});
+  ASSERT_EQ(plain.exit_code, 0) << describe(plain);
+  for (size_t at = plain.out.find("full:"); at != std::string::npos; at = plain.out.find("full:", at + 1))
+    EXPECT_FALSE(std::isdigit(static_cast<unsigned char>(plain.out[at + 5]))) << plain.out;  // the legend's "full:N" only
 }
 
 TEST(CliFramework, NanotronSplitsThePipelineByComputeAndSaysWhenItCannot) {
