@@ -173,15 +173,13 @@ void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile&
 }
 
 std::optional<cost::Estimate> fewest_recomputed_layers_that_fit(const cost::Estimator& estimator, ir::Plan plan,
-                                                                int64_t num_layers, int64_t hbm_bytes,
-                                                                int64_t& estimates) {
+                                                                int64_t num_layers, int64_t hbm_bytes) {
   const int64_t chunks = plan.pp * plan.vpp;
   const int64_t chunk_layers = (num_layers + chunks - 1) / chunks;  // the largest chunk; more is every layer
   std::optional<cost::Estimate> best;
   int64_t lo = 1, hi = chunk_layers - 1;
   while (lo <= hi) {
     plan.recompute_layers = lo + (hi - lo) / 2;
-    ++estimates;
     std::optional<cost::Estimate> e;
     try {
       e = estimator.estimate(plan);
@@ -218,7 +216,6 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.non_causal_model = non_causal_model_of(estimator.graph());
   const std::vector<ir::Plan> candidates = enumerate_candidates(options.rules.num_gpus, enumerate);
   std::optional<ir::Plan> fitting_without_recompute;  // the last candidate without recompute that fit
-  int64_t block_probes = 0;                           // estimates made to find block-recompute counts
   constexpr int64_t kProgressEvery = 256;  // candidates between progress calls (each takes microseconds)
   for (const ir::Plan& plan : candidates) {
     if (options.on_progress && result.evaluated % kProgressEvery == 0)
@@ -272,7 +269,7 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
       block.recompute_layers = 1;  // any count: the exporters refuse or take recompute_layers as such
       target.plan = block;
       if (!options.emit || !export_refusal(*options.emit, target))
-        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, facts.num_layers, hbm, block_probes)) {
+        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, facts.num_layers, hbm)) {
           ++result.evaluated;  // one more candidate, valid; the probes that found it are not candidates
           keep(std::move(*fewer));
         }

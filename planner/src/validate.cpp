@@ -185,9 +185,8 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s
       const bool every_layer_fits = plan.recompute == ir::Recompute::full && !plan.recompute_layers &&
                                     e.memory.peak_bytes <= hbm;
       consider(plan, std::move(e));
-      int64_t estimates = 0;
       if (every_layer_fits && s.recompute_layers_choice)
-        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, s.shape.layers, hbm, estimates)) {
+        if (auto fewer = fewest_recomputed_layers_that_fit(estimator, plan, s.shape.layers, hbm)) {
           const ir::Plan block = fewer->plan;
           consider(block, std::move(*fewer));
         }

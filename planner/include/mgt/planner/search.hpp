@@ -50,10 +50,9 @@ struct SearchOptions {
 /// Block recompute of a full-recompute `plan` (every layer recomputed) that fits in `hbm_bytes`: the
 /// estimate with the fewest recompute_layers per (virtual) stage that still fits, found by bisection
 /// over 1 .. layers per chunk - 1 (the step time grows and the activation memory falls with the
-/// count); nullopt when only every layer fits. `estimates` counts the estimates it made.
+/// count); nullopt when only every layer fits.
 std::optional<cost::Estimate> fewest_recomputed_layers_that_fit(const cost::Estimator& estimator, ir::Plan plan,
-                                                                int64_t num_layers, int64_t hbm_bytes,
-                                                                int64_t& estimates);
+                                                                int64_t num_layers, int64_t hbm_bytes);
 
 /// What `framework` offers: pipelines (interleaved or not), its sharded ZeRO stages and block
 /// recompute (cost::FrameworkProfile::offers_*), on top of `options`; expert parallel over replicas and etp
