@@ -344,6 +344,44 @@ constexpr double kEagerNormTraffic = 1.5;
 constexpr double kEagerActivationTraffic = 5.0 / 3.0;
 constexpr double kFusedLossTraffic = 0.4;
 
+// Host seconds per kernel launch, per dispatch (docs/cost-model.md §9, "Host dispatch"; the rows are
+// in shared/validation/kernels/memory_launch.json):
+//   eager: a Hugging Face Llama-3.2-1B forward (batch 1 x 512, bf16, SDPA) takes 8.1 ms eager on a
+//     B200 against 1.9 ms replayed from CUDA graphs (mleng_b200_torchcompile_llama32_1b_b1_s512), so
+//     the eager forward is the host's: 8.1 ms over the 618 kernels host_dispatch.hpp counts for it
+//     (16 layers of 38, the embedding, the final norm, the LM head) is 13.1 us per launch, the view
+//     and bookkeeping calls between launches included (tests/cost_model/host_dispatch_test.cpp).
+//   torch.compile: Inductor's per-kernel launcher (CachingAutotuner.run) costs 6.8-9.1 us of host
+//     time on GB200 (tritonbench1017_gb200_nop_inductor_per_kernel), 8 us; its kernels are fused.
+//   CUDA graphs: the graph replays its kernels without the host.
+constexpr double kEagerHostLaunchS = 13.1e-6;
+constexpr double kCompiledHostLaunchS = 8.0e-6;
+
+double host_launch_s(HostDispatch dispatch) {
+  switch (dispatch) {
+    case HostDispatch::eager: return kEagerHostLaunchS;
+    case HostDispatch::torch_compile: return kCompiledHostLaunchS;
+    case HostDispatch::cuda_graphs: return 0.0;
+  }
+  return kEagerHostLaunchS;
+}
+
+// What each op launches: the fused kernel where the profile fuses, the ATen chain where it does not.
+// Rotary embeddings go with the norms: every profile that fuses its norms also fuses rope (TE fused
+// rope, flash-attn's rotary kernel in nanotron, Inductor) and none fuses one without the other.
+KernelLaunchCounts launch_counts(const FrameworkProfile& profile) {
+  KernelLaunchCounts c;
+  const KernelLaunchCounts eager = eager_launch_counts();
+  if (!profile.fused_norm) {
+    c.rms_norm_fwd = eager.rms_norm_fwd, c.rms_norm_bwd = eager.rms_norm_bwd;
+    c.layer_norm_fwd = eager.layer_norm_fwd, c.layer_norm_bwd = eager.layer_norm_bwd;
+    c.rope_fwd = eager.rope_fwd, c.rope_bwd = eager.rope_bwd;
+  }
+  if (!profile.fused_activation) c.gated_activation_fwd = eager.gated_activation_fwd, c.gated_activation_bwd = eager.gated_activation_bwd;
+  if (!profile.fused_cross_entropy) c.loss_fwd = eager.loss_fwd, c.loss_bwd = eager.loss_bwd;
+  return c;
+}
+
 }  // namespace
 
 CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profile) {
@@ -375,6 +413,8 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.p2p_hidden_fraction = profile.p2p_overlap ? hidden : 0.0;
   p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
+  p.host_launch_s = host_launch_s(profile.dispatch);
+  p.launches = launch_counts(profile);
   p.cuda_context_bytes = profile.context_bytes;
   p.nccl_buffer_bytes = profile.nccl_buffer_bytes;
   p.allocator_fragmentation = profile.allocator_fragmentation;

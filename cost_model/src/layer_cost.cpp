@@ -10,6 +10,7 @@
 #include "mgt/cost_model/task_cost.hpp"
 
 #include "mgt/cost_model/compute.hpp"
+#include "mgt/cost_model/host_dispatch.hpp"
 #include "mgt/cost_model/moe_host_sync.hpp"
 #include "mgt/cost_model/ssm_cost.hpp"
 #include "mgt/ir/error.hpp"
@@ -649,7 +650,14 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
   Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
   std::vector<double> op_fwd_s;
   std::optional<size_t> router;
+  // Host seconds each op's launches take, forward and backward (host_dispatch.hpp).
+  const LaunchContext launch{ctx.fp8_linears, ctx.task != ir::Task::lora && ctx.task != ir::Task::qlora,
+                             params.attention_materialised};
+  std::vector<double> op_host_fwd_s, op_host_bwd_s;
   for (const auto& op : block.ops) {
+    const OpLaunches launches = op_launches(op, params.launches, launch);
+    op_host_fwd_s.push_back(launches.fwd * params.host_launch_s);
+    op_host_bwd_s.push_back(launches.bwd * params.host_launch_s);
     if (op.kind == ir::OpKind::router && !router) router = op_fwd_s.size();
     const BlockCost before = w.cost;
     const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;
@@ -681,11 +689,27 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
     // The dispatcher's host sync stalls the GPU inside the router's forward, before the dispatch
     // all-to-all: the estimator and the simulator's router instruction both carry it (and a full
     // recompute, which reruns the dispatcher, repeats it).
+    // The host issues the kernels after the sync at its launch rate: the framework's host time per
+    // launch, never faster than a bare CUDA launch (the kernel floor).
+    const double launch_s = std::max(params.host_launch_s, params.kernel_floor_s);
     const double stall_s = host_sync_stall_s(
-        params.kernel_floor_s, moe_kernels_after_sync(block, *router, ctx, op_fwd_s, w.expert_weights, params.kernel_floor_s));
+        launch_s, moe_kernels_after_sync(block, *router, ctx, op_fwd_s, w.expert_weights, params.kernel_floor_s));
     w.cost.fwd_compute_s += stall_s;
     if (per_op) (*per_op)[*router].fwd_s += stall_s;
   }
+  // A phase whose kernels finish before the host has launched them runs at the host's rate: the
+  // wait is shared over the ops by their launch time, so the simulator's per-op instructions and the
+  // estimator's block totals stay one number.
+  const auto host_bound = [&](double gpu_s, const std::vector<double>& op_host_s, auto add_to_op) {
+    double host_s = 0;
+    for (double h : op_host_s) host_s += h;
+    const double extra_s = host_bound_extra_s(gpu_s, host_s);
+    if (extra_s > 0 && per_op)
+      for (size_t i = 0; i < op_host_s.size(); ++i) add_to_op((*per_op)[i], extra_s * op_host_s[i] / host_s);
+    return extra_s;
+  };
+  w.cost.fwd_compute_s += host_bound(w.cost.fwd_compute_s, op_host_fwd_s, [](OpCost& c, double s) { c.fwd_s += s; });
+  w.cost.bwd_compute_s += host_bound(w.cost.bwd_compute_s, op_host_bwd_s, [](OpCost& c, double s) { c.bwd_data_s += s; });
   return w;
 }
 }  // namespace

@@ -149,8 +149,8 @@ void build_block_infos(State& s) {
   const ir::Graph& g = *s.graph;
   for (const auto& block : g.blocks) {
     BlockInfo info;
-    info.cost = cost::block_cost(block, s.ctx, *s.cluster, cost::CostParams{});
-    const auto costs = cost::op_costs(block, s.ctx, *s.cluster, cost::CostParams{});
+    info.cost = cost::block_cost(block, s.ctx, *s.cluster, s.params);
+    const auto costs = cost::op_costs(block, s.ctx, *s.cluster, s.params);
     for (size_t j = 0; j < block.ops.size(); ++j) {
       const ir::Op& op = block.ops[j];
       OpInfo o;
@@ -337,6 +337,7 @@ ir::Schedule lower_to_schedule(const ir::Graph& graph, const ir::Plan& plan, con
   State s;
   s.graph = &graph;
   s.cluster = &cluster;
+  s.params = options.params ? *options.params : cost::default_cost_params(cluster.gpu);
   s.settings = settings;
   ir::Layout layout = ir::resolve(graph, plan, settings, num_gpus);
   ir::require_schedulable(layout);

@@ -43,7 +43,9 @@ int run_simulate(const ir::Graph& graph, const ir::ClusterSpec& cluster, const i
   ProgressTicker ticker(progress);  // the phases below are single long calls: keep the time moving
   const auto t0 = clock::now();
   progress.update("lowering the plan to a schedule", 0, 0);
-  const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster);
+  plan::LowerOptions lower_options;
+  lower_options.params = params;  // the transfer order's dry run prices ops as the simulator does
+  const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster, lower_options);
   ir::verify_or_throw(schedule, "lowered schedule");
   const auto t1 = clock::now();
   int64_t instructions = 0;

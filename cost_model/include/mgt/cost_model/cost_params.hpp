@@ -4,6 +4,7 @@
 // framework's profile. The member defaults below are only what a hand-built CostParams starts from.
 #pragma once
 
+#include "mgt/cost_model/host_dispatch.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 
 #include <cstdint>
@@ -73,6 +74,13 @@ struct CostParams {
   /// kernels run at the host's launch rate, one kernel_floor_s of host time per launch, until the
   /// host gets ahead (moe_host_sync_stall_s, layer_cost.hpp; docs/cost-model.md §9).
   bool moe_dispatch_host_sync = false;
+  /// Host seconds per kernel launch under the framework's dispatch (FrameworkProfile::dispatch): an
+  /// eager step pays Python, ATen dispatch and autograd bookkeeping per launch; CUDA graphs replay
+  /// without the host (0). A block phase whose kernels take less than its launches' host time runs at
+  /// the host's rate (host_dispatch.hpp; docs/cost-model.md §9, "Host dispatch"). 0 = never host bound.
+  double host_launch_s = 0;
+  /// Kernels each op launches under the framework's fusion (host_dispatch.hpp).
+  KernelLaunchCounts launches{};
 
   // --- communication (docs/cost-model.md §3) ---
   /// NCCL busbw / raw link bandwidth inside an NVLink domain (nccl-tests all_reduce on DGX H100:

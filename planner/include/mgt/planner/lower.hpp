@@ -26,6 +26,11 @@ struct LowerOptions {
 #else
   bool verify_each_pass = true;  ///< run ir::verify after every pass (debug builds, tests)
 #endif
+  /// The constants of the simulator that will time the schedule: the pipeline transfer order comes
+  /// from a dry run with its per-op times (lower_pipeline.cpp), so the two must agree (a host-bound
+  /// layer under one and not the other orders the pp stream for the wrong finish times). Default:
+  /// cost::default_cost_params(cluster.gpu), what Simulator uses when given none.
+  std::optional<cost::CostParams> params;
 };
 
 /// Lowers `plan` (which must pass planner rules) to the schedule of one training step. Its meaning
@@ -126,6 +131,7 @@ struct Stage {
 struct State {
   const ir::Graph* graph = nullptr;
   const ir::ClusterSpec* cluster = nullptr;
+  cost::CostParams params;  ///< per-op times of the pipeline dry run (LowerOptions::params)
   ir::TrainingSettings settings;
   ir::Layout layout;  ///< the plan's meaning (ir::resolve): resolved plan, grad_accum, zero stage, groups
   cost::ShardContext ctx;

@@ -1,0 +1,147 @@
+// Host-bound blocks (host_dispatch.hpp; docs/cost-model.md §9, "Host dispatch"): the kernels a
+// Llama layer launches, counted by hand from the ATen chains; the bound on the round cluster, where
+// every kernel time is a short product; the eager constant against the measured forward it comes
+// from; and that a large layer is never host bound.
+#include "mgt/cost_model/framework_profile.hpp"
+#include "mgt/cost_model/host_dispatch.hpp"
+#include "mgt/cost_model/layer_cost.hpp"
+
+#include "round_hardware.hpp"
+
+#include "mgt/ir/model_loader.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <numeric>
+
+namespace mgt::cost {
+namespace {
+
+using nlohmann::json;
+
+// Llama-3.2-1B (Hugging Face config.json): 16 layers, h 2048, 32 heads of 64, 8 kv heads, ffn 8192.
+ir::Graph llama_1b() {
+  const json config{{"model_type", "llama"},       {"hidden_size", 2048},     {"num_hidden_layers", 16},
+                    {"num_attention_heads", 32},  {"num_key_value_heads", 8}, {"intermediate_size", 8192},
+                    {"vocab_size", 128256},        {"max_position_embeddings", 512}, {"tie_word_embeddings", true},
+                    {"head_dim", 64}};
+  ir::Graph g = ir::graph_from_hf_config(config, "llama-3.2-1b.json");
+  ir::verify(g, "llama-3.2-1b.json");
+  return g;
+}
+
+const ir::Block& layer_of(const ir::Graph& g) {
+  for (const auto& b : g.blocks)
+    if (b.is_layer) return b;
+  throw std::logic_error("no layer block");
+}
+
+OpLaunches sum_launches(const ir::Block& b, const KernelLaunchCounts& counts, const LaunchContext& ctx, bool with_loss = true) {
+  OpLaunches total;
+  for (const auto& op : b.ops) {
+    if (!with_loss && op.kind == ir::OpKind::softmax_cross_entropy) continue;
+    const OpLaunches l = op_launches(op, counts, ctx);
+    total.fwd += l.fwd, total.bwd += l.bwd;
+  }
+  return total;
+}
+
+TEST(host_dispatch, llama_layer_launches_by_hand) {
+  const ir::Graph g = llama_1b();
+  const ir::Block& layer = layer_of(g);
+  // Eager (Hugging Face under autocast): two RMSNorms of 8 kernels, seven projections (q, k, v, o,
+  // gate, up, down) of one GEMM, rope on q and k of 5, one SDPA flash call, silu and mul, two
+  // residual adds: 16 + 7 + 10 + 1 + 2 + 2 = 38. Backward: norms 2 x 14, GEMMs 7 x 2 (data and
+  // weight), rope 2 x 4, flash backward 3, activation 3, residual 2: 28 + 14 + 8 + 3 + 3 + 2 = 58.
+  const OpLaunches eager = sum_launches(layer, eager_launch_counts(), {});
+  EXPECT_EQ(eager.fwd, 38);
+  EXPECT_EQ(eager.bwd, 58);
+  // Fused (TE / apex): norms 1 + 2 backward, rope 1 + 1, the activation 1 + 1: 2 + 7 + 2 + 1 + 1 + 2 = 15
+  // forward, 4 + 14 + 2 + 3 + 1 + 2 = 26 backward.
+  const OpLaunches fused = sum_launches(layer, KernelLaunchCounts{}, {});
+  EXPECT_EQ(fused.fwd, 15);
+  EXPECT_EQ(fused.bwd, 26);
+  // fp8 linears quantise each GEMM's input and output gradient; LoRA's frozen weights get no
+  // weight-gradient GEMM.
+  EXPECT_EQ(sum_launches(layer, KernelLaunchCounts{}, {true, true, false}).fwd, 15 + 7);
+  EXPECT_EQ(sum_launches(layer, KernelLaunchCounts{}, {false, false, false}).bwd, 26 - 7);
+}
+
+TEST(host_dispatch, profiles_choose_counts_and_host_time_by_what_they_fuse_and_how_they_dispatch) {
+  const ir::GpuSpec gpu = ir::cluster_preset("b200").gpu;
+  const CostParams hf = cost_params_for(gpu, framework_profile("pytorch-fsdp"));
+  EXPECT_EQ(hf.launches, eager_launch_counts());
+  EXPECT_GT(hf.host_launch_s, 0.0);
+  const CostParams mcore = cost_params_for(gpu, framework_profile("megatron-core"));
+  EXPECT_EQ(mcore.launches, KernelLaunchCounts{});
+  EXPECT_EQ(mcore.host_launch_s, hf.host_launch_s);  // both launch from Python, eagerly
+  const CostParams graphs = cost_params_for(gpu, select_framework("megatron-core", {"cuda-graphs"}).profile);
+  EXPECT_EQ(graphs.host_launch_s, 0.0);
+  const CostParams compiled = cost_params_for(gpu, select_framework("torchtitan", {"torch.compile"}).profile);
+  EXPECT_EQ(compiled.launches, KernelLaunchCounts{});
+  EXPECT_GT(compiled.host_launch_s, 0.0);
+  EXPECT_LT(compiled.host_launch_s, hf.host_launch_s);
+  EXPECT_EQ(cpu_cost_params().host_launch_s, 0.0);
+}
+
+// The eager constant reproduces the measurement it is derived from: the Hugging Face Llama-3.2-1B
+// forward (batch 1 x 512) takes 8.1 ms eager on a B200 and 1.9 ms from CUDA graphs
+// (shared/validation/kernels/memory_launch.json, mleng_b200_torchcompile_llama32_1b_b1_s512), so the
+// eager forward is the host's: the embedding, 16 layers, the final norm and the LM head, no loss.
+TEST(host_dispatch, eager_host_time_reproduces_the_measured_eager_forward) {
+  const ir::Graph g = llama_1b();
+  const CostParams hf = cost_params_for(ir::cluster_preset("b200").gpu, framework_profile("pytorch-fsdp"));
+  int launches = 0;
+  for (const auto& b : g.blocks) launches += int(b.repeat) * sum_launches(b, hf.launches, {}, false).fwd;
+  EXPECT_EQ(launches, 1 + 16 * 38 + 8 + 1);
+  EXPECT_NEAR(launches * hf.host_launch_s, 8.1e-3, 0.01 * 8.1e-3);
+}
+
+// On the round cluster a small layer's kernels take less than their launches: the forward and the
+// backward each take exactly their host time, and the per-op costs the simulator uses sum to it.
+TEST(host_dispatch, a_small_layer_runs_at_the_host_rate_in_the_estimator_and_the_simulator) {
+  const ir::Graph g = llama_1b();
+  const ir::Block& layer = layer_of(g);
+  ShardContext ctx;
+  ctx.micro_batch = 1;
+  ctx.seq_len = 16;
+  const ir::ClusterSpec c = round::cluster();
+  CostParams p = round::params();
+  p.launches = eager_launch_counts();
+  const BlockCost gpu_only = block_cost(layer, ctx, c, p);
+  p.host_launch_s = 10e-6;
+  ASSERT_LT(gpu_only.fwd_compute_s, 38 * p.host_launch_s);  // the premise: the GPU would idle
+  ASSERT_LT(gpu_only.bwd_compute_s, 58 * p.host_launch_s);
+  const BlockCost bound = block_cost(layer, ctx, c, p);
+  EXPECT_NEAR(bound.fwd_compute_s, 38 * 10e-6, 1e-12);
+  EXPECT_NEAR(bound.bwd_compute_s, 58 * 10e-6, 1e-12);
+  double fwd = 0, bwd = 0;
+  for (const OpCost& op : op_costs(layer, ctx, c, p)) fwd += op.fwd_s, bwd += op.bwd_data_s + op.bwd_weight_s;
+  EXPECT_NEAR(fwd, bound.fwd_compute_s, 1e-12);
+  EXPECT_NEAR(bwd, bound.bwd_compute_s, 1e-12);
+}
+
+// A layer of 8192 tokens runs far longer than its 38 launches: nothing changes.
+TEST(host_dispatch, a_large_layer_is_never_host_bound) {
+  const ir::Graph g = llama_1b();
+  const ir::Block& layer = layer_of(g);
+  ShardContext ctx;
+  ctx.micro_batch = 1;
+  ctx.seq_len = 8192;
+  const ir::ClusterSpec c = round::cluster();
+  CostParams p = round::params();
+  const BlockCost gpu_only = block_cost(layer, ctx, c, p);
+  p.host_launch_s = 10e-6;
+  p.launches = eager_launch_counts();
+  EXPECT_EQ(block_cost(layer, ctx, c, p).fwd_compute_s, gpu_only.fwd_compute_s);
+  EXPECT_EQ(block_cost(layer, ctx, c, p).bwd_compute_s, gpu_only.bwd_compute_s);
+}
+
+TEST(host_dispatch, the_bound_adds_only_the_host_time_beyond_the_kernels) {
+  EXPECT_EQ(host_bound_extra_s(5e-6, 3e-6), 0.0);
+  EXPECT_DOUBLE_EQ(host_bound_extra_s(3e-6, 5e-6), 2e-6);
+}
+
+}  // namespace
+}  // namespace mgt::cost
