@@ -7,11 +7,11 @@ namespace mgt::cost {
 
 KernelLaunchCounts eager_launch_counts() {
   KernelLaunchCounts c;
-  c.rms_norm_fwd = 8, c.rms_norm_bwd = 14;
-  c.layer_norm_fwd = 3, c.layer_norm_bwd = 3;
-  c.rope_fwd = 5, c.rope_bwd = 4;
+  c.rms_norm_fwd = 8, c.rms_norm_bwd = 16;
+  c.layer_norm_fwd = 2, c.layer_norm_bwd = 2;
+  c.rope_fwd = 5, c.rope_bwd = 7;
   c.gated_activation_fwd = 2, c.gated_activation_bwd = 3;
-  c.loss_fwd = 3, c.loss_bwd = 4;
+  c.loss_fwd = 3, c.loss_bwd = 3;
   return c;
 }
 
@@ -34,7 +34,7 @@ OpLaunches op_launches(const ir::Op& op, const KernelLaunchCounts& counts, const
       return gated ? OpLaunches{counts.gated_activation_fwd, counts.gated_activation_bwd} : OpLaunches{1, 1};
     }
     case ir::OpKind::residual: return {1, 1};
-    case ir::OpKind::embedding: return {1, 3};
+    case ir::OpKind::embedding: return {1, 1};
     case ir::OpKind::router: return {14, 8};
     case ir::OpKind::softmax_cross_entropy: return {counts.loss_fwd, counts.loss_bwd};
     case ir::OpKind::ssm_scan: return {1, 2};

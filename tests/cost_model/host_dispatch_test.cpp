@@ -50,13 +50,14 @@ OpLaunches sum_launches(const ir::Block& b, const KernelLaunchCounts& counts, co
 TEST(host_dispatch, llama_layer_launches_by_hand) {
   const ir::Graph g = llama_1b();
   const ir::Block& layer = layer_of(g);
-  // Eager (Hugging Face under autocast): two RMSNorms of 8 kernels, seven projections (q, k, v, o,
-  // gate, up, down) of one GEMM, rope on q and k of 5, one SDPA flash call, silu and mul, two
-  // residual adds: 16 + 7 + 10 + 1 + 2 + 2 = 38. Backward: norms 2 x 14, GEMMs 7 x 2 (data and
-  // weight), rope 2 x 4, flash backward 3, activation 3, residual 2: 28 + 14 + 8 + 3 + 3 + 2 = 58.
+  // Eager (Hugging Face under autocast; the ATen calls bench/host_dispatch/count_aten_ops.py counts):
+  // two RMSNorms of 8, seven projections (q, k, v, o, gate, up, down) of one GEMM, rope on q and k
+  // of 5, one SDPA flash call, silu and mul, two residual adds: 16 + 7 + 10 + 1 + 2 + 2 = 38.
+  // Backward: norms 2 x 16, GEMMs 7 x 2 (data and weight), rope 2 x 7, flash backward 3, activation
+  // 3, residual 2: 32 + 14 + 14 + 3 + 3 + 2 = 68.
   const OpLaunches eager = sum_launches(layer, eager_launch_counts(), {});
   EXPECT_EQ(eager.fwd, 38);
-  EXPECT_EQ(eager.bwd, 58);
+  EXPECT_EQ(eager.bwd, 68);
   // Fused (TE / apex): norms 1 + 2 backward, rope 1 + 1, the activation 1 + 1: 2 + 7 + 2 + 1 + 1 + 2 = 15
   // forward, 4 + 14 + 2 + 3 + 1 + 2 = 26 backward.
   const OpLaunches fused = sum_launches(layer, KernelLaunchCounts{}, {});
@@ -112,10 +113,10 @@ TEST(host_dispatch, a_small_layer_runs_at_the_host_rate_in_the_estimator_and_the
   const BlockCost gpu_only = block_cost(layer, ctx, c, p);
   p.host_launch_s = 10e-6;
   ASSERT_LT(gpu_only.fwd_compute_s, 38 * p.host_launch_s);  // the premise: the GPU would idle
-  ASSERT_LT(gpu_only.bwd_compute_s, 58 * p.host_launch_s);
+  ASSERT_LT(gpu_only.bwd_compute_s, 68 * p.host_launch_s);
   const BlockCost bound = block_cost(layer, ctx, c, p);
   EXPECT_NEAR(bound.fwd_compute_s, 38 * 10e-6, 1e-12);
-  EXPECT_NEAR(bound.bwd_compute_s, 58 * 10e-6, 1e-12);
+  EXPECT_NEAR(bound.bwd_compute_s, 68 * 10e-6, 1e-12);
   double fwd = 0, bwd = 0;
   for (const OpCost& op : op_costs(layer, ctx, c, p)) fwd += op.fwd_s, bwd += op.bwd_data_s + op.bwd_weight_s;
   EXPECT_NEAR(fwd, bound.fwd_compute_s, 1e-12);

@@ -540,7 +540,7 @@ int run_simulate(const PlanOptions& o, const std::string& plan_text, const std::
 int run_compile(const PlanOptions& o, const std::string& plan_text, const std::string& out_path, bool text) {
   const ir::Plan plan = ir::parse_plan_argument(plan_text);
   const Loaded l = load_for_plan(o, plan);
-  return run_compile(l.graph, l.cluster, plan, l.run.settings, o.gpus, out_path, text);
+  return run_compile(l.graph, l.cluster, plan, l.run.settings, o.gpus, out_path, text, l.params);
 }
 
 int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::string& emit) {

@@ -17,12 +17,15 @@
 namespace mgt::cli {
 
 int run_compile(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Plan& plan,
-                const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& out_path, bool text) {
+                const cost::TrainingSettings& settings, int64_t num_gpus, const std::string& out_path, bool text,
+                const cost::CostParams& params) {
   const auto start = std::chrono::steady_clock::now();
   ProgressLine progress = ProgressLine::for_stderr(/*json=*/false);
   ProgressTicker ticker(progress);
   progress.update("lowering the plan to a schedule", 0, 0);
-  const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster);
+  plan::LowerOptions lower_options;
+  lower_options.params = params;  // the transfer order as `simulate` orders it under the same framework
+  const ir::Schedule schedule = plan::lower_to_schedule(graph, plan, settings, num_gpus, cluster, lower_options);
   ticker.stop();
   progress.finish();
   const double lower_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -10,7 +10,7 @@
 
 namespace mgt::cost {
 
-/// Kernels launched per op, forward and backward, for the op kinds whose count depends on what the
+/// Kernel-launching ATen calls per op, forward and backward, for the op kinds whose count depends on what the
 /// framework fuses. The defaults are fused kernels (Transformer Engine, apex, Inductor);
 /// eager_launch_counts() gives the ATen chains of a Hugging Face model under bf16 autocast.
 struct KernelLaunchCounts {
@@ -23,16 +23,16 @@ struct KernelLaunchCounts {
   bool operator==(const KernelLaunchCounts&) const = default;
 };
 
-/// The unfused counts (framework_profile.cpp picks them per fused_* flag of the profile):
-///   RMSNorm (HF LlamaRMSNorm): to(fp32), pow, mean, add eps, rsqrt, mul, to(bf16), mul weight = 8;
-///     backward: the weight product (2 muls + the dgamma sum), the casts (2), the rsqrt product (2 muls
-///     + the broadcast sum), rsqrt' (2), mean' (1), pow' (1), the gradient accumulation (1) = 14.
-///   LayerNorm under autocast: cast to fp32, native_layer_norm, cast of the fp32 output = 3; backward:
-///     native_layer_norm_backward (dx, dgamma/dbeta) and the cast = 3.
-///   rope (HF apply_rotary_pos_emb, one tensor): x·cos, neg, cat, ·sin, add = 5; backward 4.
+/// The unfused counts (framework_profile.cpp picks them per fused_* flag of the profile): the ATen ops
+/// that Hugging Face's eager code dispatches, counted with a TorchDispatchMode
+/// (bench/host_dispatch/count_aten_ops.py; views and metadata checks, which launch nothing, left out):
+///   RMSNorm (LlamaRMSNorm): to(fp32), pow, mean, add eps, rsqrt, mul, to(bf16), mul weight = 8;
+///     backward 16 (the products' gradients and their broadcast sums, pow', div, the casts).
+///   LayerNorm under autocast's fp32 policy: the cast and native_layer_norm = 2; backward 2.
+///   rope (apply_rotary_pos_emb, one tensor): x·cos, neg, cat, ·sin, add = 5; backward 7 (two
+///     slice_backward for the halves of rotate_half).
 ///   gated activation: silu, mul = 2; backward: two muls and silu_backward = 3.
-///   cross entropy: logits.float(), log_softmax, nll_loss = 3; backward: nll_loss_backward (fill,
-///     scatter), log_softmax_backward, the cast = 4.
+///   cross entropy: logits.float(), log_softmax, nll_loss = 3; backward 3.
 ///   materialised attention (Megatron 2021 FusedScaleMaskSoftmax path): baddbmm, fused softmax, bmm
 ///     and two layout copies = 5; backward: two GEMMs each for the two bmm, softmax' and copies = 7.
 KernelLaunchCounts eager_launch_counts();
@@ -53,8 +53,8 @@ struct LaunchContext {
 /// The kernels `op` launches under `counts`. Fixed for every framework: a contraction is one GEMM
 /// forward and a data- plus a weight-gradient GEMM backward (+1 for a bias gradient's reduction;
 /// a routed-expert contraction is one grouped call, its per-expert GEMMs launched from C++), a
-/// residual add one kernel each way, an embedding lookup one forward and three backward
-/// (embedding_dense_backward sorts, reduces by key and scatters), a MoE router 14 forward (softmax,
+/// residual add one kernel each way (backward: the gradient sum where the residual stream forks), an
+/// embedding lookup one each way (embedding_dense_backward is one ATen call), a MoE router 14 forward (softmax,
 /// top-k, the probability scatter, the load-balancing loss, the token permutation's sort and
 /// index kernels) and 8 backward, a state-space scan one each way plus its own backward pass.
 OpLaunches op_launches(const ir::Op& op, const KernelLaunchCounts& counts, const LaunchContext& ctx);
