@@ -5,10 +5,12 @@
 
 namespace mgt::cost {
 
-std::string bottleneck_of(const TimeBreakdown& t, double step_time_s) {
-  // Communication or the bubble binds when it is at least 10 % of the step; otherwise compute does.
+std::string bottleneck_of(const TimeBreakdown& t, double step_time_s, double host_wait_s) {
+  // Communication, the bubble or the host's launches bind when at least 10 % of the step; otherwise
+  // compute does.
   struct Term { const char* name; double s; };
-  const Term terms[] = {{"exposed tp communication", t.exposed_tp_s},
+  const Term terms[] = {{"host dispatch (eager kernel launches)", host_wait_s},
+                        {"exposed tp communication", t.exposed_tp_s},
                         {"exposed cp communication", t.exposed_cp_s},
                         {"exposed fsdp communication", t.exposed_fsdp_s},
                         {"exposed dp communication", t.exposed_dp_s},
@@ -18,7 +20,7 @@ std::string bottleneck_of(const TimeBreakdown& t, double step_time_s) {
   const Term* worst = &terms[0];
   for (const auto& term : terms)
     if (term.s > worst->s) worst = &term;
-  if (worst->s >= 0.10 * step_time_s) return worst->name;
+  if (worst->s > 0 && worst->s >= 0.10 * step_time_s) return worst->name;
   if (t.optimizer_s + t.overhead_s >= 0.25 * step_time_s) return "fixed costs (optimizer and per-step overhead)";
   return "compute";
 }

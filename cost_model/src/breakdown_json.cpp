@@ -74,6 +74,7 @@ json to_json(const Estimate& e) {
           {"mfu", e.mfu},
           {"model_flops_per_step", e.model_flops_per_step},
           {"bottleneck", e.bottleneck},
+          {"host_wait_s", e.host_wait_s},
           {"memory", to_json(e.memory)},
           {"time", to_json(e.time)}};
 }
@@ -88,6 +89,8 @@ Estimate estimate_from_json(const json& doc, const std::string& source) {
   e.mfu = nonnegative_number(doc, "mfu", source);
   e.model_flops_per_step = nonnegative_number(doc, "model_flops_per_step", source);
   e.bottleneck = string_at(doc, "bottleneck", source);
+  // Written since the host-dispatch model; older documents have none (no wait).
+  if (doc.contains("host_wait_s")) e.host_wait_s = nonnegative_number(doc, "host_wait_s", source);
   if (!doc.contains("memory")) throw ir::InputError(source, "memory", "missing");
   e.memory = memory_breakdown_from_json(doc.at("memory"), source + ": memory");
   if (!doc.contains("time")) throw ir::InputError(source, "time", "missing");

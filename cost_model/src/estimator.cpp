@@ -293,6 +293,7 @@ int64_t Estimator::tied_on_stage(const std::vector<int64_t>& copies, const Shape
 // One micro-batch on one pipeline stage (docs/cost-model.md §5).
 struct Estimator::StageTime {
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, fsdp = 0, pp = 0, bwd = 0;
+  double host_wait = 0;  // of compute: the wait for an eager host's launches
   // Backward as the data-parallel stream sees it: kernels, recompute and the TP / CP collectives the
   // compute stream waits for (other communicators); gradient buckets hide under all of it.
   double bwd_window = 0;
@@ -406,6 +407,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     const BlockCost& c = blk.cost;
     const double r = double(copies);
     st.compute += r * (c.fwd_compute_s + c.bwd_compute_s);
+    st.host_wait += r * c.host_wait_s;
     st.bwd += r * c.bwd_compute_s;
     st.bwd_window += r * (c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s);
     if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.bwd_window += r * c.selective_recompute_s;
@@ -781,7 +783,8 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   e.tokens_per_s_per_gpu = double(settings_.global_batch_seqs() * settings_.seq_len) / e.step_time_s / double(num_gpus_);
   e.mfu = e.model_flops_per_step /
           (e.step_time_s * double(num_gpus_) * ir::peak_flops_per_s(cluster_.gpu, settings_.compute_dtype));
-  e.bottleneck = bottleneck_of(t, e.step_time_s);
+  e.host_wait_s = ga * slowest.host_wait;
+  e.bottleneck = bottleneck_of(t, e.step_time_s, e.host_wait_s);
 
   // ---- memory per GPU: the worst pipeline stage (docs/cost-model.md §4) ----
   for (const auto& stage : layout.stages) {

@@ -708,8 +708,11 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
       for (size_t i = 0; i < op_host_s.size(); ++i) add_to_op((*per_op)[i], extra_s * op_host_s[i] / host_s);
     return extra_s;
   };
-  w.cost.fwd_compute_s += host_bound(w.cost.fwd_compute_s, op_host_fwd_s, [](OpCost& c, double s) { c.fwd_s += s; });
-  w.cost.bwd_compute_s += host_bound(w.cost.bwd_compute_s, op_host_bwd_s, [](OpCost& c, double s) { c.bwd_data_s += s; });
+  const double fwd_wait_s = host_bound(w.cost.fwd_compute_s, op_host_fwd_s, [](OpCost& c, double s) { c.fwd_s += s; });
+  const double bwd_wait_s = host_bound(w.cost.bwd_compute_s, op_host_bwd_s, [](OpCost& c, double s) { c.bwd_data_s += s; });
+  w.cost.fwd_compute_s += fwd_wait_s;
+  w.cost.bwd_compute_s += bwd_wait_s;
+  w.cost.host_wait_s = fwd_wait_s + bwd_wait_s;
   return w;
 }
 }  // namespace

@@ -3,6 +3,7 @@
 #include "cli_util.hpp"
 
 #include <cctype>
+#include <cstdio>
 
 namespace mgt_cli_test {
 namespace {
@@ -146,6 +147,33 @@ TEST(CliFramework, NanotronSplitsThePipelineByComputeAndSaysWhenItCannot) {
             std::string::npos) << interleaved.err;
   const Result four = run_cli({"estimate", kLlama8B, "--gpus", "8", "--framework", "nanotron", "--plan", R"({"pp":4,"dp_shard":2})"});
   EXPECT_EQ(four.exit_code, 0) << describe(four);
+}
+
+// A host-bound plan (Llama-3.1-8B, tp 8, one 256-token sequence: kernels of a few microseconds)
+// names the eager launches as its bottleneck, and the text's "of which" line and the JSON's
+// host_wait_s are the same number, inside compute; a plan whose kernels outlast their launches
+// (8192 tokens a GPU) has neither.
+TEST(CliFramework, HostBoundPlansSayHowMuchOfComputeWaitsForLaunches) {
+  const std::vector<std::string> small = {"estimate", kLlama8B, "--gpus", "8", "--seq-len", "256", "--global-batch", "1",
+                                          "--plan", "{\"tp\":8}"};
+  std::vector<std::string> small_json = small;
+  small_json.push_back("--json");
+  const Result text = run_cli(small), doc = run_cli(small_json);
+  ASSERT_EQ(text.exit_code, 0) << describe(text);
+  const json e = parse_json_or_fail(doc);
+  const double wait_s = e["host_wait_s"].get<double>();
+  EXPECT_GT(wait_s, 0.0);
+  EXPECT_LT(wait_s, e["time"]["compute_s"].get<double>());
+  EXPECT_EQ(e["bottleneck"], "host dispatch (eager kernel launches)");
+  char line[64];
+  std::snprintf(line, sizeof line, "of which %.3f s waits for the host", wait_s);
+  EXPECT_NE(text.out.find(line), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("bottleneck: host dispatch (eager kernel launches)"), std::string::npos) << text.out;
+
+  const Result large = run_cli({"estimate", kLlama8B, "--gpus", "8", "--seq-len", "8192", "--global-batch", "8", "--plan",
+                                "{\"dp_shard\":8}", "--json"});
+  ASSERT_EQ(large.exit_code, 0) << describe(large);
+  EXPECT_EQ(parse_json_or_fail(large)["host_wait_s"].get<double>(), 0.0);
 }
 
 }  // namespace

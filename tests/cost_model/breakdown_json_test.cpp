@@ -30,6 +30,7 @@ Estimate sample_estimate() {
   e.mfu = 0.4;
   e.model_flops_per_step = 1e18;
   e.bottleneck = "compute";
+  e.host_wait_s = 0.125;
   return e;
 }
 
@@ -70,7 +71,12 @@ TEST(BreakdownJson, EstimateRoundTrips) {
   EXPECT_EQ(back.mfu, e.mfu);
   EXPECT_EQ(back.model_flops_per_step, e.model_flops_per_step);
   EXPECT_EQ(back.bottleneck, e.bottleneck);
+  EXPECT_EQ(back.host_wait_s, 0.125);
   EXPECT_EQ(mgt::cost::to_json(back), j);
+  // A document written before the host-dispatch model has no host_wait_s: no wait.
+  auto old = j;
+  old.erase("host_wait_s");
+  EXPECT_EQ(mgt::cost::estimate_from_json(old, "test").host_wait_s, 0.0);
 }
 
 TEST(BreakdownJson, ReaderNamesAMissingOrNegativeTerm) {

@@ -632,5 +632,15 @@ TEST(bottleneck_of, compute_when_nothing_exposed_reaches_ten_percent) {
   EXPECT_EQ(bottleneck_of(t, 1.54), "fixed costs (optimizer and per-step overhead)");
 }
 
+// The host's eager launches bind when the compute they hold up is at least 10 % of the step and
+// larger than every exposed term; below that the step reads as its exposed terms or compute.
+TEST(bottleneck_of, host_dispatch_when_the_launch_wait_is_the_largest_share) {
+  const TimeBreakdown t = breakdown({{&TB::compute_s, 1.0}, {&TB::exposed_tp_s, 0.15}});
+  EXPECT_EQ(bottleneck_of(t, 1.15, 0.3), "host dispatch (eager kernel launches)");
+  EXPECT_EQ(bottleneck_of(t, 1.15, 0.1), "exposed tp communication");
+  const TimeBreakdown c = breakdown({{&TB::compute_s, 1.0}});
+  EXPECT_EQ(bottleneck_of(c, 1.0, 0.09), "compute");
+}
+
 }  // namespace
 }  // namespace mgt::cost

@@ -123,6 +123,33 @@ TEST(host_dispatch, a_small_layer_runs_at_the_host_rate_in_the_estimator_and_the
   EXPECT_NEAR(bwd, bound.bwd_compute_s, 1e-12);
 }
 
+// The estimator books the blocks' waits as part of compute: its compute less host_wait_s is the
+// compute of the same plan with no host cost at all, and host_wait_s is the blocks' waits summed
+// over the copies and micro-batches (16 layers, the embedding and head blocks, 4 micro-batches).
+TEST(host_dispatch, the_estimate_reports_the_wait_inside_compute) {
+  const ir::Graph g = llama_1b();
+  const ir::ClusterSpec c = round::cluster();
+  TrainingSettings settings;
+  settings.seq_len = 16;
+  settings.global_batch_tokens = 4 * 16;
+  CostParams p = round::params();
+  p.launches = eager_launch_counts();
+  const Estimate gpu_only = Estimator(g, c, 1, settings, p).estimate(ir::Plan{});
+  p.host_launch_s = 10e-6;
+  const Estimate bound = Estimator(g, c, 1, settings, p).estimate(ir::Plan{});
+  ShardContext ctx;
+  ctx.micro_batch = 1;
+  ctx.seq_len = 16;
+  double waits = 0;
+  for (const auto& b : g.blocks) waits += double(b.repeat) * block_cost(b, ctx, c, p).host_wait_s;
+  ASSERT_EQ(bound.plan.grad_accum, 4);
+  ASSERT_GT(waits, 0.0);
+  EXPECT_NEAR(bound.host_wait_s, 4 * waits, 1e-12);
+  EXPECT_NEAR(bound.time.compute_s - bound.host_wait_s, gpu_only.time.compute_s, 1e-12);
+  EXPECT_EQ(gpu_only.host_wait_s, 0.0);
+  EXPECT_EQ(bound.bottleneck, "host dispatch (eager kernel launches)");
+}
+
 // A layer of 8192 tokens runs far longer than its 38 launches: nothing changes.
 TEST(host_dispatch, a_large_layer_is_never_host_bound) {
   const ir::Graph g = llama_1b();

@@ -159,6 +159,9 @@ std::string format_breakdown(const cost::Estimate& e, int64_t hbm_bytes) {
     char line[96];
     std::snprintf(line, sizeof line, "  %-16s%.3f s\n", term.label, t.*term.field);
     out += line;
+    if (term.field == &cost::TimeBreakdown::compute_s && e.host_wait_s > 0)
+      out += "    of which " + fmt("%.3f", e.host_wait_s) +
+             " s waits for the host's eager kernel launches (CUDA graphs or torch.compile shorten it)\n";
   }
   return out;
 }

@@ -97,6 +97,10 @@ struct Estimate {
   double mfu = 0;                ///< model FLOPs / (step time * GPUs * dense peak)
   double model_flops_per_step = 0;
   std::string bottleneck;        ///< "compute", or "exposed <tp|cp|fsdp|dp> communication"
+  /// Of time.compute_s: the wait for an eager host's kernel launches (host_dispatch.hpp), which CUDA
+  /// graphs or torch.compile would shorten. Not a term of its own: the kernels and the wait are one
+  /// stretch of the compute stream.
+  double host_wait_s = 0;
 };
 
 /// A pipeline chunk's block copies in forward order, as its FSDP chain runs them (estimator.cpp).
@@ -157,7 +161,8 @@ class Estimator {
   mutable std::unordered_map<uint64_t, std::unique_ptr<StageLayout>> layouts_;
 };
 
-/// Human name of the binding constraint from a time breakdown (see Estimate::bottleneck).
-std::string bottleneck_of(const TimeBreakdown& time, double step_time_s);
+/// Human name of the binding constraint from a time breakdown (see Estimate::bottleneck), given the
+/// part of its compute that waits on the host (Estimate::host_wait_s).
+std::string bottleneck_of(const TimeBreakdown& time, double step_time_s, double host_wait_s = 0);
 
 }  // namespace mgt::cost

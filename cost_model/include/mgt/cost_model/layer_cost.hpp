@@ -72,6 +72,9 @@ struct BlockCost {
   double fwd_compute_s = 0;           ///< all kernels of the forward pass
   double bwd_compute_s = 0;           ///< data and weight gradients
   double selective_recompute_s = 0;   ///< forward time of the ops selective recompute redoes
+  /// Of fwd_compute_s + bwd_compute_s: the GPU's wait for an eager host's kernel launches
+  /// (host_dispatch.hpp), 0 when the kernels outlast them.
+  double host_wait_s = 0;
   double attention_fwd_s = 0;         ///< part of fwd_compute_s spent in attention cores (CP overlap)
   double attention_bwd_s = 0;
   std::vector<BlockCollective> fwd_collectives;
