@@ -99,24 +99,37 @@ TEST(host_dispatch, eager_host_time_reproduces_the_measured_eager_forward) {
   EXPECT_NEAR(launches * hf.host_launch_s, 8.1e-3, 0.01 * 8.1e-3);
 }
 
+// The round cluster's constants with eager launch counts and `host_launch_s` per launch, and one
+// micro-batch of `seq` tokens.
+CostParams eager_round_params(double host_launch_s) {
+  CostParams p = round::params();
+  p.launches = eager_launch_counts();
+  p.host_launch_s = host_launch_s;
+  return p;
+}
+ShardContext one_sequence(int64_t seq) {
+  ShardContext ctx;
+  ctx.micro_batch = 1;
+  ctx.seq_len = seq;
+  return ctx;
+}
+constexpr double kLaunch = 10e-6;
+
 // On the round cluster a small layer's kernels take less than their launches: the forward and the
 // backward each take exactly their host time, and the per-op costs the simulator uses sum to it.
 TEST(host_dispatch, a_small_layer_runs_at_the_host_rate_in_the_estimator_and_the_simulator) {
   const ir::Graph g = llama_1b();
   const ir::Block& layer = layer_of(g);
-  ShardContext ctx;
-  ctx.micro_batch = 1;
-  ctx.seq_len = 16;
+  const ShardContext ctx = one_sequence(16);
   const ir::ClusterSpec c = round::cluster();
-  CostParams p = round::params();
-  p.launches = eager_launch_counts();
-  const BlockCost gpu_only = block_cost(layer, ctx, c, p);
-  p.host_launch_s = 10e-6;
-  ASSERT_LT(gpu_only.fwd_compute_s, 38 * p.host_launch_s);  // the premise: the GPU would idle
-  ASSERT_LT(gpu_only.bwd_compute_s, 68 * p.host_launch_s);
+  const BlockCost gpu_only = block_cost(layer, ctx, c, eager_round_params(0));
+  ASSERT_LT(gpu_only.fwd_compute_s, 38 * kLaunch);  // the premise: the GPU would idle
+  ASSERT_LT(gpu_only.bwd_compute_s, 68 * kLaunch);
+  const CostParams p = eager_round_params(kLaunch);
   const BlockCost bound = block_cost(layer, ctx, c, p);
-  EXPECT_NEAR(bound.fwd_compute_s, 38 * 10e-6, 1e-12);
-  EXPECT_NEAR(bound.bwd_compute_s, 68 * 10e-6, 1e-12);
+  EXPECT_NEAR(bound.fwd_compute_s, 38 * kLaunch, 1e-12);
+  EXPECT_NEAR(bound.bwd_compute_s, 68 * kLaunch, 1e-12);
+  EXPECT_NEAR(bound.host_wait_s, (38 + 68) * kLaunch - gpu_only.fwd_compute_s - gpu_only.bwd_compute_s, 1e-12);
   double fwd = 0, bwd = 0;
   for (const OpCost& op : op_costs(layer, ctx, c, p)) fwd += op.fwd_s, bwd += op.bwd_data_s + op.bwd_weight_s;
   EXPECT_NEAR(fwd, bound.fwd_compute_s, 1e-12);
@@ -132,16 +145,10 @@ TEST(host_dispatch, the_estimate_reports_the_wait_inside_compute) {
   TrainingSettings settings;
   settings.seq_len = 16;
   settings.global_batch_tokens = 4 * 16;
-  CostParams p = round::params();
-  p.launches = eager_launch_counts();
-  const Estimate gpu_only = Estimator(g, c, 1, settings, p).estimate(ir::Plan{});
-  p.host_launch_s = 10e-6;
-  const Estimate bound = Estimator(g, c, 1, settings, p).estimate(ir::Plan{});
-  ShardContext ctx;
-  ctx.micro_batch = 1;
-  ctx.seq_len = 16;
+  const Estimate gpu_only = Estimator(g, c, 1, settings, eager_round_params(0)).estimate(ir::Plan{});
+  const Estimate bound = Estimator(g, c, 1, settings, eager_round_params(kLaunch)).estimate(ir::Plan{});
   double waits = 0;
-  for (const auto& b : g.blocks) waits += double(b.repeat) * block_cost(b, ctx, c, p).host_wait_s;
+  for (const auto& b : g.blocks) waits += double(b.repeat) * block_cost(b, one_sequence(16), c, eager_round_params(kLaunch)).host_wait_s;
   ASSERT_EQ(bound.plan.grad_accum, 4);
   ASSERT_GT(waits, 0.0);
   EXPECT_NEAR(bound.host_wait_s, 4 * waits, 1e-12);
@@ -154,16 +161,12 @@ TEST(host_dispatch, the_estimate_reports_the_wait_inside_compute) {
 TEST(host_dispatch, a_large_layer_is_never_host_bound) {
   const ir::Graph g = llama_1b();
   const ir::Block& layer = layer_of(g);
-  ShardContext ctx;
-  ctx.micro_batch = 1;
-  ctx.seq_len = 8192;
   const ir::ClusterSpec c = round::cluster();
-  CostParams p = round::params();
-  const BlockCost gpu_only = block_cost(layer, ctx, c, p);
-  p.host_launch_s = 10e-6;
-  p.launches = eager_launch_counts();
-  EXPECT_EQ(block_cost(layer, ctx, c, p).fwd_compute_s, gpu_only.fwd_compute_s);
-  EXPECT_EQ(block_cost(layer, ctx, c, p).bwd_compute_s, gpu_only.bwd_compute_s);
+  const BlockCost gpu_only = block_cost(layer, one_sequence(8192), c, eager_round_params(0));
+  const BlockCost bound = block_cost(layer, one_sequence(8192), c, eager_round_params(kLaunch));
+  EXPECT_EQ(bound.fwd_compute_s, gpu_only.fwd_compute_s);
+  EXPECT_EQ(bound.bwd_compute_s, gpu_only.bwd_compute_s);
+  EXPECT_EQ(bound.host_wait_s, 0.0);
 }
 
 TEST(host_dispatch, the_bound_adds_only_the_host_time_beyond_the_kernels) {
