@@ -24,7 +24,7 @@ Times times(const ir::Graph& graph, const ir::ClusterSpec& cluster, const ir::Pl
   cost::CostParams params = cost::cost_params_for(cluster.gpu, cost::framework_profile("megatron-core"));
   params.moe_dispatch_host_sync = sync;
   // The launch time h is then the kernel floor (4 us), the hand calculation below; the eager host
-  // time per launch (13.1 us) and the block's host bound are tested in host_dispatch_test.cpp.
+  // time per launch (16.5 us) and the block's host bound are tested in host_dispatch_test.cpp.
   params.host_launch_s = 0;
   const cost::Estimate e = cost::Estimator(graph, cluster, 8, settings, params).estimate(plan);
   const cost::SimulationResult r =
