@@ -59,6 +59,9 @@ std::vector<FrameworkProfile> profile_table() {
     // fp32 kernels (not fused).
     p.fused_norm = true;
     p.fused_activation = true;
+    // megatron/model/transformer.py ParallelAttention.query_key_value (one ColumnParallelLinear of
+    // 3 x projection size) and ParallelMLP.dense_h_to_4h (2 x ffn for swiglu).
+    p.fused_projections = true;
     // megatron/training.py train_step: model.allreduce_gradients() after the backward of the last
     // micro-batch (no bucketed overlap); the distributed optimizer (2022) all-gathers parameters
     // after optimizer.step(); p2p_communication.py blocks on its sends in the 1F1B schedule.
@@ -79,6 +82,9 @@ std::vector<FrameworkProfile> profile_table() {
     // fusion (--swiglu with fused bias-activation); --cross-entropy-loss-fusion.
     p.attention = AttentionImpl::cudnn;
     p.fused_norm = p.fused_activation = p.fused_cross_entropy = true;
+    // transformer/attention.py SelfAttention.linear_qkv and mlp.py MLP.linear_fc1 (2 x ffn when
+    // gated_linear_unit): one GEMM each for q, k, v and for gate and up.
+    p.fused_projections = true;
     // The tuned setup of the Megatron-LM README and NeMo recipes: --tp-comm-overlap (TE userbuffers),
     // --overlap-grad-reduce and --overlap-param-gather with --use-distributed-optimizer, and
     // overlap_p2p_comm (default on for interleaved schedules, core/model_parallel_config.py).
@@ -107,9 +113,10 @@ std::vector<FrameworkProfile> profile_table() {
     // Megatron-DeepSpeed (the BigScience and Microsoft forks of 2021-era Megatron-LM on DeepSpeed).
     FrameworkProfile p;
     p.name = "megatron-deepspeed";
-    // The Megatron-LM 2021 model code: FusedScaleMaskSoftmax, MixedFusedLayerNorm, bias-gelu fusion.
+    // The Megatron-LM 2021 model code: FusedScaleMaskSoftmax, MixedFusedLayerNorm, bias-gelu fusion,
+    // the fused query_key_value projection.
     p.attention = AttentionImpl::eager;
-    p.fused_norm = p.fused_activation = true;
+    p.fused_norm = p.fused_activation = p.fused_projections = true;
     // DeepSpeed's PipelineEngine reduces gradients once per step after the last backward
     // (_exec_reduce_grads) and its ZeRO-1 / BF16_Optimizer all-gathers the updated bf16 weights
     // after the step; overlap_comm defaults to false (deepspeed/runtime/zero/config.py).
@@ -179,9 +186,10 @@ std::vector<FrameworkProfile> profile_table() {
     // 1F1B and ZeRO-3 on its roadmap.
     FrameworkProfile p;
     p.name = "nanotron";
-    // flash_attn's flash_attn_varlen_func (FA2) and its fused RMSNorm (TritonRMSNorm); eager activation.
+    // flash_attn's flash_attn_varlen_func (FA2) and its fused RMSNorm (TritonRMSNorm); eager activation;
+    // models/llama.py CausalSelfAttention.qkv_proj and MLP.gate_up_proj (one column-parallel linear each).
     p.attention = AttentionImpl::fa2;
-    p.fused_norm = true;
+    p.fused_norm = p.fused_projections = true;
     // DDP-style gradient buckets with hooks under backward; ZeRO-1 all-gathers the updated
     // parameters after the optimizer step (optim/zero.py), not under the next forward.
     p.overlap_param_gather = false;
@@ -419,6 +427,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
+  p.fused_projections = profile.fused_projections;
   p.cuda_context_bytes = profile.context_bytes;
   p.nccl_buffer_bytes = profile.nccl_buffer_bytes;
   p.allocator_fragmentation = profile.allocator_fragmentation;

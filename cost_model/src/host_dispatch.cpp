@@ -42,6 +42,20 @@ OpLaunches op_launches(const ir::Op& op, const KernelLaunchCounts& counts, const
   return {1, 1};
 }
 
+std::vector<OpLaunches> block_launches(const ir::Block& block, const KernelLaunchCounts& counts, const LaunchContext& ctx) {
+  std::vector<OpLaunches> out;
+  out.reserve(block.ops.size());
+  const ir::Op* previous = nullptr;
+  for (const auto& op : block.ops) {
+    const bool fused = ctx.fused_projections && op.kind == ir::OpKind::contraction && previous &&
+                       previous->kind == ir::OpKind::contraction && !op.inputs.empty() && !previous->inputs.empty() &&
+                       op.inputs[0] == previous->inputs[0];
+    out.push_back(fused ? OpLaunches{} : op_launches(op, counts, ctx));
+    previous = &op;
+  }
+  return out;
+}
+
 double host_bound_extra_s(double gpu_s, double host_s) { return std::max(0.0, host_s - gpu_s); }
 
 }  // namespace mgt::cost

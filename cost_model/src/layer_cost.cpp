@@ -652,12 +652,13 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
   std::optional<size_t> router;
   // Host seconds each op's launches take, forward and backward (host_dispatch.hpp).
   const LaunchContext launch{ctx.fp8_linears, ctx.task != ir::Task::lora && ctx.task != ir::Task::qlora,
-                             params.attention_materialised};
+                             params.attention_materialised, params.fused_projections};
   std::vector<double> op_host_fwd_s, op_host_bwd_s;
+  for (const OpLaunches& l : block_launches(block, params.launches, launch)) {
+    op_host_fwd_s.push_back(l.fwd * params.host_launch_s);
+    op_host_bwd_s.push_back(l.bwd * params.host_launch_s);
+  }
   for (const auto& op : block.ops) {
-    const OpLaunches launches = op_launches(op, params.launches, launch);
-    op_host_fwd_s.push_back(launches.fwd * params.host_launch_s);
-    op_host_bwd_s.push_back(launches.bwd * params.host_launch_s);
     if (op.kind == ir::OpKind::router && !router) router = op_fwd_s.size();
     const BlockCost before = w.cost;
     const double weight_before = w.bwd_weight_s, flops_before = w.fwd_flops;

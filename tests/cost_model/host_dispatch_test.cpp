@@ -68,6 +68,21 @@ TEST(host_dispatch, llama_layer_launches_by_hand) {
   // weight-gradient GEMM.
   EXPECT_EQ(sum_launches(layer, KernelLaunchCounts{}, {true, true, false}).fwd, 15 + 7);
   EXPECT_EQ(sum_launches(layer, KernelLaunchCounts{}, {false, false, false}).bwd, 26 - 7);
+  // Megatron's linear_qkv and linear_fc1: k and v ride on q's GEMM, gate on up's (the IR's order),
+  // three launches fewer each way, twice that backward.
+  LaunchContext megatron;
+  megatron.fused_projections = true;
+  const std::vector<OpLaunches> fused_qkv = block_launches(layer, KernelLaunchCounts{}, megatron);
+  OpLaunches total;
+  for (const OpLaunches& l : fused_qkv) total.fwd += l.fwd, total.bwd += l.bwd;
+  EXPECT_EQ(total.fwd, 15 - 3);
+  EXPECT_EQ(total.bwd, 26 - 6);
+  for (size_t i = 0; i < layer.ops.size(); ++i)
+    if (layer.ops[i].name == "k_proj" || layer.ops[i].name == "v_proj") EXPECT_EQ(fused_qkv[i].fwd, 0) << layer.ops[i].name;
+    else if (layer.ops[i].name == "q_proj" || layer.ops[i].name == "o_proj") EXPECT_EQ(fused_qkv[i].fwd, 1) << layer.ops[i].name;
+  // Without the flag, block_launches is op_launches op by op.
+  const std::vector<OpLaunches> separate = block_launches(layer, eager_launch_counts(), {});
+  for (size_t i = 0; i < layer.ops.size(); ++i) EXPECT_EQ(separate[i].bwd, op_launches(layer.ops[i], eager_launch_counts(), {}).bwd);
 }
 
 TEST(host_dispatch, profiles_choose_counts_and_host_time_by_what_they_fuse_and_how_they_dispatch) {
@@ -78,6 +93,11 @@ TEST(host_dispatch, profiles_choose_counts_and_host_time_by_what_they_fuse_and_h
   const CostParams mcore = cost_params_for(gpu, framework_profile("megatron-core"));
   EXPECT_EQ(mcore.launches, KernelLaunchCounts{});
   EXPECT_EQ(mcore.host_launch_s, hf.host_launch_s);  // both launch from Python, eagerly
+  EXPECT_TRUE(mcore.fused_projections);  // linear_qkv, linear_fc1
+  EXPECT_FALSE(hf.fused_projections);    // q_proj, k_proj, v_proj; gate_proj, up_proj
+  EXPECT_TRUE(cost_params_for(gpu, framework_profile("megatron-lm")).fused_projections);
+  EXPECT_TRUE(cost_params_for(gpu, framework_profile("nanotron")).fused_projections);
+  EXPECT_FALSE(cost_params_for(gpu, framework_profile("torchtitan")).fused_projections);
   const CostParams graphs = cost_params_for(gpu, select_framework("megatron-core", {"cuda-graphs"}).profile);
   EXPECT_EQ(graphs.host_launch_s, 0.0);
   const CostParams compiled = cost_params_for(gpu, select_framework("torchtitan", {"torch.compile"}).profile);

@@ -81,6 +81,8 @@ struct CostParams {
   double host_launch_s = 0;
   /// Kernels each op launches under the framework's fusion (host_dispatch.hpp).
   KernelLaunchCounts launches{};
+  /// Projections that read one input are one GEMM launch (FrameworkProfile::fused_projections).
+  bool fused_projections = false;
 
   // --- communication (docs/cost-model.md §3) ---
   /// NCCL busbw / raw link bandwidth inside an NVLink domain (nccl-tests all_reduce on DGX H100:

@@ -33,6 +33,9 @@ struct FrameworkProfile {
   bool fused_norm = false;           ///< one kernel per norm (apex / TE / Triton), else eager ATen ops
   bool fused_activation = false;     ///< gated activation in one kernel (silu(a) * b), else two
   bool fused_cross_entropy = false;  ///< vocab-parallel / fused CE without an fp32 copy of the logits
+  /// q, k, v projections as one GEMM and a gated MLP's gate and up as one (Megatron's linear_qkv and
+  /// linear_fc1); else one GEMM launch each. Changes launches only, not GEMM time.
+  bool fused_projections = false;
   HostDispatch dispatch = HostDispatch::eager;
   /// The MoE token dispatcher waits on the host for the routed-token counts before its expert-
   /// parallel all-to-all (Megatron-Core's dropless alltoall dispatcher), once per MoE layer forward.

@@ -8,6 +8,8 @@
 
 #include "mgt/ir/graph.hpp"
 
+#include <vector>
+
 namespace mgt::cost {
 
 /// Kernel-launching ATen calls per op, forward and backward, for the op kinds whose count depends on what the
@@ -48,6 +50,9 @@ struct LaunchContext {
   bool low_precision_linears = false;  ///< TE fp8 / mxfp8 / nvfp4: a quantise kernel beside each GEMM
   bool trainable_weights = true;       ///< false under LoRA / QLoRA: no weight-gradient GEMM
   bool materialised_attention = false; ///< eager attention (CostParams::attention_materialised)
+  /// Projections that read the same input run as one GEMM (CostParams::fused_projections): q, k, v
+  /// as Megatron's linear_qkv, gate and up as its linear_fc1.
+  bool fused_projections = false;
 };
 
 /// The kernels `op` launches under `counts`. Fixed for every framework: a contraction is one GEMM
@@ -58,6 +63,11 @@ struct LaunchContext {
 /// top-k, the probability scatter, the load-balancing loss, the token permutation's sort and
 /// index kernels) and 8 backward, a state-space scan one each way plus its own backward pass.
 OpLaunches op_launches(const ir::Op& op, const KernelLaunchCounts& counts, const LaunchContext& ctx);
+
+/// The launches of every op of `block`, in op order: op_launches, except that under
+/// ctx.fused_projections a contraction reading the same input as the contraction just before it
+/// launches nothing (its GEMM is part of that one: q, k, v; gate, up; a routed expert's gate and up).
+std::vector<OpLaunches> block_launches(const ir::Block& block, const KernelLaunchCounts& counts, const LaunchContext& ctx);
 
 /// Seconds a block phase waits on the host beyond its kernels' `gpu_s`, when the host spends
 /// `host_s` launching them: max(0, host_s - gpu_s). The host runs ahead of the GPU (the launch queue
