@@ -77,9 +77,14 @@ TEST(host_dispatch, llama_layer_launches_by_hand) {
   for (const OpLaunches& l : fused_qkv) total.fwd += l.fwd, total.bwd += l.bwd;
   EXPECT_EQ(total.fwd, 15 - 3);
   EXPECT_EQ(total.bwd, 26 - 6);
-  for (size_t i = 0; i < layer.ops.size(); ++i)
-    if (layer.ops[i].name == "k_proj" || layer.ops[i].name == "v_proj") EXPECT_EQ(fused_qkv[i].fwd, 0) << layer.ops[i].name;
-    else if (layer.ops[i].name == "q_proj" || layer.ops[i].name == "o_proj") EXPECT_EQ(fused_qkv[i].fwd, 1) << layer.ops[i].name;
+  for (size_t i = 0; i < layer.ops.size(); ++i) {
+    const std::string& name = layer.ops[i].name;
+    if (name == "k_proj" || name == "v_proj") {
+      EXPECT_EQ(fused_qkv[i].fwd, 0) << name;
+    } else if (name == "q_proj" || name == "o_proj") {
+      EXPECT_EQ(fused_qkv[i].fwd, 1) << name;
+    }
+  }
   // Without the flag, block_launches is op_launches op by op.
   const std::vector<OpLaunches> separate = block_launches(layer, eager_launch_counts(), {});
   for (size_t i = 0; i < layer.ops.size(); ++i) EXPECT_EQ(separate[i].bwd, op_launches(layer.ops[i], eager_launch_counts(), {}).bwd);
