@@ -1,6 +1,7 @@
 // Alpha-beta collective model with nccl-tests' bus-bandwidth factors (docs/cluster.md §5).
 #include "mgt/cost_model/collective.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -26,9 +27,13 @@ std::string measured_op(CollectiveKind kind) {
 
 double collective_time_s(CollectiveKind kind, int64_t group_size, int64_t bytes, const LinkEstimate& link) {
   if (group_size <= 1 || bytes <= 0) return 0.0;
-  double bandwidth_s = link.bus_bytes_per_s > 0
-                           ? double(bytes) * ir::bus_factor(kind, group_size) / link.bus_bytes_per_s
-                           : std::numeric_limits<double>::infinity();
+  // An all-to-all across the network cut is bound by the NICs every member sends through, not by
+  // the ring's one hop per unit (LinkEstimate::all_to_all_bus_bytes_per_s).
+  const double bus = kind == CollectiveKind::all_to_all && link.all_to_all_bus_bytes_per_s > 0
+                         ? link.all_to_all_bus_bytes_per_s
+                         : link.bus_bytes_per_s;
+  double bandwidth_s = bus > 0 ? double(bytes) * ir::bus_factor(kind, group_size) / bus
+                               : std::numeric_limits<double>::infinity();
   return double(latency_steps(kind, group_size)) * link.latency_s + bandwidth_s;
 }
 
@@ -101,6 +106,26 @@ double host_copy_bytes_per_byte(CollectiveKind kind) {
   return 0.0;
 }
 }  // namespace
+
+double hierarchical_dispatch_network_share(const TokenRouting& routing, int64_t domains) {
+  const int64_t k = routing.top_k, e = routing.experts;
+  if (domains <= 1 || k <= 1 || e < domains || k > e) return 1.0;
+  // P(a given remote domain holds none of the token's k experts), drawn without replacement.
+  const double per_domain = double(e) / double(domains);
+  double miss = 1.0;
+  for (int64_t i = 0; i < k; ++i) miss *= std::max(0.0, (double(e) - per_domain - double(i)) / double(e - i));
+  return std::min(1.0, (1.0 - miss) * double(domains) / double(k));
+}
+
+double ep_dispatch_time_s(const ir::ClusterSpec& cluster, int64_t group_size, int64_t bytes, const LinkEstimate& link,
+                          const TokenRouting& routing, bool hierarchical) {
+  const double flat = collective_time_s(cluster, CollectiveKind::all_to_all, group_size, bytes, link);
+  if (!hierarchical || link.domains_spanned <= 1 || group_size <= 1 || bytes <= 0) return flat;
+  LinkEstimate nvlink = link;
+  nvlink.all_to_all_bus_bytes_per_s = 0;  // the ring link's rate: the fan-out inside each domain
+  const double fan_out = collective_time_s(CollectiveKind::all_to_all, group_size, bytes, nvlink);
+  return std::max(fan_out, flat * hierarchical_dispatch_network_share(routing, link.domains_spanned));
+}
 
 HostCopies ddp_bucket_copies(int64_t tp) { return tp == 1 ? HostCopies::in_place : HostCopies::scratch; }
 

@@ -125,7 +125,7 @@ Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int
 Estimator::Estimator(const ir::Graph& graph, const ir::ClusterSpec& cluster, int64_t num_gpus,
                      TrainingSettings settings, CostParams params)
     : graph_(graph), cluster_(cluster), num_gpus_(num_gpus), settings_(settings), params_(params),
-      topology_(cluster, num_gpus, params) {
+      topology_(cluster, num_gpus, params), routing_(token_routing(graph)) {
   // A tied parameter appears in two blocks ("embed.wte", "head.wte"); count it once where both sit.
   auto block_index = [this](const std::string& qualified) -> std::optional<size_t> {
     const std::string name = qualified.substr(0, qualified.find('.'));
@@ -166,7 +166,11 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
       switch (axis) {
         case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, tp_link); break;
         case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, cp_link); break;
-        case BlockCollective::Axis::ep: total += collective_time_s(cluster_, c.kind, plan.ep, c.bytes, ep_link); break;
+        case BlockCollective::Axis::ep:
+          total += c.kind == CollectiveKind::all_to_all
+                       ? ep_dispatch_time_s(cluster_, plan.ep, c.bytes, ep_link, routing_, params_.moe_hierarchical_dispatch)
+                       : collective_time_s(cluster_, c.kind, plan.ep, c.bytes, ep_link);
+          break;
       }
     }
     return total;

@@ -107,6 +107,14 @@ std::vector<FrameworkProfile> profile_table() {
     // splits and the grouped GEMM's m_splits are host lists (megatron/core/transformer/moe/
     // token_dispatcher.py). The backward reuses those host lists: no second sync.
     p.moe_dispatch_host_sync = true;
+    // An expert-parallel group that leaves the NVLink domain runs the flex dispatcher
+    // (--moe-token-dispatcher-type flex, --moe-flex-dispatcher-backend deepep | hybridep): DeepEP's
+    // internode kernels and HybridEP send each token over RDMA once per destination node and forward
+    // it over NVLink there (DeepEP README, "normal kernels ... forwarding data from NVLink domain to
+    // RDMA domain"). Megatron-Bridge's perf recipes set it for every cross-node EP layout (e.g.
+    // perf_recipes/qwen/h100/qwen3_moe.py: EP 16 on two DGX-H100, hybridep; deepseek/b200: EP 32,
+    // deepep); inside one domain the flat all-to-all and it cost the same here.
+    p.moe_hierarchical_dispatch = true;
     t.push_back(p);
   }
   {
@@ -256,10 +264,15 @@ bool apply_feature(const std::string& raw, FrameworkProfile& p) {
   } else if (f == "hybridep" || f == "moe-hybridep") {
     // The flex dispatcher's HybridEP backend sizes its buffers on the device and runs inside a
     // full-iteration CUDA graph (recipes from 26.06): no host sync. DeepEP's normal kernels still
-    // wait on the host for the received counts, so "deepep" changes nothing here.
+    // wait on the host for the received counts, so "deepep" keeps the sync. Both dispatch
+    // hierarchically across domains (moe_hierarchical_dispatch).
     p.moe_dispatch_host_sync = false;
+    p.moe_hierarchical_dispatch = true;
+  } else if (f == "deepep") {
+    p.moe_hierarchical_dispatch = true;
   } else if (f == "alltoall-dispatcher") {
     p.moe_dispatch_host_sync = true;
+    p.moe_hierarchical_dispatch = false;
   } else if (f == "flash-attention" || f == "flash-attn" || f == "fa2") {
     p.attention = AttentionImpl::fa2;
   } else if (f == "fa3" || f == "flash-attention-3") {
@@ -425,6 +438,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.p2p_hidden_fraction = profile.p2p_overlap ? hidden : 0.0;
   p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
+  p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

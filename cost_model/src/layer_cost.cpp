@@ -718,6 +718,18 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
 }
 }  // namespace
 
+TokenRouting token_routing(const ir::Graph& graph) {
+  for (const auto& block : graph.blocks)
+    for (const auto& op : block.ops) {
+      if (op.kind != ir::OpKind::router) continue;
+      TokenRouting r{.top_k = op.top_k};
+      for (const auto& t : block.tensors)
+        if (const ir::Dim* e = find_dim(t, 'e'); t.is_parameter && e && e->size > op.top_k) r.experts = std::max(r.experts, e->size);
+      return r;
+    }
+  return {};
+}
+
 std::vector<OpCost> op_costs(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
                              const CostParams& params) {
   std::vector<OpCost> out;

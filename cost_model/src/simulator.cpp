@@ -137,6 +137,7 @@ struct Model {
   ir::ClusterSpec cluster;
   TrainingSettings settings;
   CostParams params;
+  TokenRouting routing;  // the expert-parallel dispatch's (token_routing)
   std::unordered_map<std::string, size_t> block_index;
   std::vector<std::unordered_map<std::string, size_t>> op_index;  // per block: op name -> position
   // op_costs per (block, shard context): per-shape constants.
@@ -178,6 +179,7 @@ Simulator::Simulator(const ir::Graph& graph, const ir::ClusterSpec& cluster, Tra
   impl_->cluster = cluster;
   impl_->settings = settings;
   impl_->params = params;
+  impl_->routing = token_routing(graph);
   for (size_t b = 0; b < graph.blocks.size(); ++b) {
     impl_->block_index.emplace(graph.blocks[b].name, b);
     std::unordered_map<std::string, size_t> ops;
@@ -286,8 +288,12 @@ void price(Run& r, const Topology& topology) {
         // A DDP bucket (the "grads" buffer, no named tensors, no FSDP) may be reduced in place.
         const bool ddp_bucket = c->kind == CollectiveKind::all_reduce && c->buffer == "grads" && c->tensors.empty() &&
                                 ir::zero_stage(r.s.plan) == 0;
-        t = collective_time_s(sim.cluster, c->kind, ir::group_size(r.s.mesh, c->axes), c->bytes, it->second,
-                              ddp_bucket ? ddp_bucket_copies(r.s.plan.tp) : HostCopies::scratch);
+        const int64_t n = ir::group_size(r.s.mesh, c->axes);
+        if (c->kind == CollectiveKind::all_to_all && in.stream == ir::Stream::ep)  // MoE dispatch / combine
+          t = ep_dispatch_time_s(sim.cluster, n, c->bytes, it->second, sim.routing, sim.params.moe_hierarchical_dispatch);
+        else
+          t = collective_time_s(sim.cluster, c->kind, n, c->bytes, it->second,
+                                ddp_bucket ? ddp_bucket_copies(r.s.plan.tp) : HostCopies::scratch);
       } else if (ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv) {
         const bool send = ir::kind(in) == ir::InstrKind::send;
         const std::string& axis = send ? std::get<ir::Send>(in.op).axis : std::get<ir::Recv>(in.op).axis;

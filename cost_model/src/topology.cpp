@@ -281,7 +281,10 @@ double Topology::Impl::hop_efficiency(int64_t a, int64_t b) const {
 //      bring their NIC share (nic_share_bytes_per_s), so the cut carries sum(shares) x
 //      network_efficiency (8 members on a DGX: 8 NICs; 1 member: 1 NIC, the other 7 NICs serve the
 //      7 translates of the group that run at the same time);
-//   5. busbw = the minimum over hops; latency = the slowest hop's path latency.
+//   5. busbw = the minimum over hops; latency = the slowest hop's path latency;
+//   6. an all-to-all is not a ring: every member sends (n-g)/n of its buffer out of its unit, so the
+//      g members of a unit share the cut's capacity C and busbw = (n-1)/(n-g) x C/g
+//      (all_to_all_bus_bytes_per_s; the kernel model prices nccl-tests' alltoall rows the same way).
 LinkEstimate Topology::Impl::compute_group(const GroupPlacement& group) const {
   std::vector<int64_t> members{0};
   for (const auto& axis : group.axes) {
@@ -330,6 +333,11 @@ LinkEstimate Topology::Impl::compute_group(const GroupPlacement& group) const {
       cut_bytes_per_s += nic_share_bytes_per_s[size_t(r % gpus_per_node)];
     }
     bus = std::min(bus, cut_bytes_per_s * params.network_efficiency);
+    // 6. an all-to-all sends (n-g)/n of each member's buffer across the cut, g = members per unit.
+    const int64_t g = std::count_if(members.begin(), members.end(), [&](int64_t r) { return r < cut_gpus; });
+    const double network = cut_bytes_per_s * params.network_efficiency;
+    out.all_to_all_bus_bytes_per_s =
+        std::min(bus, double(n - 1) / double(std::max<int64_t>(1, n - g)) * network / double(std::max<int64_t>(1, g)));
   }
   out.bus_bytes_per_s = bus;
   out.latency_s = latency;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <utility>
 
@@ -50,6 +52,44 @@ TEST(collective_time_s, nothing_to_do_is_free) {
   LinkEstimate link{.bus_bytes_per_s = 360e9, .latency_s = 2e-6};
   EXPECT_EQ(collective_time_s(CollectiveKind::all_reduce, 1, 1 << 20, link), 0.0);
   EXPECT_EQ(collective_time_s(CollectiveKind::all_reduce, 8, 0, link), 0.0);
+}
+
+TEST(hierarchical_dispatch_network_share, uniform_routing_by_hand) {
+  // 4 experts on 2 domains, top-2: a token misses the remote domain when both experts are local,
+  // C(2,2) / C(4,2) = 1/6; it crosses once (5/6 of tokens) where a flat all-to-all sends
+  // k x (D-1)/D = 1 copy per token on average: share 5/6.
+  EXPECT_NEAR(hierarchical_dispatch_network_share({.top_k = 2, .experts = 4}, 2), 5.0 / 6.0, 1e-12);
+  // 128 experts on 8 domains, top-4: miss = (112 x 111 x 110 x 109) / (128 x 127 x 126 x 125);
+  // share = (1 - miss) x 8 / 4.
+  const double miss = (112.0 * 111 * 110 * 109) / (128.0 * 127 * 126 * 125);
+  EXPECT_NEAR(hierarchical_dispatch_network_share({.top_k = 4, .experts = 128}, 8), (1 - miss) * 2.0, 1e-12);
+  // Nothing to save: top-1, one domain, no routing.
+  EXPECT_DOUBLE_EQ(hierarchical_dispatch_network_share({.top_k = 1, .experts = 64}, 8), 1.0);
+  EXPECT_DOUBLE_EQ(hierarchical_dispatch_network_share({.top_k = 8, .experts = 64}, 1), 1.0);
+  EXPECT_DOUBLE_EQ(hierarchical_dispatch_network_share({}, 4), 1.0);
+}
+
+TEST(ep_dispatch_time_s, hierarchical_is_the_slower_of_fan_out_and_network_share) {
+  const ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
+  LinkEstimate link;
+  link.bus_bytes_per_s = 300e9;             // the ring's rate: NVLink fan-out inside each domain
+  link.all_to_all_bus_bytes_per_s = 80e9;   // the cut's all-to-all rate
+  link.domains_spanned = 2;
+  link.members_per_domain = 8;
+  const int64_t bytes = 1'600'000'000;
+  const TokenRouting routing{.top_k = 2, .experts = 4};  // share 5/6 (above)
+  const double flat = bytes * 15.0 / 16.0 / 80e9;        // 18.75 ms
+  EXPECT_NEAR(ep_dispatch_time_s(cluster, 16, bytes, link, routing, false), flat, 1e-12);
+  EXPECT_NEAR(ep_dispatch_time_s(cluster, 16, bytes, link, routing, true), flat * 5.0 / 6.0, 1e-12);
+  // A routing that dedups more than the NVLink fan-out allows: the fan-out bounds it.
+  EXPECT_NEAR(ep_dispatch_time_s(cluster, 16, bytes, link, {.top_k = 8, .experts = 128}, true),
+              std::max(bytes * 15.0 / 16.0 / 300e9, flat * hierarchical_dispatch_network_share({.top_k = 8, .experts = 128}, 2)),
+              1e-12);
+  // Inside one domain the dispatcher does not matter.
+  link.domains_spanned = 1;
+  link.all_to_all_bus_bytes_per_s = 0;
+  EXPECT_DOUBLE_EQ(ep_dispatch_time_s(cluster, 8, bytes, link, routing, true),
+                   ep_dispatch_time_s(cluster, 8, bytes, link, routing, false));
 }
 
 TEST(to_string, collective_kind) {

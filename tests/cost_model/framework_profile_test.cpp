@@ -60,6 +60,19 @@ TEST(FrameworkProfile, WhatEachFrameworkOffersThePlanner) {
   EXPECT_TRUE(mds.offers_pipeline && !mds.offers_interleaved && !mds.offers_zero[2]);
 }
 
+TEST(FrameworkProfile, MoeDispatcherAcrossDomains) {
+  // Megatron-Core's tuned cross-node EP runs the flex dispatcher (DeepEP / HybridEP); the flat
+  // all-to-all elsewhere, or when the row says alltoall.
+  const ir::GpuSpec h100 = ir::cluster_preset("h100-sxm").gpu;
+  EXPECT_TRUE(cost_params_for(h100, framework_profile("megatron-core")).moe_hierarchical_dispatch);
+  EXPECT_TRUE(framework_profile("nemo").moe_hierarchical_dispatch);
+  EXPECT_FALSE(cost_params_for(h100, framework_profile("torchtitan")).moe_hierarchical_dispatch);
+  EXPECT_FALSE(select_framework("megatron-core", {"alltoall-dispatcher"}).profile.moe_hierarchical_dispatch);
+  EXPECT_TRUE(select_framework("torchtitan", {"deepep"}).profile.moe_hierarchical_dispatch);
+  const FrameworkProfile hybrid = select_framework("megatron-lm", {"hybridep"}).profile;
+  EXPECT_TRUE(hybrid.moe_hierarchical_dispatch && !hybrid.moe_dispatch_host_sync);
+}
+
 TEST(FrameworkProfile, CostParamsCombineKernelModelAndProfile) {
   const ir::GpuSpec h100 = ir::cluster_preset("h100-sxm").gpu, a100 = ir::cluster_preset("a100-80g-sxm").gpu;
   const FrameworkProfile mcore = framework_profile("megatron-core"), fsdp = framework_profile("pytorch-fsdp");

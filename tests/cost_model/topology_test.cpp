@@ -1,6 +1,7 @@
 // Tests for the cluster graph and link_for_group / link_between, with hand-computed expectations
 // from the preset numbers and fixed link efficiencies (nvlink 0.80, network 0.85, pcie 0.70).
 #include "mgt/cost_model/topology.hpp"
+#include "mgt/cost_model/collective.hpp"
 
 #include <gtest/gtest.h>
 
@@ -61,6 +62,24 @@ TEST(link_for_group, h100_full_nodes_use_all_nics) {
   EXPECT_EQ(result.domains_spanned, 2);
   EXPECT_EQ(result.members_per_domain, 8);
   EXPECT_DOUBLE_EQ(result.latency_s, 6e-6);
+}
+
+TEST(link_for_group, all_to_all_across_nodes_is_bound_by_every_members_nic) {
+  // 16 GPUs over 2 nodes: each member sends 8/16 of its buffer off its node, the node's 8 members
+  // share 8 NICs x 50 GB/s x 0.85 = 340 GB/s, so busbw = (n-1)/(n-g) x 340 / g = 15/8 x 42.5 GB/s.
+  Topology t = topo("h100-sxm", 16);
+  LinkEstimate across = t.link_for_group(group({{.size = 16, .stride = 1}}));
+  EXPECT_DOUBLE_EQ(across.all_to_all_bus_bytes_per_s, 15.0 / 8.0 * 340e9 / 8.0);
+  // 64 GPUs, one member per node (dp {0, 8, ..., 56}): g = 1, its NIC share 50 x 0.85, so
+  // (n-1)/(n-1) x 42.5 GB/s: the ring's rate.
+  Topology wide = topo("h100-sxm", 64);
+  LinkEstimate sparse = wide.link_for_group(group({{.size = 8, .stride = 8}}));
+  EXPECT_DOUBLE_EQ(sparse.all_to_all_bus_bytes_per_s, 50e9 * 0.85);
+  // Inside one node an all-to-all runs at the ring link's rate (field left 0).
+  EXPECT_DOUBLE_EQ(t.link_for_group(group({{.size = 8, .stride = 1}})).all_to_all_bus_bytes_per_s, 0.0);
+  // An all-to-all of 1.6 GB over the two nodes: bytes x 15/16 / busbw + 15 steps x 6 us.
+  EXPECT_NEAR(collective_time_s(CollectiveKind::all_to_all, 16, 1'600'000'000, across),
+              1.6e9 * 15.0 / 16.0 / (15.0 / 8.0 * 42.5e9) + 15 * 6e-6, 1e-12);
 }
 
 TEST(link_for_group, a100_two_nodes_match_nccl_tests_range) {

@@ -46,6 +46,29 @@ double collective_time_s(const ir::ClusterSpec& cluster, CollectiveKind kind, in
 /// tensors under ZeRO 0): in place when tp = 1, through scratch when tp slices make it strided.
 HostCopies ddp_bucket_copies(int64_t tp);
 
+/// The experts each token is sent to: the router's top_k of `experts` (0 = no routed experts).
+struct TokenRouting {
+  int64_t top_k = 0;
+  int64_t experts = 0;
+  bool operator==(const TokenRouting&) const = default;
+};
+
+/// Of a flat all-to-all's network bytes, the share a hierarchical dispatcher sends when the expert-
+/// parallel group spans `domains` NVLink domains with experts spread evenly over them: it sends each
+/// token once to every remote domain that holds one of its experts and fans out over NVLink there,
+/// where the flat all-to-all sends one copy per remote expert. Uniform routing of top_k distinct
+/// experts of E: a remote domain (E/D experts) is missed with probability C(E-E/D, k) / C(E, k), so
+/// the share is (1 - that) x D / k; 1 for top-1, inside one domain, or without routing.
+double hierarchical_dispatch_network_share(const TokenRouting& routing, int64_t domains);
+
+/// One expert-parallel dispatch or combine of `bytes` (the flat all-to-all's send total per rank)
+/// over `group_size` ranks. Flat (`hierarchical` false): collective_time_s of an all_to_all. A
+/// hierarchical dispatcher (Megatron-Core's flex dispatcher, DeepEP / HybridEP) across domains:
+/// the slower of its NVLink fan-out (the ring link's rate over the whole buffer) and its network
+/// part (the flat all-to-all's time x hierarchical_dispatch_network_share).
+double ep_dispatch_time_s(const ir::ClusterSpec& cluster, int64_t group_size, int64_t bytes, const LinkEstimate& link,
+                          const TokenRouting& routing, bool hierarchical);
+
 /// Looks `kind` up (by measured_op) in a cluster's measured collective table (nearest group size and node count,
 /// log-interpolated in message size); returns 0 when the table has no row for this op.
 double measured_bus_bytes_per_s(const ir::ClusterSpec& cluster, CollectiveKind kind, int64_t group_size,

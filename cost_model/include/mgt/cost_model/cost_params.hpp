@@ -74,6 +74,9 @@ struct CostParams {
   /// kernels run at the host's launch rate, one kernel_floor_s of host time per launch, until the
   /// host gets ahead (moe_host_sync_stall_s, layer_cost.hpp; docs/cost-model.md §9).
   bool moe_dispatch_host_sync = false;
+  /// The expert-parallel dispatch sends each token once per remote NVLink domain and fans out over
+  /// NVLink there (FrameworkProfile::moe_hierarchical_dispatch; ep_dispatch_time_s, collective.hpp).
+  bool moe_hierarchical_dispatch = false;
   /// Host seconds per kernel launch under the framework's dispatch (FrameworkProfile::dispatch): an
   /// eager step pays Python, ATen dispatch and autograd bookkeeping per launch; CUDA graphs replay
   /// without the host (0). A block phase whose kernels take less than its launches' host time runs at

@@ -153,6 +153,7 @@ class Estimator {
   TrainingSettings settings_;
   CostParams params_;
   Topology topology_;
+  TokenRouting routing_;  ///< the expert-parallel dispatch's routing (token_routing)
   struct Tie {
     size_t first_block, second_block, second_tensor;  ///< where the two copies of a tied parameter live
   };

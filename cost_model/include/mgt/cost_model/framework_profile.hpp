@@ -40,6 +40,10 @@ struct FrameworkProfile {
   /// The MoE token dispatcher waits on the host for the routed-token counts before its expert-
   /// parallel all-to-all (Megatron-Core's dropless alltoall dispatcher), once per MoE layer forward.
   bool moe_dispatch_host_sync = false;
+  /// Across NVLink domains the expert-parallel dispatcher is hierarchical: each token crosses the
+  /// network once per destination domain, then fans out over NVLink (DeepEP's internode kernels,
+  /// HybridEP); else a flat all-to-all sends one copy per remote expert.
+  bool moe_hierarchical_dispatch = false;
   // --- communication it overlaps with compute ---
   bool tp_comm_overlap = false;       ///< TP all-gather / reduce-scatter pipelined with the GEMMs (TE userbuffers, async TP)
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)

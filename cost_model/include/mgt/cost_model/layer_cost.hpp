@@ -98,6 +98,10 @@ struct BlockCost {
 };
 
 /// Costs `block` under `ctx`. Comm bytes are per GPU; times exclude communication.
+/// The routing of the graph's first MoE layer (its router op's top_k, its expert parameters' 'e'
+/// extent); {0, 0} when the model has no routed experts.
+TokenRouting token_routing(const ir::Graph& graph);
+
 BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
                      const CostParams& params);
 

@@ -31,6 +31,11 @@ struct LinkEstimate {
   double latency_s = 0;           ///< per ring step (the slowest hop's latency)
   int64_t domains_spanned = 1;    ///< NVLink domains (or nodes, without NVLink) the group spans
   int64_t members_per_domain = 1; ///< group members inside one domain
+  /// All-to-all busbw across the network cut (0 inside one cut unit: the ring's bus_bytes_per_s
+  /// holds). A ring sends one hop per unit over the NICs; an all-to-all sends (n-g)/n of every
+  /// member's buffer out of its unit, so with the unit's g members sharing NIC capacity C:
+  /// busbw = (n-1)/(n-g) x C/g (the kernel model's formula, kernel_model.cpp).
+  double all_to_all_bus_bytes_per_s = 0;
   bool crosses_network() const { return domains_spanned > 1; }
 };
 
