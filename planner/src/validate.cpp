@@ -197,8 +197,9 @@ cost::Estimate estimate_best(const cost::Estimator& estimator, const RowSetup& s
   if (!best) throw std::runtime_error(first_error.value_or("no plan to estimate"));
   const std::string how = best_fits ? "the fastest that fits of " : "the fastest (none fits) of ";
   if (!s.vpp_choices.empty())
-    assumptions.push_back("parallel.vpp not stated (interleaved): " + std::to_string(best_plan.vpp) + ", " + how +
-                          list_of(s.vpp_choices));
+    assumptions.push_back(std::string(s.vpp_choices.front() == 1 ? "parallel.vpp not stated: " : "parallel.vpp not stated (interleaved): ") +
+                          std::to_string(best_plan.vpp) + ", " + how + list_of(s.vpp_choices) + " (what " + s.framework.name +
+                          " offers)");
   if (!s.micro_batch_choices.empty())
     assumptions.push_back("training.micro_batch_size not stated: " + std::to_string(best_plan.micro_batch) + ", " + how +
                           list_of(s.micro_batch_choices));

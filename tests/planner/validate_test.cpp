@@ -585,6 +585,48 @@ TEST(Validation, InterleavedWithoutVIsTheFastestDividingVppRecorded) {
   }
 }
 
+// vpp not stated at all on a pipelined row: a knob the framework offers (megatron-core interleaves),
+// so 1 and every dividing V are tried and the fastest recorded; a framework without interleaving
+// (megatron-deepspeed: 1F1B only) keeps vpp 1 and lists nothing.
+TEST(Validation, UnstatedVppIsTunedWhereTheFrameworkInterleaves) {
+  json row = pipelined_row();
+  row["framework"] = "megatron-core";
+  row["parallel"]["vpp"] = nullptr;
+  const ValidationSource src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  ASSERT_EQ(s.vpp_choices, (std::vector<int64_t>{1, 2, 4}));  // 8 layers / pp 2: V in {2, 4} divides 4
+  std::vector<mgt::ir::Plan> plans;
+  for (int64_t v : {1, 2, 4}) {
+    plans.push_back(s.plan);
+    plans.back().vpp = v;
+  }
+  // Priced with the framework's constants, as validate prices the row.
+  const mgt::cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings,
+                                       mgt::cost::cost_params_for(s.cluster.gpu, s.framework));
+  std::optional<mgt::cost::Estimate> best;
+  for (const auto& p : plans)
+    if (auto e = estimator.estimate(p); !best || e.step_time_s < best->step_time_s) best = e;
+  const mgt::cost::Estimate expected = *best;
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].skipped) << *results[0].skipped;
+  EXPECT_EQ(results[0].estimate->plan.vpp, expected.plan.vpp);
+  EXPECT_DOUBLE_EQ(results[0].estimate->step_time_s, expected.step_time_s);
+  EXPECT_NE(joined(results[0].assumptions).find("parallel.vpp not stated: " + std::to_string(expected.plan.vpp) +
+                                                 ", the fastest that fits of 1, 2, 4 (what megatron-core offers)"),
+            std::string::npos)
+      << joined(results[0].assumptions);
+
+  json plain = pipelined_row();
+  plain["framework"] = "megatron-deepspeed";
+  plain.erase("vpp");
+  plain["parallel"].erase("vpp");
+  const ValidationSource one = source_with({plain});
+  const auto t = mgt::plan::setup_row(one, one.rows[0]);
+  EXPECT_TRUE(t.vpp_choices.empty());
+  EXPECT_EQ(t.plan.vpp, 1);
+}
+
 TEST(Validation, UnstatedMicroBatchIsTheFastestDividingOneRecorded) {
   json row = llama_row();
   row["training"]["micro_batch_size"] = nullptr;  // global 64 over dp 8: 8 sequences per replica

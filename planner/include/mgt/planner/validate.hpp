@@ -95,7 +95,7 @@ struct RowSetup {
   /// Knobs the row leaves unstated, as the values to try (empty: stated, plan holds it). plan holds
   /// the first; validate_row estimates every combination and keeps the fastest that fits in HBM
   /// (else the fastest), recording the choice in the result's assumptions.
-  std::vector<int64_t> vpp_choices;          ///< "interleaved" without V: 2..8 dividing layers / pp
+  std::vector<int64_t> vpp_choices;          ///< "interleaved" without V: 2..8 dividing layers / pp; vpp not stated at all (pp > 1, the framework interleaves): 1 and those
   std::vector<int64_t> micro_batch_choices;  ///< micro_batch_size null: 1, 2, 4, 8, 16 dividing the per-replica batch
   std::vector<int64_t> zero_stage_choices;   ///< zero_stage unstated, dp > 1: the framework's stages 0-2
   std::vector<ir::Recompute> recompute_choices;  ///< recompute unstated: none, selective, full
