@@ -470,7 +470,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
 }
 
 double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
-                                       int64_t expert_params, int64_t params_shard) const {
+                                       int64_t expert_params, int64_t params_shard, int64_t last_ready_params) const {
   const ir::Plan& plan = x.layout.plan;
   // Routed experts differ across ep (and etp): their gradients reduce over the expert-data-parallel
   // group, the ranks holding the same expert shard, and the dense ones over dp (Megatron-Core
@@ -491,7 +491,9 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     const auto [expert_total, expert_last] =
         own_expert > 0 ? bucketed(ir::MeshGroup::expert_dp, own_expert * kGradBytes) : std::pair{0.0, 0.0};
     const double hidden_under = params_.concurrent_streams ? slowest.bwd_window * params_.dp_grad_reduce_hidden_fraction : 0.0;
-    return std::max(dense_total + expert_total - hidden_under, dense_last + expert_last);
+    const int64_t tail_buckets = std::max<int64_t>(1, ceil_div(std::min(last_ready_params, dense_params) * kGradBytes, kLastBucketBytes));
+    const double tail = double(std::min(tail_buckets, std::max<int64_t>(1, ceil_div(dense_params * kGradBytes, kLastBucketBytes)))) * dense_last;
+    return std::max(dense_total + expert_total - hidden_under, tail + expert_last);
   }
   if (x.layout.zero_stage == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
   // ZeRO-1: reduce-scatter grads once per step, bucketed under the last backward; ZeRO-2 keeps only a
@@ -736,7 +738,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   StageTime slowest;
   double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
   double all_stages_hsdp_s = 0;  // their HSDP all-reduce exposure in the last micro-batch
-  int64_t most_params = 0, most_expert_params = 0, most_adapter_params = 0;
+  int64_t most_params = 0, most_expert_params = 0, most_adapter_params = 0, last_ready_params = 0;
   static thread_local std::vector<BlockFsdpComm> comm;  // reused: the search estimates plan after plan
   fsdp_block_comm(s, x, comm);
   for (const auto& stage : layout.stages) {
@@ -744,6 +746,15 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
     all_stages_s += double(stage.count) * st.total();
     all_stages_hsdp_s += double(stage.count) * st.hsdp_before_tail;
     if (st.total() > slowest.total()) slowest = st;
+    // The stage's first block (the embedding on stage 0) finishes backward last: its gradients fill
+    // the DDP buffer's last buckets (lower_passes.cpp DdpBuffer; PyTorch DDP buckets in reverse
+    // parameter order), which nothing is left to hide.
+    for (size_t b = 0; b < stage.copies.size(); ++b)
+      if (stage.copies[b] > 0) {
+        last_ready_params = std::max(last_ready_params, s.blocks[b].cost.param_elements_local -
+                                                            s.blocks[b].cost.expert_param_elements_local);
+        break;
+      }
     if (st.params > most_params) {
       most_params = st.params;
       most_expert_params = st.expert_params;
@@ -775,7 +786,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   const int64_t expert_shard = x.layout.zero_stage >= 1 ? x.layout.expert_shard_group : 1;
   const int64_t params_shard =
       ceil_div(most_params - most_expert_params, shard) + ceil_div(most_expert_params, expert_shard);
-  t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, most_expert_params, params_shard);
+  t.exposed_dp_s = data_parallel_time_s(x, slowest, most_params, most_expert_params, params_shard, last_ready_params);
   t.optimizer_s = optimizer_time_s(params_shard, params_shard * kOptimizerTrafficBytes, cluster_, params_);
   t.overhead_s = ga * params_.per_microbatch_overhead_s + params_.per_step_overhead_s;
 

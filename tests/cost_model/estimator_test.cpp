@@ -324,6 +324,25 @@ TEST(estimate, exposed_dp_ddp_branches) {
     expect_near_rel(est.estimate(plan_of(8, 1, 1, 1, mbs)).time.exposed_dp_s, last);
   }
   {
+    // A 131,072-token vocabulary: the embedding's 8.4 M parameters (32 MiB of fp32 gradients) are the
+    // stage's first block, final only after the last backward kernel, so they fill the DDP buffer's
+    // last two buckets (lower_passes.cpp DdpBuffer; PyTorch DDP buckets in reverse parameter order)
+    // and both are exposed, not one.
+    const int64_t vocab = 131072;
+    ir::Graph g = tiny::graph(L);
+    for (auto& d : g.blocks[0].tensors[0].dims)
+      if (d.name == 'v') d.size = vocab;
+    const double embed = double(vocab * tiny::H);
+    const double all = P - double(kEmbedParams) + embed;
+    const double n = std::ceil(all * 4 / bucket_cap);
+    ASSERT_EQ(std::ceil(embed * 4 / bucket_cap), 2.0);
+    const CostParams params = round::params();
+    const Estimator est(g, round::cluster(), 8, settings(), params);
+    const LinkEstimate link = Topology(round::cluster(), 8, params).link_for_group({{AxisPlacement{8, 1}}});
+    const double last = ring_time(CollectiveKind::all_reduce, 8, std::ceil(all * 4 / n), link);
+    expect_near_rel(est.estimate(plan_of(8, 1, 1, 1, mbs)).time.exposed_dp_s, 2 * last);
+  }
+  {
     // Two nodes over slow NICs (0.5 GB/s each, 8 per node): the all-reduce outlasts backward.
     ir::ClusterSpec cluster = round::cluster();
     cluster.nic_bytes_per_s = 0.5e9;

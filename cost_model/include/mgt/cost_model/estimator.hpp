@@ -141,7 +141,7 @@ class Estimator {
                        const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers, const PlanContext& x,
                        const std::vector<BlockFsdpComm>& comm) const;
   double data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params, int64_t expert_params,
-                              int64_t params_shard) const;
+                              int64_t params_shard, int64_t last_ready_params) const;
   MemoryBreakdown stage_memory(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
                                int64_t stage_layers, int64_t stage_index, const PlanContext& x) const;
   /// Elements counted twice on a stage that holds both copies of a tied parameter.
