@@ -254,7 +254,7 @@ void build_layout(State& s) {
         st.params -= t.local_elements;
       }
     if (s.ctx.task == ir::Task::lora || s.ctx.task == ir::Task::qlora) {
-      // The estimator's rule (estimator.cpp stage_memory): the frozen base as stored, sharded only under
+      // The estimator's rule (estimator_memory.cpp stage_memory): the frozen base as stored, sharded only under
       // ZeRO-3; the trained weights, their gradients and optimizer states are the adapters.
       const double base = cost::frozen_base_bytes(st.params, std::min(nf4, st.params));
       st.frozen_bytes = int64_t(std::ceil(s.layout.zero_stage == 3 ? base / double(s.layout.shard_group) : base));

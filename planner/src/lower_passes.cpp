@@ -15,7 +15,7 @@ namespace mgt::plan::lowering {
 
 namespace {
 
-constexpr int64_t kBucketBytes = 25ll << 20;  // DDP bucket_cap_mb = 25 (estimator.cpp kLastBucketBytes)
+constexpr int64_t kBucketBytes = 25ll << 20;  // DDP bucket_cap_mb = 25 (estimator_internal.hpp kLastBucketBytes)
 constexpr int64_t kOptimizerTrafficBytes = 30;
 
 // Calls visit(task, position, copy, last kernel) for every copy the last micro-batch's backward
@@ -493,7 +493,7 @@ void optimizer_pass(State& s) {
 // what the other passes registered) ----
 void memory_pass(State& s) {
   for (Stage& st : s.stages) {
-    // 1. model states for the whole step (estimator.cpp memory terms per zero stage)
+    // 1. model states for the whole step (estimator_memory.cpp memory terms per zero stage)
     const int64_t params = st.params, shard = st.shard_params;
     int64_t param_bytes = 0, grad_bytes = 0, optim_bytes = shard * 8;
     switch (s.layout.zero_stage) {
