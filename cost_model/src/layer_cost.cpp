@@ -126,6 +126,15 @@ const ir::Dim* find_dim(const ir::TensorDecl& t, char name) {
   return nullptr;
 }
 
+// Routed experts of a MoE block: the largest expert dim 'e' of its parameters (more than top_k of
+// them; a shared expert's weights carry none).
+int64_t routed_experts(const ir::Block& block, int64_t top_k) {
+  int64_t experts = 0;
+  for (const auto& t : block.tensors)
+    if (const ir::Dim* e = find_dim(t, 'e'); t.is_parameter && e && e->size > top_k) experts = std::max(experts, e->size);
+  return experts;
+}
+
 // One operand dim per einsum letter; ir::verify guarantees every letter is a dim of its operand,
 // looked up output first.
 const ir::Dim& einsum_dim(const ir::Op& op, char letter, const ir::TensorDecl& a, const ir::TensorDecl& b,
@@ -503,9 +512,7 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
       // several local experts behind an all-to-all, sorted by local expert after it and back before
       // the combine (sort_chunks_by_idxs). Each copy reads and writes every routed row, forward and
       // again for the gradients in backward. The weighted unpermute is the graph's combine op.
-      int64_t experts = 0;
-      for (const auto& t : w.block.tensors)
-        if (const ir::Dim* e = find_dim(t, 'e'); t.is_parameter && e && e->size > op.top_k) experts = std::max(experts, e->size);
+      const int64_t experts = routed_experts(w.block, op.top_k);
       const int64_t local_experts = ceil_div(std::max<int64_t>(experts, 1), std::max<int64_t>(1, w.ctx.ep));
       const int64_t copies = 1 + (w.ctx.ep > 1 && local_experts > 1 ? 2 : 0);
       const int64_t copy_bytes = copies * 2 * a2a_bytes;
@@ -722,10 +729,7 @@ TokenRouting token_routing(const ir::Graph& graph) {
   for (const auto& block : graph.blocks)
     for (const auto& op : block.ops) {
       if (op.kind != ir::OpKind::router) continue;
-      TokenRouting r{.top_k = op.top_k};
-      for (const auto& t : block.tensors)
-        if (const ir::Dim* e = find_dim(t, 'e'); t.is_parameter && e && e->size > op.top_k) r.experts = std::max(r.experts, e->size);
-      return r;
+      return {.top_k = op.top_k, .experts = routed_experts(block, op.top_k)};
     }
   return {};
 }
