@@ -160,7 +160,7 @@ double linear_gemm_kernel_time_s(const ir::GpuSpec& gpu, const GemmShape& shape,
                                  bool delayed_scaling, const KernelModelParams& params) {
   if (format == ir::LinearFormat::none) return gemm_kernel_time(gpu, shape, ir::DType::bf16, params).time_s;
   const LinearFormatCost cost = linear_format_cost(format, delayed_scaling);
-  const double peak = linear_gemm_peak_flops_per_s(gpu, format, ir::DType::bf16) * cost.gemm_rate_factor;
+  const double peak = linear_gemm_rate_flops_per_s(gpu, format, ir::DType::bf16);
   const double gemm_s = gemm_kernel_time(gpu, shape, ir::DType::fp8, params, peak).time_s;
   const double elements = double(shape.batch) * (double(shape.m) * double(shape.k) + double(shape.k) * double(shape.n));
   const double quantize_s =

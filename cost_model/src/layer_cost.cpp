@@ -328,8 +328,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
       low_precision ? (w.ctx.linear_format == ir::LinearFormat::none ? ir::LinearFormat::fp8 : w.ctx.linear_format)
                     : ir::LinearFormat::none;
   const ir::DType gemm_dtype = low_precision ? ir::DType::fp8 : w.ctx.dtype;  // efficiency tables: fp8 for all three
-  const LinearFormatCost format_cost = linear_format_cost(format);
-  const double peak = linear_gemm_peak_flops_per_s(w.cluster.gpu, format, w.ctx.dtype) * format_cost.gemm_rate_factor;
+  const double peak = linear_gemm_rate_flops_per_s(w.cluster.gpu, format, w.ctx.dtype);
   // The GEMM as the kernels run it: one (batched) GEMM, or one per local routed expert.
   const ExpertGemm grouped = expert_gemm(w, op, spec, shape);
   const int64_t run_m = grouped.groups ? grouped.rows_per_group : m, run_n = grouped.groups ? grouped.n : n,
@@ -351,7 +350,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     // GEMMs, each in both layouts (task_cost.hpp LinearFormatCost). Weights are quantised once per step
     // (fp8 / fp4 parameter gathers, TE's first-micro-batch cache): not here.
     const double rows = grouped.groups ? double(grouped.groups) * double(grouped.rows_per_group) : double(batch) * double(m);
-    const double q = format_cost.quantize_bytes_per_element;
+    const double q = linear_format_cost(format).quantize_bytes_per_element;
     if (w.quantized.insert(a.name).second) w.cost.fwd_compute_s += w.memory_time(std::llround(q * rows * double(run_k)));
     w.cost.bwd_compute_s += w.memory_time(std::llround(q * rows * double(run_n)));
   }

@@ -3,6 +3,8 @@
 
 #include "mgt/ir/error.hpp"
 
+#include <algorithm>
+
 namespace mgt::cost {
 
 double frozen_base_bytes(int64_t elements, int64_t nf4_elements) {
@@ -32,12 +34,18 @@ double linear_gemm_peak_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat for
                        "use one of those, or a Blackwell cluster (b200, b300, gb200-nvl72, gb300-nvl72)");
 }
 
+double linear_gemm_rate_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat format, ir::DType compute) {
+  const double peak = linear_gemm_peak_flops_per_s(gpu, format, compute);
+  if (format == ir::LinearFormat::none) return peak;
+  return std::min(peak, gpu.peak_fp8_flops_per_s * linear_format_cost(format).gemm_rate_over_fp8);
+}
+
 LinearFormatCost linear_format_cost(ir::LinearFormat format, bool delayed_scaling) {
   switch (format) {
     case ir::LinearFormat::none: return {1.0, 0.0};
     case ir::LinearFormat::fp8: return {1.0, delayed_scaling ? 4.0 : 8.0};
     case ir::LinearFormat::mxfp8: return {1.0, 7.0};
-    case ir::LinearFormat::nvfp4: return {0.49, 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0};
+    case ir::LinearFormat::nvfp4: return {1.47, 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0};
   }
   return {1.0, 0.0};
 }

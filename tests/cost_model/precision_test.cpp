@@ -64,7 +64,8 @@ TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
   const ir::ClusterSpec b300 = ir::cluster_preset("b300");
   const CostParams params;
   // Forward y = x w: m = 4096 tokens, n = f = 128, k = h = 64; FLOPs 2 m n k. The GEMM runs at the
-  // format's peak x its rate factor (fp8 and MXFP8 1, NVFP4 0.49: TE's B300 GEMM profiles), then TE
+  // fp8 peak x its rate over fp8 (fp8 and MXFP8 1, NVFP4 1.47: TE's B300 GEMM profiles; under
+  // B300's fp4 peak of 13.5 PF), then TE
   // quantises x (m k elements) before it: fp8 current scaling 8 B per element, MXFP8 7 B (both fitted to
   // the same profiles), NVFP4 2 + 2 + 0.5 + 0.5 + 2/16 = 5.125 B (counted); one memory-bound kernel at
   // HBM x hbm_efficiency plus its floor.
@@ -76,7 +77,7 @@ TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
     double rate, quantize_bytes;
   };
   for (const Case& c : {Case{ir::LinearFormat::fp8, 4500e12 * 1.0, 8.0}, Case{ir::LinearFormat::mxfp8, 4500e12 * 1.0, 7.0},
-                        Case{ir::LinearFormat::nvfp4, 13500e12 * 0.49, 5.125}}) {
+                        Case{ir::LinearFormat::nvfp4, 4500e12 * 1.47, 5.125}}) {
     const BlockCost cost = block_cost(one_linear(), low_precision_context(c.format), b300, params);
     const double gemm_s = flops / (c.rate * eff) + params.kernel_floor_s;
     const double quantize_s = std::llround(c.quantize_bytes * x_elements) / (8e12 * params.hbm_efficiency) + params.kernel_floor_s;
@@ -85,12 +86,12 @@ TEST(precision, gemm_time_at_the_fp8_and_fp4_peaks) {
 }
 
 // Backward quantises the output gradient dy (m x n elements) once for both GEMMs (dgrad and wgrad):
-// an nvfp4 linear's backward is the two GEMMs at 13.5 PF x 0.49 plus 5.125 B x m n at HBM bandwidth,
+// an nvfp4 linear's backward is the two GEMMs at 4.5 PF x 1.47 plus 5.125 B x m n at HBM bandwidth,
 // three kernel floors.
 TEST(precision, backward_quantises_the_output_gradient_once) {
   const ir::ClusterSpec b300 = ir::cluster_preset("b300");
   const CostParams params;
-  const double rate = 13500e12 * 0.49;
+  const double rate = 4500e12 * 1.47;
   // dx = dy w^T: m 4096, n 64, k 128; dw = x^T dy: m 64, n 128, k 4096.
   const double dgrad = 2.0 * 4096 * 64 * 128 / (rate * gemm_efficiency(4096, 64, 128, b300, ir::DType::fp8, params));
   const double wgrad = 2.0 * 64 * 128 * 4096 / (rate * gemm_efficiency(64, 128, 4096, b300, ir::DType::fp8, params));
@@ -107,6 +108,19 @@ TEST(precision, lm_head_stays_in_the_compute_dtype) {
   ctx.fp8_linears = true;
   ctx.linear_format = ir::LinearFormat::nvfp4;
   EXPECT_DOUBLE_EQ(block_cost(tiny::head(), ctx, b300, {}).fwd_compute_s, bf16.fwd_compute_s);
+}
+
+// NVFP4's rate is a multiple of the fp8 rate, capped by the fp4 peak: GB200 (fp8 5 PF, fp4 10 PF)
+// runs NVFP4 GEMMs at 5 x 1.47 = 7.35 PF, not at B300's share of its fp4 peak (0.49 x 10 = 4.9 PF, slower
+// than its fp8 GEMMs' 5 PF); a part whose fp4 peak were only 1.2x its fp8 peak stops at that peak.
+TEST(precision, nvfp4_rate_is_a_multiple_of_the_fp8_rate_under_the_fp4_peak) {
+  const ir::GpuSpec gb200 = ir::cluster_preset("gb200-nvl72").gpu;
+  EXPECT_DOUBLE_EQ(linear_gemm_rate_flops_per_s(gb200, ir::LinearFormat::nvfp4, ir::DType::bf16), 5000e12 * 1.47);
+  EXPECT_DOUBLE_EQ(linear_gemm_rate_flops_per_s(gb200, ir::LinearFormat::mxfp8, ir::DType::bf16), 5000e12);
+  EXPECT_DOUBLE_EQ(linear_gemm_rate_flops_per_s(gb200, ir::LinearFormat::none, ir::DType::bf16), 2500e12);
+  ir::GpuSpec narrow = gb200;
+  narrow.peak_fp4_flops_per_s = 1.2 * narrow.peak_fp8_flops_per_s;
+  EXPECT_DOUBLE_EQ(linear_gemm_rate_flops_per_s(narrow, ir::LinearFormat::nvfp4, ir::DType::bf16), 6000e12);
 }
 
 TEST(precision, block_scaled_formats_refused_before_blackwell) {

@@ -93,7 +93,7 @@ GemmTiming gemm_kernel_time(const ir::GpuSpec& gpu, const GemmShape& shape, ir::
                             const KernelModelParams& params, double peak_flops_per_s = 0);
 
 /// A linear layer's GEMM under Transformer Engine's autocast in `format` (none: the 16-bit GEMM): the
-/// fp8 kernel model at the format's peak x LinearFormatCost::gemm_rate_factor, plus quantising both
+/// fp8 kernel model at linear_gemm_rate_flops_per_s (task_cost.hpp), plus quantising both
 /// operands (quantize_bytes_per_element x (m*k + k*n) x batch at achievable copy bandwidth, one launch
 /// each). `delayed_scaling`: fp8's delayed recipe (no amax pass). Throws InputError for a format the
 /// GPU has no peak for (task_cost.hpp linear_gemm_peak_flops_per_s).

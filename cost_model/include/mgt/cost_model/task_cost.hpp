@@ -37,22 +37,31 @@ bool is_lora_target(const std::string& op_name, const ir::LoraSettings& lora);
 /// when it has no such peak.
 double linear_gemm_peak_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat format, ir::DType compute);
 
-/// What running a linear layer in a low-precision format costs beyond its GEMM at the format's peak
+/// The rate the kernel model runs a linear layer's GEMM at under `format`: `compute`'s peak for none,
+/// else min(the format's peak, the fp8 peak x LinearFormatCost::gemm_rate_over_fp8). Throws as
+/// linear_gemm_peak_flops_per_s for a format the GPU has no peak for.
+double linear_gemm_rate_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat format, ir::DType compute);
+
+/// What running a linear layer in a low-precision format costs beyond its GEMM at the fp8 rate
 /// (Transformer Engine's autocast; docs/cost-model.md §5 and §8). Fitted to kernel rows only: the four
 /// shapes of `te_gemmprof_b300_*` (kernels/gemm.json, TransformerEngine's GEMM profiling tutorial on
 /// B300, quantisation included), each value the median over the shapes against the same machine's fp8
 /// delayed-scaling GEMM (whose 4 B per element is counted: read 2 B, write the fp8 rowwise and
 /// transposed copies 1 + 1 B; the rows give 3.8):
-///   * `gemm_rate_factor`: the GEMM's rate as a share of the fp8 kernel model scaled to the format's
-///     peak. fp8 and MXFP8 1 (block-scaled fp8 MMA runs at the fp8 rate: with the rate free, the MXFP8
-///     rows fit 0.97); NVFP4 0.49 (0.32-0.63 over the shapes; bounds (0, 1]).
+///   * `gemm_rate_over_fp8`: the GEMM's rate as a multiple of the fp8 kernel model at the fp8 peak,
+///     never above the format's own datasheet peak (linear_gemm_rate_flops_per_s). fp8 and MXFP8 1
+///     (block-scaled fp8 MMA runs at the fp8 rate: with the rate free, the MXFP8 rows fit 0.97); NVFP4
+///     1.47 (0.96-1.89 over the shapes; bounds [1, fp4 peak / fp8 peak]). Expressed against the fp8
+///     rate, not as a share of the fp4 peak: B300's fp4 peak is 3x its fp8 peak, B200's and GB200's
+///     2x, and a share of the peak fitted on B300 (0.49) would give GB200 NVFP4 GEMMs no gain over fp8
+///     (0.98x) where the kernels run the same block-scaled MMA pipeline on both parts.
 ///   * `quantize_bytes_per_element`: HBM traffic of quantising one bf16 operand for both GEMM layouts.
 ///     fp8 current scaling 8 (rows 6.3-10.1, median 8.2; bounds [6, 10]: an amax pass before the
 ///     cast-transpose alone is 6); MXFP8 7 (6.7-7.8; bounds [4.06, 8]: one fused pass writing both
 ///     layouts and two E8M0 scales per 32 elements is 4.06); NVFP4 5.125, counted (an amax pass 2 + read
 ///     2 + two fp4 copies 0.5 + 0.5 + two E4M3 scales per 16 elements).
 struct LinearFormatCost {
-  double gemm_rate_factor = 1.0;
+  double gemm_rate_over_fp8 = 1.0;
   double quantize_bytes_per_element = 0.0;
 };
 /// The costs of `format`; `delayed_scaling` selects fp8's delayed recipe (no amax pass), which only
