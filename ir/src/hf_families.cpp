@@ -29,8 +29,10 @@ enum class Window {
   none,     ///< full attention everywhere (Gemma-2's alternation is modelled as full: an upper bound)
   uniform,  ///< every layer slides when "sliding_window" is non-null (Mistral, Phi-3, StarCoder2)
   qwen,     ///< Qwen: only with use_sliding_window, and uniform only when max_window_layers is 0
-  pattern,  ///< Gemma-3: "layer_types", else every sliding_window_pattern-th layer is global
+  pattern,  ///< Gemma-3: every sliding_window_pattern-th layer is global
 };
+// Every rule but none defers to "layer_types" when the config has it (transformers writes it for
+// the families with sliding windows: Gemma-3, GPT-OSS, Qwen2/3, ...): it names each layer's kind.
 
 /// Which layers hold routed experts, and the keys saying so.
 enum class MoeLayout {
@@ -85,6 +87,7 @@ struct FamilySpec {
   Shared shared = Shared::none;
   const char* dense_ffn_key = nullptr;  ///< dense layers of an MoE model, when not intermediate_size
   bool router_bias_noaux = false;       ///< DeepSeek: topk_method noaux_tc keeps a per-expert bias
+  bool router_linear_bias = false;      ///< GPT-OSS: the router is a Linear with a bias (one per expert)
   /// The config class's defaults (JSON) for keys a published config may leave out (Gemma-3's
   /// text_config names only what differs from Gemma3TextConfig); the config's own keys win.
   const char* defaults = nullptr;
@@ -154,6 +157,14 @@ const FamilySpec kFamilies[] = {
     {.model_type = "deepseek_v3", .architecture = "DeepseekV3ForCausalLM", .mla = true, .moe = MoeLayout::deepseek,
      .experts_key = "n_routed_experts", .moe_ffn_key = "moe_intermediate_size", .shared = Shared::count_x_moe,
      .router_bias_noaux = true},
+    // GPT-OSS (transformers' GptOssConfig / modeling_gpt_oss.py): attention with biases and
+    // layer_types alternating a 128-token window with full attention, routed experts with a biased
+    // router. Not represented, each under 0.04 % of the parameters and none changing a GEMM or a
+    // collective: the experts' own biases (gate_up_proj_bias, down_proj_bias: 40 M of 117 B), the
+    // per-head attention sinks (64 scalars a layer) and the clamp (swiglu_limit) inside the SwiGLU.
+    {.model_type = "gpt_oss", .architecture = "GptOssForCausalLM", .qkv_bias = {"attention_bias", true},
+     .o_bias = {"attention_bias", true}, .window = Window::pattern, .moe = MoeLayout::every,
+     .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size", .router_linear_bias = true},
     {.model_type = "llama4_text", .architecture = "Llama4ForCausalLM", .moe = MoeLayout::llama4,
      .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size", .shared = Shared::one_x_moe,
      .dense_ffn_key = "intermediate_size_mlp"},
@@ -372,6 +383,7 @@ void read_moe(const json& c, const FamilySpec& f, HfModel& m, const std::string&
   } else if (f.shared == Shared::one_x_moe) {
     m.shared_ffn = m.moe_ffn;
   }
+  if (f.router_linear_bias) m.router_bias = true;
   if (f.router_bias_noaux) {
     // noaux_tc routing keeps a learned per-expert score bias (e_score_correction_bias).
     const std::string method = c.contains("topk_method") && c["topk_method"].is_string()
@@ -389,15 +401,21 @@ void read_windows(const json& c, const FamilySpec& f, HfModel& m, const std::str
   if (f.window == Window::qwen && optional_bool(c, "use_sliding_window", false, source))
     uniform = optional_nonnegative_int(c, "max_window_layers", 0, source) == 0 ? window : 0;
   for (auto& kind : m.layer_kinds) kind.sliding_window = uniform;
-  if (f.window != Window::pattern || window == 0) return;
+  if (window == 0) return;
   if (c.contains("layer_types") && !c["layer_types"].is_null()) {
     const json& types = c["layer_types"];
     if (!types.is_array() || int64_t(types.size()) != m.layers)
-      throw InputError(source, "layer_types", "expected an array of " + std::to_string(m.layers) + " layer types");
-    for (size_t i = 0; i < types.size(); ++i)
+      throw InputError(source, "layer_types", "expected an array of " + std::to_string(m.layers) + " layer types",
+                       "one \"sliding_attention\" or \"full_attention\" per layer");
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        throw InputError(source, "layer_types[" + std::to_string(i) + "]", "is " + types[i].dump(),
+                         "expected \"sliding_attention\" or \"full_attention\"");
       m.layer_kinds[i].sliding_window = types[i] == "sliding_attention" ? window : 0;
+    }
     return;
   }
+  if (f.window != Window::pattern) return;
   const int64_t period = optional_positive_int(c, "sliding_window_pattern", 6, source);
   for (int64_t i = 0; i < m.layers; ++i) m.layer_kinds[size_t(i)].sliding_window = (i + 1) % period == 0 ? 0 : window;
 }

@@ -7,6 +7,7 @@
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/input_limits.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -102,6 +103,36 @@ void choose_family(ModelShape& m, bool moe, const std::string& act, const std::s
     assumptions.push_back("model: plain MLP -> HF model_type gpt2 (LayerNorm, biases, learned position table of seq_len rows)");
   }
 }
+/// model.attention_pattern is free text ("alternating full / sliding-window(128) attention, attention
+/// sinks"). Read from it: the window (the first number after "sliding") and whether it alternates with
+/// full attention, which Megatron-Core lays out as window_attn_skip_freq 2 (layer i attends fully when
+/// (i + 1) % 2 == 0) and GPT-OSS's layer_types as sliding on even layers. What else it says changes no
+/// GEMM or collective (attention sinks: one scalar per head) and is listed, not priced.
+void read_attention_pattern(ModelShape& m, const std::string& pattern, std::vector<std::string>& assumptions) {
+  if (pattern.empty()) return;
+  const size_t at = pattern.find("sliding");
+  if (at == std::string::npos) {
+    assumptions.push_back("model.attention_pattern \"" + pattern + "\": full attention priced");
+    return;
+  }
+  const size_t digit = pattern.find_first_of("0123456789", at);
+  if (digit == std::string::npos) {
+    assumptions.push_back("model.attention_pattern \"" + pattern + "\" states no window size: full attention priced");
+    return;
+  }
+  int64_t window = 0;
+  for (size_t i = digit; i < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[i])) && window < (1ll << 40); ++i)
+    window = window * 10 + (pattern[i] - '0');
+  if (window <= 0) {
+    assumptions.push_back("model.attention_pattern \"" + pattern + "\": window 0 read, full attention priced");
+    return;
+  }
+  m.sliding_window = window;
+  m.window_alternates = contains(pattern, "alternat");
+  assumptions.push_back("model.attention_pattern \"" + pattern + "\": a " + std::to_string(window) + "-token window " +
+                        (m.window_alternates ? "on even layers, full attention on odd ones" : "on every layer") +
+                        (contains(pattern, "sink") ? "; attention sinks not priced (one scalar per head)" : ""));
+}
 }  // namespace
 
 ModelShape model_shape(const json& model, std::vector<std::string>& assumptions) {
@@ -182,7 +213,14 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
     throw RowSkipped("model.ffn_hidden_size is not stated (needed for a gated MLP)");
   }
 
+  read_attention_pattern(m, lower(opt_string(model, "attention_pattern")), assumptions);
   choose_family(m, moe, act, norm, assumptions);
+  if (m.sliding_window > 0 && (m.family == "gpt2" || m.family == "deepseek_v3")) {
+    assumptions.push_back("model.attention_pattern: the " + m.family + " family has no sliding window; full attention "
+                          "priced (an upper bound)");
+    m.sliding_window = 0;
+    m.window_alternates = false;
+  }
   return m;
 }
 
@@ -203,6 +241,15 @@ json hf_config(const ModelShape& m, int64_t seq_len) {
        {"max_position_embeddings", seq_len},
        {"tie_word_embeddings", m.tied}};
   if (m.family == "llama" || m.family == "mixtral") c["head_dim"] = m.head_dim;
+  if (m.sliding_window > 0 && (m.family == "llama" || m.family == "mixtral")) {
+    // Mistral is the llama layer with windows; both read "layer_types" per layer (ir/src/hf_families.cpp).
+    if (m.family == "llama") c["model_type"] = "mistral";
+    c["sliding_window"] = m.sliding_window;
+    json types = json::array();
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(m.window_alternates && i % 2 == 1 ? "full_attention" : "sliding_attention");
+    c["layer_types"] = types;
+  }
   if (m.family == "mixtral") {
     c["num_local_experts"] = m.experts;
     c["num_experts_per_tok"] = m.top_k;

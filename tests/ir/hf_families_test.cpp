@@ -150,6 +150,12 @@ const std::vector<Published> kPublished{
     // Flan-T5-base: shared embedding 32128 x 768; 12 encoder layers (q, k, v, o 768^2, gated-GELU 3 x 768 x 2048,
     // 2 RMSNorms); 12 decoder layers (plus cross-attention 4 x 768^2 and its norm); relative position bias
     // 32 x 12 in the first layer of each stack; 2 final norms; untied lm_head 768 x 32128.
+    // 36 x (q 2880x4096 + k, v 2880x512 + o 4096x2880 with biases + router 2880x128 + bias 128
+    //      + 128 experts x 3 x 2880 x 2880 + 2 norms) + untied 2 x 201088 x 2880 + norm.
+    // Active: 4 of 128 experts. The card's 116.83B total adds the experts' own biases (36 x 128 x
+    // 8640 = 0.04B, not represented); its 5.13B active leaves out the input embedding (0.58B).
+    {"GPT-OSS-120B", 116789341248, 5710736448, 116.83, 5.13 + 0.579, 0.05, 0.005,
+     "gpt-oss model card (arXiv:2508.10925) Table 1: 116.83B total, 5.13B active"},
     {"Flan-T5-base",
      32128 * 768 + 12 * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 12 * (8 * 768 * 768 + 3 * 768 * 2048 + 3 * 768) +
          2 * 32 * 12 + 2 * 768 + 768 * 32128,
@@ -215,6 +221,36 @@ TEST(family_examples, gemma3_alternates_five_local_layers_and_one_global) {
                                       "global_layer_23x1", "local_layer_24x2", "headx1"}));
   EXPECT_EQ(window_of(g.blocks[1]), 512);
   EXPECT_EQ(window_of(g.blocks[2]), 0);
+}
+
+TEST(family_examples, gpt_oss_alternates_a_128_token_window_with_full_attention_from_layer_types) {
+  const Graph g = load_model(model_path("GPT-OSS-120B"));  // layer_types: sliding on even layers
+  ASSERT_EQ(g.blocks.size(), 38u);                          // embed, 36 alternating layers, head
+  EXPECT_EQ(g.blocks[1].name, "local_moe_layer_0");
+  EXPECT_EQ(g.blocks[2].name, "global_moe_layer_1");
+  EXPECT_EQ(g.blocks[36].name, "global_moe_layer_35");
+  EXPECT_EQ(window_of(g.blocks[1]), 128);
+  EXPECT_EQ(window_of(g.blocks[2]), 0);
+  EXPECT_EQ(g.info.num_experts, 128);
+  EXPECT_NE(find_tensor(g.blocks[1], "router_bias"), nullptr);
+}
+
+TEST(tiny_families, layer_types_decide_windows_for_every_windowed_family_and_are_checked) {
+  json c = {{"model_type", "mistral"}, {"hidden_size", 64},  {"num_hidden_layers", 3}, {"num_attention_heads", 4},
+            {"num_key_value_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 100}, {"sliding_window", 16},
+            {"layer_types", {"full_attention", "sliding_attention", "full_attention"}}};
+  const Graph g = graph_from_hf_config(c, "mistral.json");
+  ASSERT_EQ(g.blocks.size(), 5u);
+  EXPECT_EQ(window_of(g.blocks[1]), 0);
+  EXPECT_EQ(window_of(g.blocks[2]), 16);
+  EXPECT_EQ(window_of(g.blocks[3]), 0);
+  c["layer_types"] = {"full_attention", "sliding", "full_attention"};
+  try {
+    (void)graph_from_hf_config(c, "mistral.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer_types[1]"), std::string::npos) << e.what();
+  }
 }
 
 TEST(family_examples, llama4_maverick_interleaves_dense_and_moe_layers) {

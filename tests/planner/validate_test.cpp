@@ -112,6 +112,53 @@ TEST(Validation, LlamaRowBuildsGraphClusterPlanAndSettings) {
   EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 989e12);
 }
 
+/// The window of each layer block's attention (0: full), in layer order.
+std::vector<int64_t> layer_windows(const mgt::ir::Graph& g) {
+  std::vector<int64_t> out;
+  for (const auto& b : g.blocks)
+    for (const auto& op : b.ops)
+      if (op.kind == mgt::ir::OpKind::attention_core)
+        for (int64_t r = 0; r < b.repeat; ++r) out.push_back(op.sliding_window);
+  return out;
+}
+
+bool any_assumption_has(const std::vector<std::string>& assumptions, const std::string& text) {
+  return std::any_of(assumptions.begin(), assumptions.end(),
+                     [&](const std::string& a) { return a.find(text) != std::string::npos; });
+}
+
+TEST(Validation, AttentionPatternGivesTheRowsSlidingWindowPerLayer) {
+  json row = llama_row();
+  row["model"]["num_layers"] = 4;
+  row["model"]["attention_pattern"] = "alternating full / sliding-window(128) attention, attention sinks";
+  ValidationSource src = source_with({row});
+  auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.shape.sliding_window, 128);
+  EXPECT_TRUE(s.shape.window_alternates);
+  EXPECT_EQ(mgt::plan::hf_config(s.shape, 4096)["model_type"], "mistral");  // the llama layer with windows
+  EXPECT_EQ(layer_windows(s.graph), (std::vector<int64_t>{128, 0, 128, 0}));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "attention sinks not priced"));
+
+  row["model"]["attention_pattern"] = "sliding window 4096 on every layer";
+  src = source_with({row});
+  s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(layer_windows(s.graph), (std::vector<int64_t>{4096, 4096, 4096, 4096}));
+
+  // No size: full attention, said so. A plain-MLP (gpt2) model has no window: full, said so.
+  row["model"]["attention_pattern"] = "sliding-window attention (size not given)";
+  src = source_with({row});
+  s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.shape.sliding_window, 0);
+  EXPECT_EQ(layer_windows(s.graph), (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "states no window size"));
+  json gpt = gpt_row();
+  gpt["model"]["attention_pattern"] = "alternating sliding-window(256)";
+  src = source_with({gpt});
+  s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.shape.sliding_window, 0);
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "gpt2 family has no sliding window"));
+}
+
 TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {
   const ValidationSource src = source_with({llama_row()});
   const auto results = mgt::plan::validate_row(src, src.rows[0]);

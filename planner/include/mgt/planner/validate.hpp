@@ -62,6 +62,10 @@ struct ModelShape {
   bool mla = false;
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
   double published_params = 0;  ///< params_B * 1e9; 0 when not stated
+  /// model.attention_pattern: a sliding window of this many tokens (0: full attention everywhere),
+  /// on every layer or, when `window_alternates`, on the even layers (the odd ones attend fully).
+  int64_t sliding_window = 0;
+  bool window_alternates = false;
 };
 
 /// Reads `model`; fills defaults (listed in `assumptions`); throws RowSkipped for unsupported
