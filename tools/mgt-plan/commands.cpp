@@ -591,10 +591,13 @@ int run_inspect(const std::string& model_path, const std::optional<std::string>&
   if (m.num_experts > 0) std::printf(" total, %lld active per token", (long long)m.params_active);
   std::printf("\ntraining FLOPs per token at seq_len %lld: %.4g (fwd + bwd, incl. attention: halved under a causal mask)\n",
               (long long)seq_len, m.training_flops_per_token);
-  std::printf("%-14s %7s %16s %20s\n", "block", "repeat", "params/copy", "train FLOPs/token/copy");
+  // The name column is as wide as the longest block name (global_moe_layer_35), so the columns stay aligned.
+  int name_width = 14;
+  for (const plan::InspectedBlock& b : m.blocks) name_width = std::max(name_width, int(b.name.size()));
+  std::printf("%-*s %7s %16s %20s\n", name_width, "block", "repeat", "params/copy", "train FLOPs/token/copy");
   for (const plan::InspectedBlock& b : m.blocks)
-    std::printf("%-14s %7lld %16lld %20.4g\n", b.name.c_str(), (long long)b.repeat, (long long)b.params_per_copy,
-                b.training_flops_per_token_per_copy);
+    std::printf("%-*s %7lld %16lld %20.4g\n", name_width, b.name.c_str(), (long long)b.repeat,
+                (long long)b.params_per_copy, b.training_flops_per_token_per_copy);
   return 0;
 }
 
