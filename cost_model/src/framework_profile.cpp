@@ -115,6 +115,15 @@ std::vector<FrameworkProfile> profile_table() {
     // perf_recipes/qwen/h100/qwen3_moe.py: EP 16 on two DGX-H100, hybridep; deepseek/b200: EP 32,
     // deepep); inside one domain the flat all-to-all and it cost the same here.
     p.moe_hierarchical_dispatch = true;
+    // GPT-OSS experts (biases, clamped quick-GEGLU with linear offset) outside the fused grouped MLP:
+    // TEGroupedMLP runs fc1 / fc2 with skip_bias_add and adds the biases in _apply_bias, one `t + b`
+    // (fc2: `t + b * probs`) per local expert over torch.split, then torch.cat
+    // (megatron/core/transformer/moe/experts.py); weighted_bias_quick_geglu_impl clamps the two halves
+    // of fc1's output and torch.cat's them back before its fused kernel
+    // (megatron/core/fusions/fused_bias_geglu.py). Megatron-Bridge's GPT-OSS recipes take the fused
+    // path (cutedsl_fused_grouped_mlp, TE's CuTe-DSL grouped GEMM, block-scaled fp8 / fp4 only) in
+    // MXFP8 and the eager one in BF16 (scripts/performance/configs/gpt_oss/*_workload_base_configs.py).
+    p.eager_expert_epilogue = true;
     t.push_back(p);
   }
   {
@@ -439,6 +448,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;
+  p.eager_expert_epilogue = profile.eager_expert_epilogue;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

@@ -10,6 +10,8 @@
 #include "mgt/cost_model/task_cost.hpp"
 
 #include "mgt/cost_model/compute.hpp"
+#include "mgt/cost_model/expert_epilogue.hpp"
+#include "einsum_parts.hpp"
 #include "mgt/cost_model/host_dispatch.hpp"
 #include "mgt/cost_model/moe_host_sync.hpp"
 #include "mgt/cost_model/ssm_cost.hpp"
@@ -29,6 +31,8 @@ namespace mgt::cost {
 bool is_tp_dim(char name) { return ir::is_tensor_parallel_dim(name); }
 
 namespace {
+
+using einsum_parts::EinsumSpec, einsum_parts::find_dim, einsum_parts::parse_einsum, einsum_parts::routed_experts;
 
 bool has_tp_dim(const ir::TensorDecl& tensor) {
   return std::any_of(tensor.dims.begin(), tensor.dims.end(), [](const ir::Dim& d) { return is_tp_dim(d.name); });
@@ -94,6 +98,14 @@ struct Walk {
   }
   /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
   /// returns the forward seconds, which selective recompute repeats for norms and activations.
+  /// Books the framework's eager expert epilogue (expert_epilogue.hpp) when it runs; returns its forward seconds.
+  double add_epilogue(EpilogueBytes bytes) {
+    if (!eager_expert_epilogue_runs(params.eager_expert_epilogue, ctx.linear_format)) return 0.0;
+    const double fwd = memory_time(bytes.fwd);
+    cost.fwd_compute_s += fwd;
+    cost.bwd_compute_s += memory_time(bytes.bwd);
+    return fwd;
+  }
   double add_kernel(const char* op, double work, int64_t fwd_bytes, int64_t bwd_bytes) {
     const double fwd = kernel_time(op, "fwd", work, fwd_bytes);
     cost.fwd_compute_s += fwd;
@@ -101,39 +113,6 @@ struct Walk {
     return fwd;
   }
 };
-
-struct EinsumSpec {
-  std::string lhs, rhs, out;
-};
-
-// "bsh,hf->bsf" or, with a bias operand, "bsh,hf,f->bsf" (the bias only adds along output dims, so
-// it does not change the contraction's shape).
-EinsumSpec parse_einsum(const std::string& spec) {
-  EinsumSpec s;
-  const auto arrow = spec.find("->");
-  const auto comma = spec.find(',');
-  const auto bias_comma = spec.find(',', comma + 1);
-  const auto rhs_end = bias_comma < arrow ? bias_comma : arrow;
-  s.lhs = spec.substr(0, comma);
-  s.rhs = spec.substr(comma + 1, rhs_end - comma - 1);
-  s.out = spec.substr(arrow + 2);
-  return s;
-}
-
-const ir::Dim* find_dim(const ir::TensorDecl& t, char name) {
-  for (const auto& d : t.dims)
-    if (d.name == name) return &d;
-  return nullptr;
-}
-
-// Routed experts of a MoE block: the largest expert dim 'e' of its parameters (more than top_k of
-// them; a shared expert's weights carry none).
-int64_t routed_experts(const ir::Block& block, int64_t top_k) {
-  int64_t experts = 0;
-  for (const auto& t : block.tensors)
-    if (const ir::Dim* e = find_dim(t, 'e'); t.is_parameter && e && e->size > top_k) experts = std::max(experts, e->size);
-  return experts;
-}
 
 // One operand dim per einsum letter; ir::verify guarantees every letter is a dim of its operand,
 // looked up output first.
@@ -354,6 +333,8 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     if (w.quantized.insert(a.name).second) w.cost.fwd_compute_s += w.memory_time(std::llround(q * rows * double(run_k)));
     w.cost.bwd_compute_s += w.memory_time(std::llround(q * rows * double(run_n)));
   }
+  if (grouped.groups && op.inputs.size() > 2 && spec.lhs.find('e') != std::string::npos)  // fc2's bias; fc1's is in TE's GEMM
+    w.add_epilogue(expert_bias_bytes(grouped.groups * grouped.rows_per_group * run_n * ir::dtype_bytes(w.ctx.dtype)));
   if (frozen) cost_frozen_weight(w, op, b, shape, gemm_shape(w, op, spec, in_tp, /*global_sizes=*/true));
   w.cost.model_flops += contraction_model_flops(w, op, spec, frozen);
   if (in_tp) add_contraction_tp_collectives(w, op, spec);
@@ -485,6 +466,7 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
       w.cost.selective_recompute_s +=
           w.add_kernel("activation", elements, n_in * bytes + out_bytes, 2 * n_in * bytes + out_bytes);
+      if (op.clamp_limit > 0 && find_dim(x, 'e')) w.cost.selective_recompute_s += w.add_epilogue(glu_clamp_bytes(n_in * bytes));
       for (const auto& in : op.inputs) w.saved.insert(in);
       w.recomputed.insert(op.output);
       break;

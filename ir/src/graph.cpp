@@ -387,6 +387,8 @@ class OpChecker {
     for (size_t i = 0; i < in_.size(); ++i) require_activation(i);
     if (gated) require_same(*in_[0], *in_[1], ".inputs[1]");
     require_same(*in_[0], *out_, ".output");
+    if (!(op_.clamp_limit >= 0)) fail(".clamp_limit", "must be >= 0");
+    if (op_.clamp_limit > 0 && !gated) fail(".clamp_limit", "only a gated unit (silu_glu, gelu_glu) clamps its inputs");
   }
 
   void check_residual() {

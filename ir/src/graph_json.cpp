@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -87,6 +88,16 @@ class Reader {
       fail(field, "expected an integer, got " + std::string(v.type_name()) + " " + v.dump());
     }
     if (out < min) fail(field, "must be at least " + std::to_string(min) + ", got " + std::to_string(out));
+    return out;
+  }
+
+  /// A finite number >= 0 (JSON integer or float); `fallback` when absent.
+  double nonnegative_number(const json& obj, const std::string& key, const std::string& path, double fallback) const {
+    const json* v = find(obj, key);
+    if (!v) return fallback;
+    if (!v->is_number()) fail(join(path, key), "expected a number, got " + std::string(v->type_name()) + " " + v->dump());
+    const double out = v->get<double>();
+    if (!std::isfinite(out) || out < 0) fail(join(path, key), "must be a finite number >= 0, got " + v->dump());
     return out;
   }
 
@@ -188,7 +199,9 @@ Op read_op(const Reader& r, const json& o, const std::string& path) {
   switch (op.kind) {  // each kind accepts only the keys it uses
     case OpKind::contraction: r.only_keys(o, path, {"name", "kind", "inputs", "output", "einsum"}); break;
     case OpKind::norm: r.only_keys(o, path, {"name", "kind", "inputs", "output", "norm"}); break;
-    case OpKind::activation: r.only_keys(o, path, {"name", "kind", "inputs", "output", "activation"}); break;
+    case OpKind::activation:
+      r.only_keys(o, path, {"name", "kind", "inputs", "output", "activation", "clamp_limit"});
+      break;
     case OpKind::attention_core:
       r.only_keys(o, path, {"name", "kind", "inputs", "output", "causal", "sliding_window"});
       break;
@@ -210,6 +223,7 @@ Op read_op(const Reader& r, const json& o, const std::string& path) {
   }
   if (op.kind == OpKind::activation)
     op.activation = activation_from_string(r, r.string(o, "activation", path), path + ".activation");
+  if (op.kind == OpKind::activation) op.clamp_limit = r.nonnegative_number(o, "clamp_limit", path, 0.0);
   if (op.kind == OpKind::attention_core) {
     op.causal = r.boolean(o, "causal", path, true);
     op.sliding_window = r.integer(o, "sliding_window", path, 0, 0);
@@ -329,7 +343,10 @@ json op_to_json(const Op& op) {
   switch (op.kind) {
     case OpKind::contraction: out["einsum"] = op.einsum; break;
     case OpKind::norm: out["norm"] = op.norm == NormKind::rms ? "rms" : "layer"; break;
-    case OpKind::activation: out["activation"] = activation_names().at(op.activation); break;
+    case OpKind::activation:
+      out["activation"] = activation_names().at(op.activation);
+      if (op.clamp_limit > 0) out["clamp_limit"] = op.clamp_limit;
+      break;
     case OpKind::attention_core:
       out["causal"] = op.causal;
       out["sliding_window"] = op.sliding_window;

@@ -115,9 +115,10 @@ class BlockBuilder {
   }
 
   std::string activation(const std::string& name, std::vector<std::string> in, ActivationKind kind,
-                         const std::string& out) {
+                         const std::string& out, double clamp_limit = 0) {
     Op op = make_op(name, OpKind::activation, std::move(in), out);
     op.activation = kind;
+    op.clamp_limit = clamp_limit;
     return same_dims_op(std::move(op));
   }
 
@@ -229,7 +230,7 @@ std::string add_mlp(BlockBuilder& b, const HfModel& m, const std::string& in, co
   if (m.gated_mlp) {
     const std::string gate =
         b.contract(n("gate_proj"), in, n("w_gate"), "bsh,hf->bsf", n("gate"), bias ? n("b_gate") : "", f);
-    hidden = b.activation(n("act"), {gate, up}, m.act, n("act_out"));
+    hidden = b.activation(n("act"), {gate, up}, m.act, n("act_out"), m.glu_clamp);
   } else {
     hidden = b.activation(n("act"), {up}, m.act, n("act_out"));
   }
@@ -248,10 +249,16 @@ std::string add_moe(BlockBuilder& b, const HfModel& m, const std::string& in) {
   out_sizes['e'] = m.top_k;
   b.declare("w_expert_gate", "ehf", true, f), b.declare("w_expert_up", "ehf", true, f);
   b.declare("w_expert_down", "efh", true, f);
-  const std::string gate = b.contract("expert_gate_proj", in, "w_expert_gate", "bsh,ehf->bsef", "expert_gate", "", out_sizes);
-  const std::string up = b.contract("expert_up_proj", in, "w_expert_up", "bsh,ehf->bsef", "expert_up", "", out_sizes);
-  const std::string act = b.activation("expert_act", {gate, up}, m.act, "expert_act_out");
-  b.contract("expert_down_proj", act, "w_expert_down", "bsef,efh->bseh", "expert_out", "", topk);
+  // GPT-OSS: one bias per expert and output channel (e = every expert, as the weights).
+  const bool bias = m.expert_bias;
+  if (bias) b.declare("b_expert_gate", "ef", true, f), b.declare("b_expert_up", "ef", true, f);
+  if (bias) b.declare("b_expert_down", "eh", true);
+  const std::string gate = b.contract("expert_gate_proj", in, "w_expert_gate", "bsh,ehf->bsef", "expert_gate",
+                                      bias ? "b_expert_gate" : "", out_sizes);
+  const std::string up =
+      b.contract("expert_up_proj", in, "w_expert_up", "bsh,ehf->bsef", "expert_up", bias ? "b_expert_up" : "", out_sizes);
+  const std::string act = b.activation("expert_act", {gate, up}, m.act, "expert_act_out", m.glu_clamp);
+  b.contract("expert_down_proj", act, "w_expert_down", "bsef,efh->bseh", "expert_out", bias ? "b_expert_down" : "", topk);
   return b.contract("combine", "expert_out", "routing", "bseh,bse->bsh", "moe_out");
 }
 

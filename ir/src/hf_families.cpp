@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <set>
 #include <string_view>
 
@@ -88,6 +89,7 @@ struct FamilySpec {
   const char* dense_ffn_key = nullptr;  ///< dense layers of an MoE model, when not intermediate_size
   bool router_bias_noaux = false;       ///< DeepSeek: topk_method noaux_tc keeps a per-expert bias
   bool router_linear_bias = false;      ///< GPT-OSS: the router is a Linear with a bias (one per expert)
+  bool expert_bias = false;             ///< GPT-OSS: each routed expert's projections carry biases
   /// The config class's defaults (JSON) for keys a published config may leave out (Gemma-3's
   /// text_config names only what differs from Gemma3TextConfig); the config's own keys win.
   const char* defaults = nullptr;
@@ -159,12 +161,13 @@ const FamilySpec kFamilies[] = {
      .router_bias_noaux = true},
     // GPT-OSS (transformers' GptOssConfig / modeling_gpt_oss.py): attention with biases and
     // layer_types alternating a 128-token window with full attention, routed experts with a biased
-    // router. Not represented, each under 0.04 % of the parameters and none changing a GEMM or a
-    // collective: the experts' own biases (gate_up_proj_bias, down_proj_bias: 40 M of 117 B), the
-    // per-head attention sinks (64 scalars a layer) and the clamp (swiglu_limit) inside the SwiGLU.
+    // router, experts with their own biases (GptOssExperts.gate_up_proj_bias, down_proj_bias: always
+    // present, no config key) and inputs of the gated unit clamped to swiglu_limit (read for every
+    // family below). Not represented: the per-head attention sinks (64 scalars a layer, no GEMM).
     {.model_type = "gpt_oss", .architecture = "GptOssForCausalLM", .qkv_bias = {"attention_bias", true},
      .o_bias = {"attention_bias", true}, .window = Window::pattern, .moe = MoeLayout::every,
-     .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size", .router_linear_bias = true},
+     .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size", .router_linear_bias = true,
+     .expert_bias = true},
     {.model_type = "llama4_text", .architecture = "Llama4ForCausalLM", .moe = MoeLayout::llama4,
      .experts_key = "num_local_experts", .moe_ffn_key = "intermediate_size", .shared = Shared::one_x_moe,
      .dense_ffn_key = "intermediate_size_mlp"},
@@ -384,6 +387,7 @@ void read_moe(const json& c, const FamilySpec& f, HfModel& m, const std::string&
     m.shared_ffn = m.moe_ffn;
   }
   if (f.router_linear_bias) m.router_bias = true;
+  m.expert_bias = f.expert_bias;
   if (f.router_bias_noaux) {
     // noaux_tc routing keeps a learned per-expert score bias (e_score_correction_bias).
     const std::string method = c.contains("topk_method") && c["topk_method"].is_string()
@@ -447,6 +451,13 @@ HfModel read_family(const json& config, const FamilySpec& f, HfModel m, const st
   m.norm_bias = f.norm_bias;
   m.gated_mlp = f.gated_mlp;
   m.act = f.act;
+  // transformers writes swiglu_limit for GPT-OSS (7.0): gate.clamp(max=limit), up.clamp(-limit, limit).
+  m.glu_clamp = optional_number(c, "swiglu_limit", 0.0, source);
+  if (!(m.glu_clamp >= 0) || !std::isfinite(m.glu_clamp))
+    throw InputError(source, "swiglu_limit", "must be a finite number >= 0 (0: no clamp)", "GPT-OSS configs use 7.0");
+  if (m.glu_clamp > 0 && !m.gated_mlp)
+    throw InputError(source, "swiglu_limit", std::string("is set but the ") + f.model_type + " MLP is not gated",
+                     "remove swiglu_limit");
   m.qkv_bias = read_bias(c, f.qkv_bias, source);
   m.o_bias = read_bias(c, f.o_bias, source);
   m.mlp_bias = read_bias(c, f.mlp_bias, source);

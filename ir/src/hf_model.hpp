@@ -74,6 +74,8 @@ struct HfModel {
   // Mixture of experts (0 experts = dense).
   int64_t experts = 0, top_k = 0, moe_ffn = 0, shared_ffn = 0;
   bool router_bias = false;
+  bool expert_bias = false;  ///< GPT-OSS: every routed expert's gate / up and down projections have biases
+  double glu_clamp = 0;      ///< swiglu_limit: the gated unit's inputs are clamped to it (0 = none)
   bool shared_gate = false;  ///< Qwen2-MoE: a sigmoid gate (h -> 1) scales the shared expert
   // Multi-head latent attention (DeepSeek).
   bool mla = false;

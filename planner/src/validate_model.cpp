@@ -167,6 +167,10 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
   const std::string norm = lower(opt_string(model, "normalization"));
   if (act.empty()) assumptions.push_back("model.activation not stated: plain GeLU MLP (Megatron GPT default)");
   m.gated = contains(act, "glu") || (contains(act, "silu") && !contains(act, "relu"));
+  m.glu_clamped = m.gated && contains(act, "clamp");
+  if (m.glu_clamped)
+    assumptions.push_back("model.activation \"" + act + "\": inputs of the gated unit clamped (swiglu_limit 7.0, GPT-OSS's; "
+                          "the limit does not change the cost); expert biases not stated: none");
 
   // Mixture of experts.
   const bool moe = contains(type, "moe") || (model.contains("moe") && model["moe"].is_object());
@@ -250,6 +254,7 @@ json hf_config(const ModelShape& m, int64_t seq_len) {
       types.push_back(m.window_alternates && i % 2 == 1 ? "full_attention" : "sliding_attention");
     c["layer_types"] = types;
   }
+  if (m.glu_clamped && m.family != "gpt2") c["swiglu_limit"] = 7.0;
   if (m.family == "mixtral") {
     c["num_local_experts"] = m.experts;
     c["num_experts_per_tok"] = m.top_k;

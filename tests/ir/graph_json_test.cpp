@@ -167,6 +167,20 @@ TEST(graph_from_json, rejects_bad_documents) {
   doc = minimal_graph();
   doc["dims"]["h"] = json::parse("18446744073709551615");
   expect_graph_error(doc, "dims.h", "64-bit");
+
+  // clamp_limit: a number >= 0 on a gated activation only.
+  auto with_activation = [](const json& activation) {
+    json d = minimal_graph();
+    d["blocks"][0]["tensors"].push_back({{"name", "z"}, {"dims", "bsf"}});
+    json op = {{"name", "act"}, {"kind", "activation"}, {"inputs", {"y"}}, {"output", "z"}, {"activation", "gelu"}};
+    op.update(activation);
+    d["blocks"][0]["ops"].push_back(op);
+    return d;
+  };
+  expect_graph_error(with_activation({{"clamp_limit", 7.0}}), "blocks[0].ops[1].clamp_limit", "only a gated unit");
+  expect_graph_error(with_activation({{"clamp_limit", -1}}), "blocks[0].ops[1].clamp_limit", ">= 0");
+  expect_graph_error(with_activation({{"clamp_limit", "7"}}), "blocks[0].ops[1].clamp_limit", "expected a number");
+  EXPECT_EQ(graph_from_json(with_activation({{"clamp_limit", 0}}), "g.json").blocks[0].ops[1].clamp_limit, 0.0);
 }
 
 TEST(load_model, graph_document_errors_name_the_file) {

@@ -152,9 +152,11 @@ const std::vector<Published> kPublished{
     // 32 x 12 in the first layer of each stack; 2 final norms; untied lm_head 768 x 32128.
     // 36 x (q 2880x4096 + k, v 2880x512 + o 4096x2880 with biases + router 2880x128 + bias 128
     //      + 128 experts x 3 x 2880 x 2880 + 2 norms) + untied 2 x 201088 x 2880 + norm.
-    // Active: 4 of 128 experts. The card's 116.83B total adds the experts' own biases (36 x 128 x
-    // 8640 = 0.04B, not represented); its 5.13B active leaves out the input embedding (0.58B).
-    {"GPT-OSS-120B", 116789341248, 5710736448, 116.83, 5.13 + 0.579, 0.05, 0.005,
+    //      + the experts' own biases, 128 x (2 x 2880 gate/up + 2880 down) per layer.
+    // Active: 4 of 128 experts (their biases too). The card's 5.13B active leaves out the input
+    // embedding (0.58B).
+    {"GPT-OSS-120B", 116789341248 + 36 * 128 * (2 * 2880 + 2880), 5710736448 + 36 * 4 * (2 * 2880 + 2880), 116.83,
+     5.13 + 0.579, 0.005, 0.005,
      "gpt-oss model card (arXiv:2508.10925) Table 1: 116.83B total, 5.13B active"},
     {"Flan-T5-base",
      32128 * 768 + 12 * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 12 * (8 * 768 * 768 + 3 * 768 * 2048 + 3 * 768) +
@@ -233,6 +235,40 @@ TEST(family_examples, gpt_oss_alternates_a_128_token_window_with_full_attention_
   EXPECT_EQ(window_of(g.blocks[2]), 0);
   EXPECT_EQ(g.info.num_experts, 128);
   EXPECT_NE(find_tensor(g.blocks[1], "router_bias"), nullptr);
+  // Expert biases (one per expert and channel) and the clamp read from swiglu_limit 7.0.
+  const TensorDecl* down_bias = find_tensor(g.blocks[1], "b_expert_down");
+  ASSERT_NE(down_bias, nullptr);
+  ASSERT_EQ(down_bias->dims.size(), 2u);
+  EXPECT_EQ(down_bias->dims[0].size, 128);
+  EXPECT_EQ(down_bias->dims[1].size, 2880);
+  const Op* act = nullptr;
+  for (const Op& op : g.blocks[1].ops)
+    if (op.name == "expert_act") act = &op;
+  ASSERT_NE(act, nullptr);
+  EXPECT_EQ(act->clamp_limit, 7.0);
+}
+
+TEST(tiny_families, swiglu_limit_clamps_the_gated_unit_and_is_checked) {
+  json c = {{"model_type", "mixtral"}, {"hidden_size", 64}, {"num_hidden_layers", 1}, {"num_attention_heads", 4},
+            {"num_key_value_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 100}, {"num_local_experts", 4},
+            {"num_experts_per_tok", 2}};
+  auto clamp_of = [](const Graph& g) {
+    for (const Op& op : g.blocks[1].ops)
+      if (op.kind == OpKind::activation) return op.clamp_limit;
+    return -1.0;
+  };
+  EXPECT_EQ(clamp_of(graph_from_hf_config(c, "mixtral.json")), 0.0);
+  c["swiglu_limit"] = 5.5;
+  const Graph clamped = graph_from_hf_config(c, "mixtral.json");
+  EXPECT_EQ(clamp_of(clamped), 5.5);
+  EXPECT_EQ(graph_from_json(json::parse(to_json(clamped).dump()), "roundtrip.json"), clamped);
+  c["swiglu_limit"] = -1;
+  try {
+    (void)graph_from_hf_config(c, "mixtral.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("swiglu_limit"), std::string::npos) << e.what();
+  }
 }
 
 TEST(tiny_families, layer_types_decide_windows_for_every_windowed_family_and_are_checked) {

@@ -159,6 +159,25 @@ TEST(Validation, AttentionPatternGivesTheRowsSlidingWindowPerLayer) {
   EXPECT_TRUE(any_assumption_has(s.assumptions, "gpt2 family has no sliding window"));
 }
 
+TEST(Validation, ClampedActivationClampsTheGatedUnit) {
+  json row = llama_row();
+  row["model"]["activation"] = "swiglu (clamped)";
+  ValidationSource src = source_with({row});
+  auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_TRUE(s.shape.glu_clamped);
+  EXPECT_EQ(mgt::plan::hf_config(s.shape, 4096)["swiglu_limit"], 7.0);
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "inputs of the gated unit clamped"));
+  int clamped = 0;
+  for (const auto& block : s.graph.blocks)
+    for (const auto& op : block.ops) clamped += op.clamp_limit == 7.0 ? int(block.repeat) : 0;
+  EXPECT_EQ(clamped, row["model"]["num_layers"].get<int>());  // every layer's gated unit
+  row["model"]["activation"] = "swiglu";
+  src = source_with({row});
+  s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_FALSE(s.shape.glu_clamped);
+  EXPECT_FALSE(mgt::plan::hf_config(s.shape, 4096).contains("swiglu_limit"));
+}
+
 TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {
   const ValidationSource src = source_with({llama_row()});
   const auto results = mgt::plan::validate_row(src, src.rows[0]);

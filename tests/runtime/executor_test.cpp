@@ -235,6 +235,31 @@ TEST(ExecutorTest, UnknownOpIsAnErrorNamingTheInstruction) {
   }
 }
 
+TEST(ExecutorTest, ClampedGatedUnitIsRefusedNotIgnored) {
+  MGT_REQUIRE_REFERENCE();
+  if (!can_lower()) GTEST_SKIP() << "no lowering available";
+  // GPT-OSS's swiglu_limit: the CPU kernels have no clamped SwiGLU, so the step says so instead of
+  // training the unclamped unit.
+  const std::string config = (reference().dir / "config.json").string();
+  const ir::Schedule schedule = lower(config, "{}", 1, 32);
+  ir::Graph graph = ir::load_model(config);
+  int clamped = 0;
+  for (auto& block : graph.blocks)
+    for (auto& op : block.ops)
+      if (op.kind == ir::OpKind::activation) op.clamp_limit = 7.0, ++clamped;
+  ASSERT_GT(clamped, 0);
+  ModelState state(graph);
+  init_parameters(state, {.seed = 1});
+  Executor executor(schedule, graph, state, {});
+  const StepBatch batch = global_batch(TokenSource::synthetic(7, 512), 0, 1, 32);
+  try {
+    executor.step(batch);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("clamp_limit 7"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ExecutorTest, MultiRankScheduleWithoutCommunicatorIsRejected) {
   MGT_REQUIRE_REFERENCE();
   // A two-rank schedule needs a communicator; the message says so instead of running half a step.

@@ -144,6 +144,9 @@ void Executor::Impl::forward(const Ctx& x, bool recompute) {
       const int64_t n = numel(x, op.output);
       if (op.activation == ir::ActivationKind::silu_glu || op.activation == ir::ActivationKind::gelu_glu) {
         if (op.inputs.size() != 2) fail(x, "a gated activation needs gate and up");
+        if (op.clamp_limit > 0)
+          fail(x, "op '" + op.name + "' clamps its inputs (clamp_limit " + std::to_string(op.clamp_limit) +
+                      ", GPT-OSS's swiglu_limit); the CPU kernels have no clamped gated unit yet");
         const float *g = in(x, op.inputs[0]), *u = in(x, op.inputs[1]);
         float* y = out(x, op.output);
         if (op.activation == ir::ActivationKind::silu_glu) K.swiglu_forward(y, g, u, n);

@@ -77,6 +77,9 @@ struct CostParams {
   /// The expert-parallel dispatch sends each token once per remote NVLink domain and fans out over
   /// NVLink there (FrameworkProfile::moe_hierarchical_dispatch; ep_dispatch_time_s, collective.hpp).
   bool moe_hierarchical_dispatch = false;
+  /// FrameworkProfile::eager_expert_epilogue: routed-expert biases and the gated unit's clamp run as
+  /// separate memory-bound kernels (bf16 / fp8 per-tensor; not under MXFP8 / NVFP4).
+  bool eager_expert_epilogue = false;
   /// Host seconds per kernel launch under the framework's dispatch (FrameworkProfile::dispatch): an
   /// eager step pays Python, ATen dispatch and autograd bookkeeping per launch; CUDA graphs replay
   /// without the host (0). A block phase whose kernels take less than its launches' host time runs at

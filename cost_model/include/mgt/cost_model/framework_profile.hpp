@@ -44,6 +44,11 @@ struct FrameworkProfile {
   /// network once per destination domain, then fans out over NVLink (DeepEP's internode kernels,
   /// HybridEP); else a flat all-to-all sends one copy per remote expert.
   bool moe_hierarchical_dispatch = false;
+  /// Routed experts with biases or a clamped gated unit (GPT-OSS) run their bias adds and the clamp
+  /// as separate eager kernels around the grouped GEMMs (Megatron-Core TEGroupedMLP), except where the
+  /// precision takes a fused grouped MLP (block-scaled MXFP8 / NVFP4: TE's CuTe-DSL grouped GEMM with
+  /// the GLU in its epilogue). Priced in layer_cost.cpp (expert_epilogue_*).
+  bool eager_expert_epilogue = false;
   // --- communication it overlaps with compute ---
   bool tp_comm_overlap = false;       ///< TP all-gather / reduce-scatter pipelined with the GEMMs (TE userbuffers, async TP)
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)

@@ -71,6 +71,10 @@ struct Op {
   std::string einsum;               ///< contraction only: "bsh,hf->bsf" (operands: activation, weight)
   NormKind norm = NormKind::rms;                    ///< norm only
   ActivationKind activation = ActivationKind::silu; ///< activation only
+  /// activation only, gated units: the inputs are clamped to this magnitude before the unit (GPT-OSS's
+  /// swiglu_limit: gate <= limit, -limit <= up <= limit); 0 = no clamp. Same FLOPs, more passes when a
+  /// framework runs the clamp outside its fused kernel (docs/cost-model.md §9).
+  double clamp_limit = 0;
   bool causal = true;                               ///< attention_core only
   int64_t sliding_window = 0;                       ///< attention_core only; 0 = full attention
   int64_t top_k = 0;                                ///< router only: experts per token

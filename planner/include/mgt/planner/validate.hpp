@@ -55,6 +55,9 @@ struct ModelShape {
   std::string family;  ///< the Hugging Face model_type used: llama, gpt2, mixtral, deepseek_v3
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
   bool gated = false;  ///< gated MLP (SwiGLU/GeGLU: three matrices) vs plain (two)
+  /// model.activation says "clamped" (GPT-OSS): the gated unit's inputs are clamped (HF swiglu_limit;
+  /// the value is not stated and does not change the cost: GPT-OSS's 7.0 is written).
+  bool glu_clamped = false;
   bool tied = false;
   // Mixture of experts (experts == 0: dense).
   int64_t experts = 0, top_k = 0, moe_ffn = 0, shared_ffn = 0, dense_layers = 0;
