@@ -279,6 +279,21 @@ TEST(ExportMlir, PlainLinalgParsesAndReimports) {
   EXPECT_EQ(again.blocks[0].tensors, block().blocks[0].tensors);
 }
 
+TEST(ExportMlir, ClampedActivationIsRefused) {
+  SKIP_WITHOUT_MLIR();
+  mgt::ir::Graph g = block();
+  bool found = false;
+  for (auto& op : g.blocks[0].ops)
+    if (op.kind == mgt::ir::OpKind::activation && !found) op.clamp_limit = 7.0, found = true;
+  ASSERT_TRUE(found);
+  try {
+    (void)mgt::mlirio::export_mlir(g, {});
+    FAIL() << "expected an InputError";
+  } catch (const mgt::ir::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("clamp_limit"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ExportMlir, MeshAnnotationsOfTheMegatronPlan) {
   SKIP_WITHOUT_MLIR();
   const auto low = mgt::plan::lower_spmd(mlp(), {{8}, {{"w1", 1}}}, "t");

@@ -116,6 +116,10 @@ void check_exportable(const ir::Graph& graph, const MeshAnnotations& ann) {
       throw ir::InputError(graph.info.name, "blocks[0].ops[" + std::to_string(i) + "]",
                            "op '" + op.name + "' (" + ir::to_string(op.kind) + ") has no linalg form in export-mlir",
                            "export-mlir writes contraction, activation and residual ops");
+    if (op.kind == ir::OpKind::activation && op.clamp_limit > 0)
+      throw ir::InputError(graph.info.name, "blocks[0].ops[" + std::to_string(i) + "].clamp_limit",
+                           "op '" + op.name + "' clamps its inputs; export-mlir's linalg bodies have no clamp",
+                           "export the graph without clamp_limit");
     if (op.kind == ir::OpKind::contraction && op.inputs.size() != 2)
       throw ir::InputError(graph.info.name, "blocks[0].ops[" + std::to_string(i) + "]",
                            "op '" + op.name + "' has a bias operand", "export-mlir writes contractions of two operands");
