@@ -55,7 +55,8 @@ struct Walk {
   std::set<std::string> nf4_weights;      // QLoRA: the linear weights bitsandbytes stores in NF4
   std::set<std::string> quantized;        // activations already quantised for a low-precision GEMM (q, k, v share x)
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
-  int64_t materialised_scores_bytes = 0;  // eager attention's probabilities, dropped by selective recompute
+  int64_t selective_dropped_bytes = 0;    // saved unless selective recompute drops it: eager attention's
+                                          // probabilities, the eager clamp's copy of fc1's output
   double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
   double fwd_flops = 0;                   // local forward FLOPs so far
 
@@ -99,8 +100,9 @@ struct Walk {
   /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
   /// returns the forward seconds, which selective recompute repeats for norms and activations.
   /// Books the framework's eager expert epilogue (expert_epilogue.hpp) when it runs; returns its forward seconds.
+  bool epilogue_runs() const { return eager_expert_epilogue_runs(params.eager_expert_epilogue, ctx.linear_format); }
   double add_epilogue(EpilogueBytes bytes) {
-    if (!eager_expert_epilogue_runs(params.eager_expert_epilogue, ctx.linear_format)) return 0.0;
+    if (!epilogue_runs()) return 0.0;
     const double fwd = memory_time(bytes.fwd);
     cost.fwd_compute_s += fwd;
     cost.bwd_compute_s += memory_time(bytes.bwd);
@@ -441,7 +443,7 @@ void cost_attention(Walk& w, const ir::Op& op) {
   if (w.params.attention_materialised && fwd_rate <= 0) {
     // Eager attention keeps the bf16 probabilities for backward (Korthikanti et al. 2022 §4.1: 2as^2b
     // per layer, without dropout); selective recompute drops them and recomputes the core (§5).
-    w.materialised_scores_bytes += int64_t(dims.batch_heads * dims.s_q * dims.s_kv) * 2;
+    w.selective_dropped_bytes += int64_t(dims.batch_heads * dims.s_q * dims.s_kv) * 2;
     w.cost.selective_recompute_s += fwd_s;
   }
   for (const auto* t : {&q, &k, &v, &o}) w.saved.insert(t->name);
@@ -466,7 +468,11 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
       w.cost.selective_recompute_s +=
           w.add_kernel("activation", elements, n_in * bytes + out_bytes, 2 * n_in * bytes + out_bytes);
-      if (op.clamp_limit > 0 && find_dim(x, 'e')) w.cost.selective_recompute_s += w.add_epilogue(glu_clamp_bytes(n_in * bytes));
+      if (op.clamp_limit > 0 && find_dim(x, 'e') && w.epilogue_runs()) {
+        // The clamped, concatenated copy is what the fused unit saves for backward (expert_epilogue.hpp).
+        w.cost.selective_recompute_s += w.add_epilogue(glu_clamp_bytes(n_in * bytes));
+        w.selective_dropped_bytes += n_in * bytes;
+      }
       for (const auto& in : op.inputs) w.saved.insert(in);
       w.recomputed.insert(op.output);
       break;
@@ -732,7 +738,7 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
     w.cost.saved_bytes_none += bytes;
     if (!w.recomputed.count(name)) w.cost.saved_bytes_selective += bytes;
   }
-  w.cost.saved_bytes_none += w.extra_saved_bytes + w.materialised_scores_bytes;
+  w.cost.saved_bytes_none += w.extra_saved_bytes + w.selective_dropped_bytes;
   w.cost.saved_bytes_selective += w.extra_saved_bytes;
   // Full recompute keeps only what enters the block (Chen et al. 2016 checkpointing; Megatron
   // "full" granularity keeps each layer's input).

@@ -63,6 +63,10 @@ TEST(expert_epilogue, bf16_adds_the_bias_and_clamp_passes_counted_by_hand) {
   const auto ops_on = op_costs(b, ctx, c, on), ops_off = op_costs(b, ctx, c, off);
   EXPECT_NEAR(ops_on[4].fwd_s - ops_off[4].fwd_s, memory_bound_time_s(4 * in_bytes, c, on), 1e-12);
   EXPECT_NEAR(ops_on[moe::kDown].fwd_s - ops_off[moe::kDown].fwd_s, memory_bound_time_s(6 * out_bytes, c, on), 1e-12);
+  // Memory: the clamped copy of fc1's output is saved for the fused unit's backward, unless selective
+  // recompute reruns the activation.
+  EXPECT_EQ(with.saved_bytes_none - without.saved_bytes_none, in_bytes);
+  EXPECT_EQ(with.saved_bytes_selective, without.saved_bytes_selective);
 }
 
 TEST(expert_epilogue, block_scaled_formats_take_the_fused_grouped_mlp) {
