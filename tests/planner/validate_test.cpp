@@ -178,6 +178,25 @@ TEST(Validation, ClampedActivationClampsTheGatedUnit) {
   EXPECT_FALSE(mgt::plan::hf_config(s.shape, 4096).contains("swiglu_limit"));
 }
 
+TEST(Validation, MultiTokenPredictionIsListedNotPricedSilently) {
+  json row = llama_row();
+  row["model"]["type"] = "moe";
+  row["model"]["attention"] = "mla";
+  row["model"]["moe"] = {{"num_experts", 8}, {"top_k", 2}, {"moe_ffn_hidden_size", 1024}, {"shared_experts", 1},
+                         {"shared_expert_ffn_hidden_size", 1024}, {"first_k_dense_layers", 1}};
+  row["model"]["mla"] = {{"q_lora_rank", 512}, {"kv_lora_rank", 256}, {"qk_nope_head_dim", 64}, {"qk_rope_head_dim", 32},
+                         {"v_head_dim", 64}};
+  row["model"]["mtp_layers"] = 1;
+  ValidationSource src = source_with({row});
+  auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "model.mtp_layers 1: multi-token prediction not priced"));
+  for (const auto& block : s.graph.blocks) EXPECT_EQ(block.name.find("mtp"), std::string::npos) << block.name;
+  row["model"]["mtp_layers"] = 0;
+  src = source_with({row});
+  s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_FALSE(any_assumption_has(s.assumptions, "mtp_layers"));
+}
+
 TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {
   const ValidationSource src = source_with({llama_row()});
   const auto results = mgt::plan::validate_row(src, src.rows[0]);
