@@ -71,8 +71,17 @@ std::optional<double> compute_balanced_head(const Graph& graph, const TrainingSe
   return double(graph.info.vocab_size) * hidden / layer;
 }
 
+int64_t mtp_depths(const Graph& graph) {
+  int64_t depths = 0;
+  for (const auto& block : graph.blocks)
+    if (!block.is_layer && std::any_of(block.ops.begin(), block.ops.end(),
+                                       [](const Op& op) { return op.kind == OpKind::attention_core; }))
+      depths += block.repeat;
+  return depths;
+}
+
 std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t pp, int64_t vpp,
-                                                   std::optional<double> compute_balanced_head) {
+                                                   std::optional<double> compute_balanced_head, int64_t mtp_depths) {
   if (pp < 1 || vpp < 1 || num_layers < 0 || pp > std::numeric_limits<int64_t>::max() / vpp) return std::nullopt;
   PipelineSplit split;
   split.num_layers = num_layers, split.pp = pp, split.vpp = vpp, split.virtual_stages = pp * vpp;
@@ -83,6 +92,16 @@ std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t p
     split.head_cost_in_layers = *compute_balanced_head;
     for (int64_t r = 0; r < pp; ++r)
       if (split.layers_in_chunk(r) < 1) return std::nullopt;  // a rank nanotron would leave without layers
+    return split;
+  }
+  if (mtp_depths > 0 && chunks > 1) {
+    split.rule = Rule::mtp_tail;
+    split.mtp_depths = mtp_depths;
+    const int64_t tail_units = 1 + 2 * mtp_depths;  // the loss, each depth's layer and head
+    if (tail_units > std::numeric_limits<int64_t>::max() / 4 || num_layers < chunks - 1) return std::nullopt;
+    const int64_t per_chunk = ceil_div(num_layers + tail_units, chunks);
+    split.last_chunk_layers = std::min(num_layers, std::max<int64_t>(0, per_chunk - tail_units));
+    if (num_layers - split.last_chunk_layers < chunks - 1) return std::nullopt;  // a chunk without layers
     return split;
   }
   if (num_layers % chunks == 0) return split;
@@ -131,6 +150,12 @@ int64_t PipelineSplit::layers_in_chunk(int64_t chunk) const {
       return num_layers / virtual_stages + int64_t(chunk >= 1 && chunk <= extra);
     }
     case Rule::compute_balanced: return balanced_layers_through(*this, chunk) - balanced_layers_through(*this, chunk - 1);
+    case Rule::mtp_tail: {
+      if (chunk == virtual_stages - 1) return last_chunk_layers;
+      const int64_t rest = num_layers - last_chunk_layers, others = virtual_stages - 1;
+      // The remainder goes to the later chunks: the first one, beside the embedding, is the lightest.
+      return rest / others + int64_t(chunk >= others - rest % others);
+    }
   }
   return 0;
 }
@@ -141,7 +166,8 @@ int64_t PipelineSplit::layers_per_chunk() const {
     case Rule::account: return (num_layers + int64_t(embedding_as_layer) + int64_t(loss_as_layer)) / virtual_stages;
     case Rule::first_last: return std::max({first_rank_layers, middle_rank_layers, last_rank_layers}) / vpp;
     case Rule::balanced: return ceil_div(num_layers, virtual_stages);
-    case Rule::compute_balanced: {
+    case Rule::compute_balanced:
+    case Rule::mtp_tail: {
       int64_t most = 0;
       for (int64_t c = 0; c < virtual_stages; ++c) most = std::max(most, layers_in_chunk(c));
       return most;
@@ -159,7 +185,8 @@ int64_t PipelineSplit::chunk_of_layer(int64_t layer) const {
 }
 
 int64_t PipelineSplit::chunk_of_block_after(int64_t layers_before) const {
-  return layers_before == 0 ? 0 : chunk_of_layer(layers_before - 1);
+  if (layers_before == 0) return 0;
+  return layers_before >= num_layers ? virtual_stages - 1 : chunk_of_layer(layers_before - 1);
 }
 
 // ---- mesh geometry ----
@@ -293,7 +320,7 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
                      "plan uses " + str(world_size(plan)) + " GPUs, not --gpus " + str(x.num_gpus),
                      "make the product equal the GPU count");
   const auto head = compute_balanced_head(graph, settings);
-  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp, head);
+  const auto split = PipelineSplit::choose(num_layers(graph), plan.pp, plan.vpp, head, mtp_depths(graph));
   if (!split)
     throw InputError("--plan", "pp*vpp", PipelineSplit::why_none(num_layers(graph), plan.pp, plan.vpp, head, "layers"),
                      "choose pp*vpp of at most the layer count");

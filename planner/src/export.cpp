@@ -67,7 +67,8 @@ bool reshard_after_forward(const Resolved& r) {
 
 ir::PipelineSplit pipeline_split(const Resolved& r) {
   const Plan& p = r.plan;
-  const auto split = r.context.num_layers > 0 ? ir::PipelineSplit::choose(r.context.num_layers, p.pp, p.vpp) : std::nullopt;
+  const auto split = r.context.num_layers > 0 ? ir::PipelineSplit::choose(r.context.num_layers, p.pp, p.vpp, std::nullopt, r.context.mtp_depths)
+                                            : std::nullopt;
   if (!split)
     throw InputError(r.source, "pp",
                      "a pipeline of pp*vpp = " + std::to_string(p.pp * p.vpp) + " stages needs a known layer count of at least that",

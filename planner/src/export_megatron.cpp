@@ -32,13 +32,17 @@ void pipeline_split_flags(const ir::PipelineSplit& split, std::vector<std::strin
       flags.push_back("--decoder-last-pipeline-num-layers " + std::to_string(split.last_rank_layers));
       return;
     case Rule::balanced:
-    case Rule::compute_balanced: {  // one "|"-separated entry per chunk in forward order: E embedding, t layer, L loss
+    case Rule::compute_balanced:
+    case Rule::mtp_tail: {  // one "|"-separated entry per chunk in forward order: E embedding, t layer, m MTP, L loss
       std::string layout;
       for (int64_t c = 0; c < split.virtual_stages; ++c) {
+        const bool last = c == split.virtual_stages - 1;
         if (c > 0) layout += "|";
         if (c == 0) layout += "E";
-        layout += "t*" + std::to_string(split.layers_in_chunk(c));
-        if (c == split.virtual_stages - 1) layout += ",L";
+        const int64_t layers = split.layers_in_chunk(c);
+        if (layers > 0 || !last) layout += "t*" + std::to_string(layers);
+        for (int64_t d = 0; last && d < split.mtp_depths; ++d) layout += layers > 0 || d > 0 ? ",m" : "m";
+        if (last) layout += layers > 0 || split.mtp_depths > 0 ? ",L" : "L";
       }
       flags.push_back("--pipeline-model-parallel-layout \"" + layout + "\"");
       return;
@@ -55,6 +59,8 @@ std::vector<std::string> megatron_flags(const Resolved& r) {
   flags.push_back("--pipeline-model-parallel-size " + std::to_string(p.pp));
   if (p.vpp > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(p.vpp));
   if (r.context.num_layers > 0) flags.push_back("--num-layers " + std::to_string(r.context.num_layers));
+  // megatron/training/arguments.py _add_mtp_args: the layout's "m" entries must match this count.
+  if (r.context.mtp_depths > 0) flags.push_back("--mtp-num-layers " + std::to_string(r.context.mtp_depths));
   if (p.pp > 1) pipeline_split_flags(pipeline_split(r), flags);
   flags.push_back("--context-parallel-size " + std::to_string(p.cp));
   if (p.ep > 1) flags.push_back("--expert-model-parallel-size " + std::to_string(p.ep));

@@ -277,15 +277,17 @@ Refusal pipeline_refusal(const ExportContext& c, bool per_rank_counts) {
   if (layers <= 0)
     return refuse("pp", "a pipeline of pp*vpp = " + str(chunks) + " stages needs the layer count, which is unknown",
                   "export from a model file (mgt-plan <model> ... --emit), which gives the layer count");
-  const auto split = ir::PipelineSplit::choose(layers, p.pp, p.vpp);
+  const auto split = ir::PipelineSplit::choose(layers, p.pp, p.vpp, std::nullopt, c.mtp_depths);
   if (!split)
     return refuse("pp", "pp*vpp = " + str(chunks) + " exceeds the " + str(layers) + " layers", "use fewer pipeline stages");
-  if (split->layers_in_chunk(0) < 1 || split->layers_in_chunk(chunks - 1) < 1)
-    return refuse("pp", "pp*vpp = " + str(chunks) + " leaves the first or last stage no layer", "use fewer pipeline stages");
   using Rule = ir::PipelineSplit::Rule;
+  // Megatron's layout may leave the last chunk to the MTP modules and the loss ("mL").
+  const bool tail_only_last = split->rule == Rule::mtp_tail && per_rank_counts;
+  if (split->layers_in_chunk(0) < 1 || (!tail_only_last && split->layers_in_chunk(chunks - 1) < 1))
+    return refuse("pp", "pp*vpp = " + str(chunks) + " leaves the first or last stage no layer", "use fewer pipeline stages");
   // torchtitan sizes stages as layers_per_stage with the first / last one lighter by the embedding
   // and output it counts as layers: Megatron's even and account-for splits, not per-rank counts.
-  if (!per_rank_counts && (split->rule == Rule::first_last || split->rule == Rule::balanced))
+  if (!per_rank_counts && (split->rule == Rule::first_last || split->rule == Rule::balanced || split->rule == Rule::mtp_tail))
     return refuse("pp",
                   "the " + str(layers) + " layers split over pp*vpp = " + str(chunks) +
                       " chunks only with per-stage layer counts, which torchtitan's layers_per_stage cannot express",

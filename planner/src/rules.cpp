@@ -16,6 +16,7 @@ ModelFacts model_facts(const ir::Graph& graph) {
   ir::TrainingSettings by_compute;
   by_compute.pipeline_balanced_by_compute = true;
   facts.compute_balanced_head = ir::compute_balanced_head(graph, by_compute);
+  facts.mtp_depths = ir::mtp_depths(graph);
   facts.num_experts = graph.info.num_experts;
   if (auto it = graph.info.dim_sources.find('e'); it != graph.info.dim_sources.end()) facts.experts_field = it->second;
   if (graph.info.architecture == "GPT2LMHeadModel") facts.layers_field = "n_layer";
@@ -99,7 +100,7 @@ std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFa
   if (plan.pp > 1 || plan.vpp > 1) {
     if (plan.vpp > 1 && plan.pp == 1) return "vpp=" + std::to_string(plan.vpp) + " needs pp > 1";
     const auto head = settings.pipeline_balanced_by_compute ? facts.compute_balanced_head : std::nullopt;
-    if (!ir::PipelineSplit::choose(facts.num_layers, plan.pp, plan.vpp, head))
+    if (!ir::PipelineSplit::choose(facts.num_layers, plan.pp, plan.vpp, head, facts.mtp_depths))
       return ir::PipelineSplit::why_none(facts.num_layers, plan.pp, plan.vpp, head, facts.layers_field);
   }
   if (auto broken = expert_rule(plan, facts, options.framework)) return broken;

@@ -80,12 +80,14 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
   const auto divs = divisors(num_gpus);
   for (int64_t pp : divs) {
     // The search proposes the splits every pipelining framework expresses: equal chunks, or the
-    // embedding and loss counted as layers (torchtitan's less_layers say it too). Per-rank counts
-    // and layouts (Megatron only) are estimated when a plan asks for them.
+    // embedding and loss counted as layers (torchtitan's less_layers say it too), and for a model
+    // with multi-token prediction Megatron's layout around it. Other per-rank counts and layouts
+    // (Megatron only) are estimated when a plan asks for them.
     const auto splits = [&](int64_t vpp) {
-      const auto split = ir::PipelineSplit::choose(options.num_layers, pp, vpp);
+      const auto split = ir::PipelineSplit::choose(options.num_layers, pp, vpp, std::nullopt, options.mtp_depths);
       using Rule = ir::PipelineSplit::Rule;
-      return split && (split->rule == Rule::even || (split->rule == Rule::account && split->embedding_as_layer));
+      return split && (split->rule == Rule::even || split->rule == Rule::mtp_tail ||
+                       (split->rule == Rule::account && split->embedding_as_layer));
     };
     if (pp > 1 && (options.num_layers == 0 || !splits(1))) continue;
     std::vector<int64_t> vpps{1};
@@ -200,6 +202,7 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   const ModelFacts facts = model_facts(estimator.graph());
   SearchOptions enumerate = options;
   if (enumerate.num_layers == 0) enumerate.num_layers = facts.num_layers;
+  if (enumerate.mtp_depths == 0) enumerate.mtp_depths = facts.mtp_depths;
   if (!options.pipeline) enumerate.num_layers = 0;  // no pp > 1 candidate
   if (enumerate.num_experts == 0) enumerate.num_experts = facts.num_experts;
   const int64_t hbm = estimator.cluster().gpu.hbm_bytes;
@@ -211,6 +214,7 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.gpus_per_node = estimator.cluster().gpus_per_node;
   target.seq_len = estimator.settings().seq_len;
   target.num_layers = estimator.graph().info.num_layers;
+  target.mtp_depths = facts.mtp_depths;
   target.task = estimator.settings().task;
   target.lora = estimator.settings().lora;
   target.non_causal_model = non_causal_model_of(estimator.graph());

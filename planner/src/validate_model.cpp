@@ -196,12 +196,9 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
     m.qk_nope = require_row_int(a, "qk_nope_head_dim", "model.mla");
     m.qk_rope = require_row_int(a, "qk_rope_head_dim", "model.mla");
     m.v_head = require_row_int(a, "v_head_dim", "model.mla");
-    // Multi-token prediction puts one more MoE layer and a second LM head on the last stage; how
-    // Megatron-Bridge rebalances the pipeline around it (pp_layout "Et*4|(t*4|)*14tmL") is not what
-    // the split rules give for interleaved stages, and rows that switch it off say so only in prose.
-    if (const auto mtp = opt_int(model, "mtp_layers", "model"); mtp && *mtp > 0)
-      assumptions.push_back("model.mtp_layers " + std::to_string(*mtp) +
-                            ": multi-token prediction not priced (docs/validation.md §11)");
+    // Multi-token prediction: one more layer and output head per depth on the last pipeline chunk
+    // (ir::PipelineSplit's mtp_tail layout).
+    m.mtp_layers = opt_int(model, "mtp_layers", "model").value_or(0);
     m.head_dim = m.qk_nope + m.qk_rope;
     m.kv_heads = m.heads;
   } else if (const auto d = opt_int(model, "head_dim", "model")) {
@@ -277,6 +274,7 @@ json hf_config(const ModelShape& m, int64_t seq_len) {
     c["moe_intermediate_size"] = m.moe_ffn;
     c["first_k_dense_replace"] = m.dense_layers;
     c["n_shared_experts"] = m.shared_ffn / m.moe_ffn;
+    c["num_nextn_predict_layers"] = m.mtp_layers;
   }
   return c;
 }

@@ -10,6 +10,7 @@
 #include "mgt/planner/search.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <regex>
 
@@ -225,6 +226,16 @@ int64_t setup_model(const ValidationSource& source, const json& row, const json&
   }
   if (seq <= 0) throw RowSkipped("training.seq_length is not stated");
   s.shape = model_shape(model, as);
+  // A row that switched multi-token prediction off says so in its label ("DeepSeekV3 (w/o MTP)").
+  if (s.shape.mtp_layers > 0 && row.contains("model_label_in_source") && row["model_label_in_source"].is_string()) {
+    std::string label = row["model_label_in_source"].get<std::string>();
+    std::transform(label.begin(), label.end(), label.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    if (label.find("w/o mtp") != std::string::npos || label.find("without mtp") != std::string::npos) {
+      as.push_back("model_label_in_source \"" + row["model_label_in_source"].get<std::string>() +
+                   "\": multi-token prediction off (model.mtp_layers " + std::to_string(s.shape.mtp_layers) + " not built)");
+      s.shape.mtp_layers = 0;
+    }
+  }
   const json config = hf_config(s.shape, seq);
   try {
     s.graph = ir::graph_from_hf_config(config, source.name + ".json#" + row["id"].get<std::string>());

@@ -200,6 +200,40 @@ TEST(PipelineSplit, DeepSeekV3On16StagesGivesFirstAndLastCounts) {
   EXPECT_EQ(per_stage, expected);
 }
 
+TEST(PipelineSplit, MultiTokenPredictionTakesMegatronBridgesDeepSeekLayouts) {
+  // The loss counts as one layer and the MTP depth as two (its layer and output head): 61 + 3 = 64 units.
+  // 16 chunks of 4: the last keeps 4 - 3 = 1 layer, "Et*4|(t*4|)*14tmL" (Megatron-Bridge, pp 2 x vpp 8).
+  const PipelineSplit sixteen = *PipelineSplit::choose(61, 2, 8, std::nullopt, 1);
+  EXPECT_EQ(sixteen.rule, PipelineSplit::Rule::mtp_tail);
+  std::vector<int64_t> expected(16, 4);
+  expected.back() = 1;
+  EXPECT_EQ(chunk_layers(sixteen), expected);
+  // 32 chunks of 2 (pp 8 x vpp 4, its H100 recipe): the last holds only MTP and the loss, the 61
+  // layers fill the other 31 with the first (beside the embedding) the lighter: "Et|(tt|)*30mL".
+  const PipelineSplit thirty_two = *PipelineSplit::choose(61, 8, 4, std::nullopt, 1);
+  expected.assign(32, 2);
+  expected.front() = 1;
+  expected.back() = 0;
+  EXPECT_EQ(chunk_layers(thirty_two), expected);
+  // pp 8: 8 units a chunk, the last 8 - 3 = 5 layers, the other seven 56 / 7 = 8.
+  expected.assign(8, 8);
+  expected.back() = 5;
+  EXPECT_EQ(chunk_layers(*PipelineSplit::choose(61, 8, 1, std::nullopt, 1)), expected);
+  // Too many chunks for the layers: none.
+  EXPECT_FALSE(PipelineSplit::choose(61, 64, 1, std::nullopt, 1));
+  // The model's blocks: the head and the MTP modules sit on the last chunk even when it holds no layer.
+  const Graph graph = load_model(model("DeepSeek-V3.json"));
+  ASSERT_EQ(mtp_depths(graph), 1);
+  std::vector<int64_t> layers(32, 0), tail_chunks;
+  for_each_block_copy(graph, thirty_two, [&](size_t b, int64_t, int64_t chunk) {
+    if (graph.blocks[b].is_layer) ++layers[size_t(chunk)];
+    else if (graph.blocks[b].name != "embed") tail_chunks.push_back(chunk);
+  });
+  EXPECT_EQ(layers, chunk_layers(thirty_two));
+  EXPECT_EQ(tail_chunks, (std::vector<int64_t>{31, 31, 31}));  // head, mtp_proj, mtp_layer
+  EXPECT_EQ(thirty_two.chunk_of_block_after(61), 31);
+}
+
 TEST(PipelineSplit, OddLayersOverInterleavedStagesBalanceChunks) {
   // 61 layers on pp 8 x vpp 2 = 16 chunks: per-rank counts must divide by vpp = 2, which an odd total
   // cannot give, so the chunks take 61 / 16 = 3 layers with the 13 extra on chunks 1..13 (a

@@ -109,7 +109,7 @@ const Names kDeepSpeedRemovedZeroKeys{"mics_shard_size", "mics_hierarchical_para
 // TrainingConfig / CheckpointConfig / DistributedInitConfig fields (--field-name).
 const Names kMegatronFlags{
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank",
-    "--num-layers", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+    "--num-layers", "--mtp-num-layers", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--sequence-parallel", "--micro-batch-size",
     "--global-batch-size", "--seq-length", "--bf16", "--recompute-granularity", "--recompute-method",
@@ -335,6 +335,29 @@ TEST(ExportKeys, MegatronUnevenPipelineFirstLastCountsAndLayout) {
   const std::string loss = export_plan(ExportFormat::megatron, context_for(make_plan(1, 1, 1, 1, 8, 1, 8), "x", 31));
   EXPECT_TRUE(megatron_plan_flags(loss).count("--account-for-loss-in-pipeline-split")) << loss;
   EXPECT_FALSE(megatron_plan_flags(loss).count("--account-for-embedding-in-pipeline-split")) << loss;
+}
+
+TEST(ExportKeys, MegatronLayoutPutsMultiTokenPredictionOnTheLastChunk) {
+  // DeepSeek-V3 with its MTP depth on pp 8 x vpp 4: Megatron-Bridge's H100 layout "Et|(tt|)*30mL".
+  Plan plan = make_plan(1, 4, 1, 1, 8, 1, 8);
+  plan.vpp = 4;
+  ExportContext c = context_for(plan, "DeepSeek-V3", 61);
+  c.mtp_depths = 1;
+  const std::string text = export_plan(ExportFormat::megatron, c);
+  std::string expected = "\"Et*1";
+  for (int chunk = 1; chunk <= 30; ++chunk) expected += "|t*2";
+  expected += "|m,L\"";
+  EXPECT_EQ(megatron_flag(text, "--pipeline-model-parallel-layout"), expected) << text;
+  EXPECT_EQ(megatron_flag(text, "--mtp-num-layers"), "1") << text;
+  // pp 16: "Et*4|(t*4|)*14t*1,m,L".
+  c = context_for(make_plan(1, 4, 1, 1, 16, 1, 4), "DeepSeek-V3", 61);
+  c.mtp_depths = 1;
+  expected = "\"Et*4";
+  for (int chunk = 1; chunk <= 14; ++chunk) expected += "|t*4";
+  expected += "|t*1,m,L\"";
+  EXPECT_EQ(megatron_flag(export_plan(ExportFormat::megatron, c), "--pipeline-model-parallel-layout"), expected);
+  // torchtitan cannot express a per-chunk layout.
+  EXPECT_TRUE(mgt::plan::export_refusal(ExportFormat::torchtitan, c).has_value());
 }
 
 TEST(ExportKeys, MegatronExpertTensorParallelOnlyWhenItDiffersFromTp) {

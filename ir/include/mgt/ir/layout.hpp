@@ -47,7 +47,7 @@ int64_t num_layers(const Graph& graph);
 struct PipelineSplit {
   /// compute_balanced: nanotron's (vpp 1 only), the layers cut where the running cost crosses each
   /// rank's share, the LM head weighing `head_cost_in_layers` layers (choose's last argument).
-  enum class Rule { even, account, first_last, balanced, compute_balanced };
+  enum class Rule { even, account, first_last, balanced, compute_balanced, mtp_tail };
   PipelineSplit() = default;  // not an aggregate: {layers, chunks} would read as {layers, pp}; use choose()
   int64_t num_layers = 0;
   int64_t pp = 1, vpp = 1;
@@ -57,13 +57,23 @@ struct PipelineSplit {
   /// first_last: layers on the first, each middle and the last pipeline rank (all its chunks).
   int64_t first_rank_layers = 0, middle_rank_layers = 0, last_rank_layers = 0;
   double head_cost_in_layers = 0;  ///< compute_balanced: the LM head's cost in layers
+  /// mtp_tail: multi-token prediction depths on the last chunk, and the decoder layers beside them.
+  int64_t mtp_depths = 0, last_chunk_layers = 0;
 
   /// The split of `num_layers` over pp * vpp chunks, or nullopt when there is none (fewer layers
   /// than chunks, or pp, vpp below 1 or their product overflowing). With `compute_balanced_head`
   /// (the framework balances compute, TrainingSettings::pipeline_balanced_by_compute) it is
   /// nanotron's split, nullopt for vpp > 1 or when a rank would hold no layer.
+  ///
+  /// A model with multi-token prediction (`mtp_depths` > 0: DeepSeek-V3's MTP layers, which sit on
+  /// the last chunk with the loss) is split as Megatron-Bridge's DeepSeek-V3 layouts do
+  /// (`--pipeline-model-parallel-layout`, e.g. "Et*4|(t*4|)*14tmL" for 16 chunks, "Et|(tt|)*30mL"
+  /// for 32): the loss counts as one layer and each MTP depth as two (its layer and its output
+  /// head), chunks hold ceil((layers + units) / chunks) units, the last chunk what its units leave
+  /// for decoder layers (possibly none), the other chunks the rest evenly, the first the lightest.
   static std::optional<PipelineSplit> choose(int64_t num_layers, int64_t pp, int64_t vpp,
-                                             std::optional<double> compute_balanced_head = std::nullopt);
+                                             std::optional<double> compute_balanced_head = std::nullopt,
+                                             int64_t mtp_depths = 0);
   /// Why choose() (same arguments) finds no split, one sentence naming `layers_field`.
   static std::string why_none(int64_t num_layers, int64_t pp, int64_t vpp, std::optional<double> compute_balanced_head,
                               const std::string& layers_field);
@@ -77,7 +87,8 @@ struct PipelineSplit {
   /// The virtual stage (chunk) of layer `layer` (0-based, forward order).
   int64_t chunk_of_layer(int64_t layer) const;
   /// The chunk of a non-layer block placed after `layers_before` layers: before any layer it joins
-  /// the first chunk (embedding), otherwise the chunk of the layer before it (LM head, loss).
+  /// the first chunk (embedding), after every layer the last chunk (LM head, loss, MTP: Megatron's
+  /// post-process stage, which may hold no decoder layer), otherwise the chunk of the layer before it.
   int64_t chunk_of_block_after(int64_t layers_before) const;
 };
 
@@ -86,6 +97,10 @@ struct PipelineSplit {
 /// vocab·hidden, everything else 0), from the graph's hidden, vocab and its layers' ffn dim;
 /// nullopt unless `settings` balance by compute or when the graph lacks those sizes.
 std::optional<double> compute_balanced_head(const Graph& graph, const TrainingSettings& settings);
+
+/// Multi-token prediction depths of `graph`: copies of non-layer blocks that hold attention (an MTP
+/// module's transformer layer, which Megatron places beside the head, not among the decoder layers).
+int64_t mtp_depths(const Graph& graph);
 
 /// Calls `place(block_index, copy, chunk)` for every copy of every block of `graph` in forward
 /// order, with the pipeline chunk that holds it. Physical stage k holds chunks k, k + pp, ...
@@ -102,6 +117,8 @@ void for_each_block_copy(const Graph& graph, const PipelineSplit& split, Place&&
       if (block.is_layer) {
         while (layer >= chunk_end && chunk + 1 < split.virtual_stages) chunk_end += split.layers_in_chunk(++chunk);
         ++layer;
+      } else if (layer > 0 && layer == split.num_layers) {
+        chunk = split.virtual_stages - 1;  // head, loss, MTP: the last chunk, even one without layers
       }
       place(b, r, chunk);
     }

@@ -40,6 +40,8 @@ struct ExportContext {
   /// Empty for a causal language model; else what the model is instead (non_causal_model_of), which
   /// the formats that only train causal language models refuse, naming it.
   std::string non_causal_model{};
+  /// Multi-token prediction depths (ir::mtp_depths): Megatron's layout puts them on the last chunk.
+  int64_t mtp_depths = 0;
 };
 
 /// "" when `graph` is a causal language model (every attention causal, a loss); else a short

@@ -36,6 +36,7 @@ struct ModelFacts {
   /// The LM head's cost in layers as nanotron weighs them (ir::compute_balanced_head), for the
   /// pipeline split of frameworks that balance compute.
   std::optional<double> compute_balanced_head;
+  int64_t mtp_depths = 0;         ///< multi-token prediction depths (ir::mtp_depths): the last chunk's tail
 };
 ModelFacts model_facts(const ir::Graph& graph);
 

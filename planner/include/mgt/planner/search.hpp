@@ -23,6 +23,7 @@ struct SearchOptions {
   std::vector<ir::Recompute> recompute_modes = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
   int64_t max_vpp = 8;        ///< interleaving factors tried: divisors of layers / pp up to this
   int64_t num_layers = 0;     ///< pipeline stages split these; 0 = no pipeline parallel in the search
+  int64_t mtp_depths = 0;     ///< multi-token prediction depths on the last chunk (ir::PipelineSplit::choose)
   int64_t num_experts = 0;    ///< expert parallel sizes tried: divisors of this; 0 = ep 1 only
   int64_t top = 5;  ///< plans kept in the result
   /// Rank only plans this framework can express (export_refusal); the others are counted among the

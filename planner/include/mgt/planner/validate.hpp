@@ -64,6 +64,7 @@ struct ModelShape {
   // DeepSeek multi-head latent attention.
   bool mla = false;
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  int64_t mtp_layers = 0;  ///< model.mtp_layers: DeepSeek-V3 multi-token prediction depths (MLA models)
   double published_params = 0;  ///< params_B * 1e9; 0 when not stated
   /// model.attention_pattern: a sliding window of this many tokens (0: full attention everywhere),
   /// on every layer or, when `window_alternates`, on the even layers (the odd ones attend fully).
