@@ -67,10 +67,11 @@ struct PipelineSplit {
   ///
   /// A model with multi-token prediction (`mtp_depths` > 0: DeepSeek-V3's MTP layers, which sit on
   /// the last chunk with the loss) is split as Megatron-Bridge's DeepSeek-V3 layouts do
-  /// (`--pipeline-model-parallel-layout`, e.g. "Et*4|(t*4|)*14tmL" for 16 chunks, "Et|(tt|)*30mL"
-  /// for 32): the loss counts as one layer and each MTP depth as two (its layer and its output
-  /// head), chunks hold ceil((layers + units) / chunks) units, the last chunk what its units leave
-  /// for decoder layers (possibly none), the other chunks the rest evenly, the first the lightest.
+  /// (`--pipeline-model-parallel-layout`; recipes/deepseek/deepseek_v3.py layout_map: 16 chunks
+  /// "Et*4|(t*4|)*14tmL", 8 "Et*8|(t*8|)*6t*5mL", 4 "Et*16|t*16|t*16|t*13mL"; the H100 recipe's 32
+  /// "Et|(tt|)*30mL"): the loss counts as one layer and each MTP depth as two (its layer and its
+  /// output head), chunks hold ceil((layers + units) / chunks) units, the last chunk what its units
+  /// leave for decoder layers (possibly none), the other chunks the rest evenly, the first the lightest.
   static std::optional<PipelineSplit> choose(int64_t num_layers, int64_t pp, int64_t vpp,
                                              std::optional<double> compute_balanced_head = std::nullopt,
                                              int64_t mtp_depths = 0);
