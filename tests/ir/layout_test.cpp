@@ -219,6 +219,8 @@ TEST(PipelineSplit, MultiTokenPredictionTakesMegatronBridgesDeepSeekLayouts) {
   expected.assign(8, 8);
   expected.back() = 5;
   EXPECT_EQ(chunk_layers(*PipelineSplit::choose(61, 8, 1, std::nullopt, 1)), expected);
+  // pp 4: 16 units a chunk, "Et*16|t*16|t*16|t*13mL" (the recipe's layout_map).
+  EXPECT_EQ(chunk_layers(*PipelineSplit::choose(61, 4, 1, std::nullopt, 1)), (std::vector<int64_t>{16, 16, 16, 13}));
   // Too many chunks for the layers: none.
   EXPECT_FALSE(PipelineSplit::choose(61, 64, 1, std::nullopt, 1));
   // The model's blocks: the head and the MTP modules sit on the last chunk even when it holds no layer.
