@@ -1,5 +1,5 @@
 // Calibration of the framework profiles' fitted in-step members (one value for every profile) against
-// the published runs in examples/validation (docs/cost-model.md §7): the library's coordinate descent
+// the published runs in examples/validation (docs/calibration.md): the library's coordinate descent
 // (planner/calibrate.hpp) over its parameter table, from the shipped constants, on every source.
 // Prints the fitted values, which are then written into FrameworkProfile's member initialisers
 // (cost_model/include/mgt/cost_model/framework_profile.hpp) by hand (docs/cost-model.md §9).

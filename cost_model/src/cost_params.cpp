@@ -1,4 +1,4 @@
-// Cost-model constants: the profile-less default and the CPU backend (docs/cost-model.md §7, §9).
+// Cost-model constants: the profile-less default and the CPU backend (docs/calibration.md, docs/cost-model.md §9).
 // GPU constants come from the kernel model and a framework profile (framework_profile.cpp).
 #include "mgt/cost_model/cost_params.hpp"
 

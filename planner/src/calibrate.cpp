@@ -1,4 +1,4 @@
-// Fitted cost constants (planner/calibrate.hpp, docs/cost-model.md §7): the parameter table, rows
+// Fitted cost constants (planner/calibrate.hpp, docs/calibration.md): the parameter table, rows
 // prepared once and re-estimated per trial, and the coordinate-descent fit. Cross-validation and the
 // rank-order check: cross_validate.cpp.
 #include "mgt/planner/calibrate.hpp"

@@ -1,5 +1,5 @@
 // The calibration bounds of issue 3 on the published measurements in examples/validation: a change
-// to the cost model that makes predictions worse than these fails CI (docs/cost-model.md §7).
+// to the cost model that makes predictions worse than these fails CI (docs/calibration.md).
 #include "mgt/planner/validate.hpp"
 
 #include <gtest/gtest.h>

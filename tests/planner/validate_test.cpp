@@ -8,6 +8,7 @@
 #include "mgt/ir/error.hpp"
 #include "mgt/ir/layout.hpp"
 #include "validation_hardware.hpp"
+#include "validation_rows.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -23,44 +24,15 @@
 namespace {
 
 using nlohmann::json;
+using mgt::test::any_assumption_has;
+using mgt::test::gpt_row;
 using mgt::test::h100_block;
+using mgt::test::llama_row;
+using mgt::test::source_with;
 using mgt::plan::FlopConvention;
 using mgt::plan::MetricKind;
 using mgt::plan::ValidationResult;
 using mgt::plan::ValidationSource;
-
-/// A Llama-like dense row (8B-style, 2 layers to stay small) with an iteration time.
-json llama_row() {
-  return json::parse(R"({
-    "id": "llama_row", "system": "h100",
-    "model": {"name": "Llama-mini", "type": "dense", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
-              "num_kv_heads": 8, "head_dim": 128, "ffn_hidden_size": 14336, "vocab_size": 128256, "seq_length": 8192,
-              "activation": "swiglu", "normalization": "rmsnorm", "tied_embeddings": false, "params_B": 1.0},
-    "training": {"global_batch_size_seqs": 64, "micro_batch_size": 2, "seq_length": 4096},
-    "parallel": {"num_gpus": 16, "dp": 8, "tp": 2, "pp": 1, "vpp": null, "cp": 1, "ep": 1,
-                 "sequence_parallel": true, "zero_stage": 3, "fsdp": true},
-    "recompute": "selective", "precision": "bf16",
-    "measured": {"iteration_time_s": 2.5}})");
-}
-
-/// A Megatron-GPT-like row (plain GeLU MLP, LayerNorm).
-json gpt_row() {
-  return json::parse(R"({
-    "id": "gpt_row", "system": "h100",
-    "model": {"name": "GPT-mini", "type": "dense", "num_layers": 4, "hidden_size": 2048, "num_attention_heads": 16,
-              "num_kv_heads": 16, "head_dim": 128, "ffn_hidden_size": 8192, "vocab_size": 51200, "seq_length": 2048,
-              "activation": "gelu", "normalization": "layernorm", "tied_embeddings": false, "params_B": 0.33},
-    "training": {"global_batch_size_seqs": 32, "micro_batch_size": 1, "seq_length": 2048},
-    "parallel": {"num_gpus": 8, "dp": 8, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero_stage": 0, "fsdp": false},
-    "recompute": "full", "precision": "fp16 mixed",
-    "measured": {}})");
-}
-
-ValidationSource source_with(const std::vector<json>& rows, const std::string& notes = "",
-                             const json& block = h100_block()) {
-  json doc = {{"source", "synthetic"}, {"source_notes", notes}, {"hardware", {{"h100", block}}}, {"rows", rows}};
-  return mgt::plan::validation_source_from_json(doc, "synthetic.json");
-}
 
 bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)); }
 
@@ -111,92 +83,6 @@ TEST(Validation, LlamaRowBuildsGraphClusterPlanAndSettings) {
   EXPECT_EQ(s.settings.compute_dtype, mgt::ir::DType::bf16);
   EXPECT_FALSE(s.settings.fp8_linears);
   EXPECT_DOUBLE_EQ(s.peak_flops_per_s, 989e12);
-}
-
-/// The window of each layer block's attention (0: full), in layer order.
-std::vector<int64_t> layer_windows(const mgt::ir::Graph& g) {
-  std::vector<int64_t> out;
-  for (const auto& b : g.blocks)
-    for (const auto& op : b.ops)
-      if (op.kind == mgt::ir::OpKind::attention_core)
-        for (int64_t r = 0; r < b.repeat; ++r) out.push_back(op.sliding_window);
-  return out;
-}
-
-bool any_assumption_has(const std::vector<std::string>& assumptions, const std::string& text) {
-  return std::any_of(assumptions.begin(), assumptions.end(),
-                     [&](const std::string& a) { return a.find(text) != std::string::npos; });
-}
-
-TEST(Validation, AttentionPatternGivesTheRowsSlidingWindowPerLayer) {
-  json row = llama_row();
-  row["model"]["num_layers"] = 4;
-  row["model"]["attention_pattern"] = "alternating full / sliding-window(128) attention, attention sinks";
-  ValidationSource src = source_with({row});
-  auto s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_EQ(s.shape.sliding_window, 128);
-  EXPECT_TRUE(s.shape.window_alternates);
-  EXPECT_EQ(mgt::plan::hf_config(s.shape, 4096)["model_type"], "mistral");  // the llama layer with windows
-  EXPECT_EQ(layer_windows(s.graph), (std::vector<int64_t>{128, 0, 128, 0}));
-  EXPECT_TRUE(any_assumption_has(s.assumptions, "attention sinks not priced"));
-
-  row["model"]["attention_pattern"] = "sliding window 4096 on every layer";
-  src = source_with({row});
-  s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_EQ(layer_windows(s.graph), (std::vector<int64_t>{4096, 4096, 4096, 4096}));
-
-  // No size: full attention, said so. A plain-MLP (gpt2) model has no window: full, said so.
-  row["model"]["attention_pattern"] = "sliding-window attention (size not given)";
-  src = source_with({row});
-  s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_EQ(s.shape.sliding_window, 0);
-  EXPECT_EQ(layer_windows(s.graph), (std::vector<int64_t>{0, 0, 0, 0}));
-  EXPECT_TRUE(any_assumption_has(s.assumptions, "states no window size"));
-  json gpt = gpt_row();
-  gpt["model"]["attention_pattern"] = "alternating sliding-window(256)";
-  src = source_with({gpt});
-  s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_EQ(s.shape.sliding_window, 0);
-  EXPECT_TRUE(any_assumption_has(s.assumptions, "gpt2 family has no sliding window"));
-}
-
-TEST(Validation, ClampedActivationClampsTheGatedUnit) {
-  json row = llama_row();
-  row["model"]["activation"] = "swiglu (clamped)";
-  ValidationSource src = source_with({row});
-  auto s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_TRUE(s.shape.glu_clamped);
-  EXPECT_EQ(mgt::plan::hf_config(s.shape, 4096)["swiglu_limit"], 7.0);
-  EXPECT_TRUE(any_assumption_has(s.assumptions, "inputs of the gated unit clamped"));
-  int clamped = 0;
-  for (const auto& block : s.graph.blocks)
-    for (const auto& op : block.ops) clamped += op.clamp_limit == 7.0 ? int(block.repeat) : 0;
-  EXPECT_EQ(clamped, row["model"]["num_layers"].get<int>());  // every layer's gated unit
-  row["model"]["activation"] = "swiglu";
-  src = source_with({row});
-  s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_FALSE(s.shape.glu_clamped);
-  EXPECT_FALSE(mgt::plan::hf_config(s.shape, 4096).contains("swiglu_limit"));
-}
-
-TEST(Validation, MultiTokenPredictionIsBuiltUnlessTheLabelSwitchesItOff) {
-  json row = llama_row();
-  row["model"]["type"] = "moe";
-  row["model"]["attention"] = "mla";
-  row["model"]["moe"] = {{"num_experts", 8}, {"top_k", 2}, {"moe_ffn_hidden_size", 1024}, {"shared_experts", 1},
-                         {"shared_expert_ffn_hidden_size", 1024}, {"first_k_dense_layers", 1}};
-  row["model"]["mla"] = {{"q_lora_rank", 512}, {"kv_lora_rank", 256}, {"qk_nope_head_dim", 64}, {"qk_rope_head_dim", 32},
-                         {"v_head_dim", 64}};
-  row["model"]["mtp_layers"] = 1;
-  ValidationSource src = source_with({row});
-  auto s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_EQ(mgt::ir::mtp_depths(s.graph), 1);
-  // "DeepSeekV3 (w/o MTP)": the rows that switched it off say so in their label only.
-  row["model_label_in_source"] = "DeepSeekV3 (w/o MTP)";
-  src = source_with({row});
-  s = mgt::plan::setup_row(src, src.rows[0]);
-  EXPECT_EQ(mgt::ir::mtp_depths(s.graph), 0);
-  EXPECT_TRUE(any_assumption_has(s.assumptions, "multi-token prediction off"));
 }
 
 TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {

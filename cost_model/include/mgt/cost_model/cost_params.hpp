@@ -154,7 +154,7 @@ inline double exposed_under_overlap(double comm_s, double compute_s, double hidd
 /// (framework_profile.hpp). What `Estimator` uses unless given explicit params.
 CostParams default_cost_params(const ir::GpuSpec& gpu);
 
-/// The CPU backend's constants (gpu.arch cpu; docs/cost-model.md §7): what the executor itself does,
+/// The CPU backend's constants (gpu.arch cpu; docs/calibration.md): what the executor itself does,
 /// whatever framework a GPU run would use.
 CostParams cpu_cost_params();
 

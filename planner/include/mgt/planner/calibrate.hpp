@@ -1,5 +1,5 @@
 // Calibration of the cost model's fitted constants against published training runs
-// (docs/cost-model.md §7) and the honest score of that fit: leave-one-source-out cross-validation
+// (docs/calibration.md) and the honest score of that fit: leave-one-source-out cross-validation
 // (`mgt-plan validate --cv`, docs/validation.md). A fitted parameter is a named, physically bounded
 // constant with a scope saying which rows it applies to; nothing is keyed on a model, a source or a
 // row. bench/calibrate.cpp prints a fit over every source; cross_validate refits once per left-out
@@ -67,7 +67,7 @@ std::vector<double> shipped_values(const std::vector<FittedParameter>& parameter
 /// rows), else the member initialiser of cost::CostParams. A start that remembers no source.
 std::vector<double> prior_values(const std::vector<FittedParameter>& parameters);
 
-/// How the fit weighs the rows' errors (docs/cost-model.md §7 "Objective"). A row's residual is
+/// How the fit weighs the rows' errors (docs/calibration.md "Objective"). A row's residual is
 /// r = ln(predicted / measured), so 2x too slow and 2x too fast cost alike and a source's constant
 /// offset is one shift for every row; its loss is rho(r), summed with per-row weights and divided by
 /// the weights' sum; the parameters' distance from their priors is added as a mild penalty.
@@ -78,7 +78,7 @@ struct Objective {
     biweight,  ///< Tukey's biweight: a row beyond `scale` costs a constant and pulls not at all
   };
   /// Huber: convex, so the fit does not depend on where it starts, and a row's pull is bounded by
-  /// `scale` however far off the row is (docs/cost-model.md §7 "Objective" for the choice).
+  /// `scale` however far off the row is (docs/calibration.md "Objective" for the choice).
   Loss loss = Loss::huber;
   /// |r| where the loss stops growing quadratically (huber) or at all (biweight), in log units:
   /// 0.35 = ln 1.42, beyond what the fitted in-step shares can move a row's prediction within their
