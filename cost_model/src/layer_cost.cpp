@@ -99,8 +99,9 @@ struct Walk {
   }
   /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
   /// returns the forward seconds, which selective recompute repeats for norms and activations.
-  /// Books the framework's eager expert epilogue (expert_epilogue.hpp) when it runs; returns its forward seconds.
+  /// Whether the framework runs the eager expert epilogue at this precision (expert_epilogue.hpp).
   bool epilogue_runs() const { return eager_expert_epilogue_runs(params.eager_expert_epilogue, ctx.linear_format); }
+  /// Books that epilogue's passes when it runs; returns its forward seconds.
   double add_epilogue(EpilogueBytes bytes) {
     if (!epilogue_runs()) return 0.0;
     const double fwd = memory_time(bytes.fwd);

@@ -98,7 +98,7 @@ std::optional<PipelineSplit> PipelineSplit::choose(int64_t num_layers, int64_t p
     split.rule = Rule::mtp_tail;
     split.mtp_depths = mtp_depths;
     const int64_t tail_units = 1 + 2 * mtp_depths;  // the loss, each depth's layer and head
-    if (tail_units > std::numeric_limits<int64_t>::max() / 4 || num_layers < chunks - 1) return std::nullopt;
+    if (mtp_depths > num_layers || num_layers < chunks - 1) return std::nullopt;
     const int64_t per_chunk = ceil_div(num_layers + tail_units, chunks);
     split.last_chunk_layers = std::min(num_layers, std::max<int64_t>(0, per_chunk - tail_units));
     if (num_layers - split.last_chunk_layers < chunks - 1) return std::nullopt;  // a chunk without layers
@@ -166,8 +166,8 @@ int64_t PipelineSplit::layers_per_chunk() const {
     case Rule::account: return (num_layers + int64_t(embedding_as_layer) + int64_t(loss_as_layer)) / virtual_stages;
     case Rule::first_last: return std::max({first_rank_layers, middle_rank_layers, last_rank_layers}) / vpp;
     case Rule::balanced: return ceil_div(num_layers, virtual_stages);
-    case Rule::compute_balanced:
-    case Rule::mtp_tail: {
+    case Rule::mtp_tail: return std::max(last_chunk_layers, ceil_div(num_layers - last_chunk_layers, virtual_stages - 1));
+    case Rule::compute_balanced: {
       int64_t most = 0;
       for (int64_t c = 0; c < virtual_stages; ++c) most = std::max(most, layers_in_chunk(c));
       return most;

@@ -10,7 +10,6 @@
 #include "mgt/planner/search.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <regex>
 
@@ -228,8 +227,7 @@ int64_t setup_model(const ValidationSource& source, const json& row, const json&
   s.shape = model_shape(model, as);
   // A row that switched multi-token prediction off says so in its label ("DeepSeekV3 (w/o MTP)").
   if (s.shape.mtp_layers > 0 && row.contains("model_label_in_source") && row["model_label_in_source"].is_string()) {
-    std::string label = row["model_label_in_source"].get<std::string>();
-    std::transform(label.begin(), label.end(), label.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    const std::string label = lower(row["model_label_in_source"].get<std::string>());
     if (label.find("w/o mtp") != std::string::npos || label.find("without mtp") != std::string::npos) {
       as.push_back("model_label_in_source \"" + row["model_label_in_source"].get<std::string>() +
                    "\": multi-token prediction off (model.mtp_layers " + std::to_string(s.shape.mtp_layers) + " not built)");

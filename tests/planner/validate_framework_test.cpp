@@ -4,6 +4,7 @@
 #include "mgt/planner/validate.hpp"
 
 #include "mgt/cost_model/estimator.hpp"
+#include "validation_rows.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@ namespace {
 
 using nlohmann::json;
 using mgt::plan::ValidationSource;
+using mgt::test::any_assumption_has;
 
 json gpt_row() {
   return json::parse(R"({
@@ -37,22 +39,18 @@ ValidationSource source_with(const json& row, const json& framework) {
   return mgt::plan::validation_source_from_json(doc, "synthetic.json");
 }
 
-bool has(const std::vector<std::string>& lines, const std::string& text) {
-  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
-}
-
 TEST(ValidationFramework, TheFilesFrameworkSelectsTheProfileAndARowsOwnWins) {
   const json file_fw = {{"name", "megatron-lm"}, {"version", "2021"}, {"features", json::array()}};
   auto s = mgt::plan::setup_row(source_with(gpt_row(), file_fw), gpt_row());
   EXPECT_EQ(s.framework.name, "megatron-lm");
-  EXPECT_TRUE(has(s.assumptions, "framework: megatron-lm"));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "framework: megatron-lm"));
   json row = gpt_row();
   row["framework"] = {{"name", "nemo"}, {"features", {"tp-comm-overlap"}}};
   s = mgt::plan::setup_row(source_with(row, file_fw), row);
   EXPECT_EQ(s.framework.name, "megatron-core");
   EXPECT_TRUE(s.framework.tp_comm_overlap);
-  EXPECT_TRUE(has(s.assumptions, "framework: megatron-core with tp-comm-overlap"));
-  EXPECT_TRUE(has(s.assumptions, "framework nemo: the megatron-core profile"));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "framework: megatron-core with tp-comm-overlap"));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "framework nemo: the megatron-core profile"));
 }
 
 // A stated ZeRO stage the framework does not offer is priced as stated and listed, naming what the
@@ -63,9 +61,9 @@ TEST(ValidationFramework, StatedZeroStageTheFrameworkLacksIsListed) {
   row["parallel"]["zero_stage"] = 3;
   const auto s = mgt::plan::setup_row(source_with(row, file_fw), row);
   EXPECT_EQ(s.plan.zero_stage, 3);
-  EXPECT_TRUE(has(s.assumptions, "parallel.zero_stage 3: the megatron-lm profile offers ZeRO 0, 1; priced as ZeRO-3"));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "parallel.zero_stage 3: the megatron-lm profile offers ZeRO 0, 1; priced as ZeRO-3"));
   row["parallel"]["zero_stage"] = 1;
-  EXPECT_FALSE(has(mgt::plan::setup_row(source_with(row, file_fw), row).assumptions, "profile offers ZeRO"));
+  EXPECT_FALSE(any_assumption_has(mgt::plan::setup_row(source_with(row, file_fw), row).assumptions, "profile offers ZeRO"));
 }
 
 TEST(ValidationFramework, TheEstimateUsesTheProfilesConstants) {
@@ -95,9 +93,9 @@ TEST(ValidationFramework, UnstatedZeroStageIsTheFastestTheFrameworkOffers) {
   const auto results = mgt::plan::validate_row(src, row);
   ASSERT_TRUE(results.front().estimate.has_value());
   const auto& a = results.front().assumptions;
-  EXPECT_TRUE(has(a, "parallel.zero_stage not stated: ")) << a.size();
-  EXPECT_TRUE(has(a, "(what megatron-lm offers)"));
-  EXPECT_TRUE(has(a, "parallel.sequence_parallel not stated: "));
+  EXPECT_TRUE(any_assumption_has(a, "parallel.zero_stage not stated: ")) << a.size();
+  EXPECT_TRUE(any_assumption_has(a, "(what megatron-lm offers)"));
+  EXPECT_TRUE(any_assumption_has(a, "parallel.sequence_parallel not stated: "));
   // The chosen plan is the fastest that fits of the four combinations.
   double fastest = 1e300;
   const mgt::cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings,
@@ -156,7 +154,7 @@ TEST(ValidationFramework, UnstatedRecomputeTakesTheFewestBlockLayersThatFit) {
   const auto& chosen = results.front().estimate->plan;
   EXPECT_EQ(chosen.recompute, mgt::ir::Recompute::full);
   EXPECT_EQ(chosen.recompute_layers, 4);
-  EXPECT_TRUE(has(results.front().assumptions, "recompute not stated: full on the first 4 layers of each (virtual) stage"));
+  EXPECT_TRUE(any_assumption_has(results.front().assumptions, "recompute not stated: full on the first 4 layers of each (virtual) stage"));
   // megatron-lm: every layer.
   src.framework = json{{"name", "megatron-lm"}};
   const auto lm = mgt::plan::validate_row(src, row);
@@ -172,7 +170,7 @@ TEST(ValidationFramework, UnknownNameIsTheDefaultProfileListed) {
   const json fw = {{"name", "someones-trainer"}};
   auto s = mgt::plan::setup_row(source_with(gpt_row(), fw), gpt_row());
   EXPECT_EQ(s.framework.name, "pytorch-fsdp");
-  EXPECT_TRUE(has(s.assumptions, "\"someones-trainer\" has no profile"));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "\"someones-trainer\" has no profile"));
 }
 
 TEST(ValidationFramework, MalformedFrameworkIsASkipNamingTheField) {
