@@ -432,8 +432,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   const double attention_in_step = profile.attention_in_step_fraction;
   p.attention_fwd_efficiency = attention_fraction(profile.attention, gpu.arch, false) * attention_in_step;
   p.attention_bwd_efficiency = attention_fraction(profile.attention, gpu.arch, true) * attention_in_step;
-  p.attention_half_kv = k.attention_half_kv;
-  p.attention_half_head_dim = k.attention_half_head_dim;
+  p.attention_curve = k.attention_curve;
   p.hbm_efficiency = k.hbm_copy_fraction;
   p.norm_traffic_factor = profile.fused_norm ? 1.0 : kEagerNormTraffic;
   p.activation_traffic_factor = profile.fused_activation ? 1.0 : kEagerActivationTraffic;

@@ -34,6 +34,15 @@ int64_t sm_count(const ir::GpuSpec& gpu) {
 
 namespace {
 
+// The head dim at which an attention kernel's softmax exponentials take as long as its two GEMMs
+// when the two do not overlap: per score the GEMMs do 4·d FLOPs on the tensor cores and the softmax
+// one exp2 on the SFU, 16 per clock per SM on Ampere, Hopper and Blackwell (CUDA C Programming Guide,
+// arithmetic instruction throughput), so d½ = dense 16-bit tensor FLOP per clock per SM / 64:
+// A100 2048 (312 TFLOP/s / 108 SMs / 1.41 GHz), H100 4096 (989 / 132 / 1.83), B200 8192 (the
+// Blackwell SM doubles Hopper's MMA rate). Not fitted; the cuDNN GPT-OSS rows (d = 64, H200) land
+// within 4 % with Hopper's 64, where the fitted-free 32 left them 30-37 % fast.
+constexpr double exp_balance_head_dim(double mma_flops_per_clock_per_sm) { return mma_flops_per_clock_per_sm / 64.0; }
+
 // wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
 KernelModelParams hopper_kernel_model_params() {
   KernelModelParams p;
@@ -44,6 +53,7 @@ KernelModelParams hopper_kernel_model_params() {
   p.hbm_fraction = 0.93;
   p.launch_s = 8 * kUs;
   p.nvlink_fraction = 0.81;
+  p.attention_curve.half_head_dim = exp_balance_head_dim(4096);
   return p;
 }
 
@@ -60,6 +70,7 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
       p.hbm_fraction = 0.9;
       p.launch_s = 12 * kUs;
       p.nvlink_fraction = 0.78;
+      p.attention_curve.half_head_dim = exp_balance_head_dim(2048);
       break;
     case ir::GpuArch::hopper:
     case ir::GpuArch::ada:
@@ -75,6 +86,9 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
       p.gemm_peak_fraction = 0.83;
       p.hbm_fraction = 0.9;
       p.nvlink_fraction = 0.82;
+      // B200 / GB200's exponent rate; Blackwell Ultra (B300, GB300) doubles it, which no kernel row
+      // measures yet, so its attention is priced at B200's curve.
+      p.attention_curve.half_head_dim = exp_balance_head_dim(8192);
       break;
     case ir::GpuArch::cpu:
       p.gemm_tiles = {{64, 64}};
@@ -238,6 +252,11 @@ double attention_peak_fraction(AttentionKernel kernel, ir::GpuArch arch, bool ba
   return backward ? p.bwd : p.fwd;
 }
 
+AttentionMask attention_mask(const AttentionShape& shape) {
+  if (shape.window > 0 && shape.window < shape.seq_kv) return AttentionMask::window;
+  return shape.causal ? AttentionMask::causal : AttentionMask::none;
+}
+
 double attention_kernel_time_s(const ir::GpuSpec& gpu, AttentionKernel kernel, const AttentionShape& shape, bool backward,
                                ir::DType dtype, const KernelModelParams& params) {
   const double fraction = attention_peak_fraction(kernel, gpu.arch, backward, dtype);
@@ -247,10 +266,8 @@ double attention_kernel_time_s(const ir::GpuSpec& gpu, AttentionKernel kernel, c
   if (shape.seq_q <= 0 || shape.seq_kv <= 0) return 0.0;
   const double mean_kv = attention_score_elements(shape) / double(shape.seq_q);
   const double d = 0.5 * double(shape.head_dim_qk + shape.head_dim_vo);
-  const double hd = params.attention_half_head_dim;
-  const double head_dim_factor = (d / (d + hd)) / (128.0 / (128.0 + hd));
-  const double efficiency = fraction * mean_kv / (mean_kv + params.attention_half_kv) * head_dim_factor;
-  return attention_flops(shape, backward) / (ir::peak_flops_per_s(gpu, dtype) * efficiency) + params.launch_s;
+  const double factor = params.attention_curve.time_factor(mean_kv, attention_mask(shape), d);
+  return attention_flops(shape, backward) / (ir::peak_flops_per_s(gpu, dtype) * fraction) * factor + params.launch_s;
 }
 
 // ------------------------------------------------------------------------------------------------

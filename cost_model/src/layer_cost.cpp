@@ -352,7 +352,7 @@ void cost_contraction(Walk& w, const ir::Op& op) {
 // One attention op's local sizes: batch x heads, queries, keys (full sequence or window), head dims.
 struct AttentionDims {
   double batch_heads, s_q, s_kv, d_qk, d_v;
-  bool causal;
+  AttentionMask mask;
 };
 
 // Forward and backward seconds of one attention op without measured rates (docs/cost-model.md §2, §9).
@@ -374,19 +374,12 @@ std::pair<double, double> attention_model_times(const Walk& w, const AttentionDi
     const double softmax_bwd = w.memory_time(int64_t(scores * 6));
     return {qk + pv + softmax_fwd, 2.0 * (qk + pv) + softmax_bwd};
   }
-  double shape = 1.0;
-  if (p.attention_half_kv > 0 && a.s_q > 0) {
-    // Mean keys per query row: causal rows see i + 1 of s_kv keys (also on average over a cp rank's
-    // load-balanced query blocks); a window, W.
-    const double mean_kv = a.causal ? (a.s_kv + 1) / 2 : a.s_kv;
-    shape *= mean_kv / (mean_kv + p.attention_half_kv);
-  }
-  if (p.attention_half_head_dim > 0) {
-    const double d = 0.5 * (a.d_qk + a.d_v), h = p.attention_half_head_dim;
-    shape *= (d / (d + h)) / (128.0 / (128.0 + h));
-  }
-  return {attention_time_s(flops, p.attention_fwd_efficiency * shape, w.cluster, w.ctx.dtype, p),
-          attention_time_s(2.5 * flops, p.attention_bwd_efficiency * shape, w.cluster, w.ctx.dtype, p)};
+  // Mean kept keys per query row: causal rows see i + 1 of s_kv keys (also on average over a cp
+  // rank's load-balanced query blocks); a window, W.
+  const double mean_kv = a.mask == AttentionMask::causal ? (a.s_kv + 1) / 2 : a.s_kv;
+  const double factor = p.attention_curve.time_factor(mean_kv, a.mask, 0.5 * (a.d_qk + a.d_v));
+  return {attention_time_s(flops, p.attention_fwd_efficiency / factor, w.cluster, w.ctx.dtype, p),
+          attention_time_s(2.5 * flops, p.attention_bwd_efficiency / factor, w.cluster, w.ctx.dtype, p)};
 }
 
 void cost_attention(Walk& w, const ir::Op& op) {
@@ -419,11 +412,11 @@ void cost_attention(Walk& w, const ir::Op& op) {
   // FlashAttention-2 (Dao 2023, §3.1): backward does 5 GEMM-like products to forward's 2.
   const double fwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "fwd");
   const double bwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "bwd");
+  const bool windowed = op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len;
   const AttentionDims dims{double(size_at(q, 0, true)) * double(size_at(q, 2, true)), double(size_at(q, 1, true)),
-                           op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len ? double(op.sliding_window)
-                                                                                      : double(w.ctx.seq_len),
+                           windowed ? double(op.sliding_window) : double(w.ctx.seq_len),
                            double(q.dims[3].size), double(v.dims[3].size),
-                           op.causal && !(op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len)};
+                           windowed ? AttentionMask::window : (op.causal ? AttentionMask::causal : AttentionMask::none)};
   const auto [fwd_model_s, bwd_model_s] = attention_model_times(w, dims, local_flops);
   const double fwd_s = fwd_rate > 0 ? local_flops / fwd_rate + w.params.kernel_floor_s : fwd_model_s;
   const double bwd_s = bwd_rate > 0 ? local_flops / bwd_rate + w.params.kernel_floor_s : bwd_model_s;

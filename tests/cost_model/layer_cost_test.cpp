@@ -295,6 +295,22 @@ TEST(block_cost, attention_time_under_cp) {
   expect_near_rel(cost.attention_bwd_s, 2.5 * local_flops / (kPeak * 0.25));
 }
 
+TEST(block_cost, attention_time_follows_the_kernel_curve) {
+  // The estimator applies the kernel model's curve (attention_curve.hpp) to each attention op: causal
+  // s = 1024 keeps (1024 + 1)/2 keys per row on average and crosses one key tile of 128; with the
+  // half rate at 256 executed keys and the tiny layer's head dim D (< 128) against a half point of 64.
+  const int64_t b = 2, s = 1024;
+  CostParams p = round::params();
+  p.attention_curve = {.half_kv = 256, .half_head_dim = 64, .mask_edge_keys = 128};
+  const BlockCost cost = block_cost(tiny_layer(), context(b, s), round::cluster(), p);
+  const double kept = (s + 1) / 2.0, executed = kept + 128;
+  const double d = double(D);
+  const double factor = (executed / kept) * ((executed + 256) / executed) / ((d / (d + 64)) / (128.0 / 192.0));
+  const HandTimes flat = hand_layer_times(b, s);
+  expect_near_rel(cost.attention_fwd_s, flat.attn_fwd * factor);
+  expect_near_rel(cost.attention_bwd_s, flat.attn_bwd * factor);
+}
+
 // ---- collectives ----
 
 using Axis = BlockCollective::Axis;

@@ -46,6 +46,7 @@ inline CostParams params() {
           .gemm_half_efficiency_dim = 0,
           .attention_fwd_efficiency = 0.5,
           .attention_bwd_efficiency = 0.25,
+          .attention_curve = {},
           .hbm_efficiency = 1.0,
           .kernel_floor_s = 0,
           .nvlink_efficiency = 1.0,

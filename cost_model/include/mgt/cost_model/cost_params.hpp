@@ -4,6 +4,7 @@
 // framework's profile. The member defaults below are only what a hand-built CostParams starts from.
 #pragma once
 
+#include "mgt/cost_model/attention_curve.hpp"
 #include "mgt/cost_model/host_dispatch.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 
@@ -51,11 +52,9 @@ struct CostParams {
   /// `attention_bwd_efficiency` (FA2 backward is ~20 % slower per FLOP than forward).
   double attention_fwd_efficiency = 0.45;
   double attention_bwd_efficiency = 0.35;
-  /// The kernel model's shape curve (kernel_model.hpp): attention reaches L/(L + attention_half_kv)
-  /// of its rate at L mean keys per query row, and (d/(d+h))/(128/(128+h)) at head dim d with h =
-  /// attention_half_head_dim. 0 = flat (the efficiencies above at every shape).
-  double attention_half_kv = 0;
-  double attention_half_head_dim = 0;
+  /// The kernel model's shape curve (attention_curve.hpp: executed keys per row, mask edges, head
+  /// dim). All 0 = flat (the efficiencies above at every shape).
+  AttentionCurve attention_curve;
   /// Eager attention (no flash kernel): the s x s scores are written to HBM, softmaxed and read back,
   /// and both batched GEMMs run over the full square even when causal (docs/cost-model.md §9).
   bool attention_materialised = false;

@@ -7,6 +7,7 @@
 // training-run estimator (compute.hpp keeps its own constants).
 #pragma once
 
+#include "mgt/cost_model/attention_curve.hpp"
 #include "mgt/cost_model/collective.hpp"
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/training_settings.hpp"
@@ -41,8 +42,8 @@ struct KernelModelParams {
   double hbm_copy_fraction = 0.72;      ///< the same for read + write copies (HBM read/write turnaround), [0.5, 0.95]
   double launch_s = 5e-6;               ///< per-kernel launch + ramp as timed by the benchmarks, [1, 50] us
   // --- attention (one peak fraction per kernel family and pass; the shape curve is shared) ---
-  double attention_half_kv = 256;       ///< mean kv length per query row at which a kernel reaches half of its rate, [0, 2048]
-  double attention_half_head_dim = 32;  ///< head dim at which a kernel reaches half of its rate, [0, 128]
+  /// executed keys per row at half rate [0, 2048], head dim at half rate [0, 128], keys per mask edge [0, 256]
+  AttentionCurve attention_curve{.half_kv = 256, .half_head_dim = 32, .mask_edge_keys = 128};
   // --- collectives ---
   double nvlink_fraction = 0.8;         ///< ring busbw / NVLink per-direction rate, [0.5, 0.95]
   double nvls_fraction = 1.0;           ///< NVLS all-reduce busbw / NVLink per-direction rate, [0.5, 1.2]
@@ -126,8 +127,11 @@ double attention_flops(const AttentionShape& shape, bool backward);
 /// on that generation.
 double attention_peak_fraction(AttentionKernel kernel, ir::GpuArch arch, bool backward, ir::DType dtype);
 
-/// time = flops / (peak x fraction x L/(L + half_kv) x f(d)) + launch, where L = elems / seq_q (mean
-/// keys per query row) and f(d) = (d/(d+half_d)) / (128/(128+half_d)), d = mean of d_qk and d_vo.
+/// The mask whose edges the kernel's tiles cross: a window narrower than the keys, else causal, else none.
+AttentionMask attention_mask(const AttentionShape& shape);
+
+/// time = flops / (peak x fraction) x AttentionCurve::time_factor(L, mask, d) + launch, where L =
+/// elems / seq_q (mean kept keys per query row) and d the mean of d_qk and d_vo.
 /// Throws InputError when the family has no fraction for the GPU.
 double attention_kernel_time_s(const ir::GpuSpec& gpu, AttentionKernel kernel, const AttentionShape& shape, bool backward,
                                ir::DType dtype, const KernelModelParams& params);
