@@ -37,11 +37,11 @@ namespace {
 // The head dim at which an attention kernel's softmax exponentials take as long as its two GEMMs
 // when the two do not overlap: per score the GEMMs do 4·d FLOPs on the tensor cores and the softmax
 // one exp2 on the SFU, 16 per clock per SM on Ampere, Hopper and Blackwell (CUDA C Programming Guide,
-// arithmetic instruction throughput), so d½ = dense 16-bit tensor FLOP per clock per SM / 64:
+// arithmetic instruction throughput), so d½ = dense 16-bit tensor FLOP per clock per SM / (4 x 16):
 // A100 2048 (312 TFLOP/s / 108 SMs / 1.41 GHz), H100 4096 (989 / 132 / 1.83), B200 8192 (the
 // Blackwell SM doubles Hopper's MMA rate). Not fitted; the cuDNN GPT-OSS rows (d = 64, H200) land
-// within 4 % with Hopper's 64, where the fitted-free 32 left them 30-37 % fast.
-constexpr double exp_balance_head_dim(double mma_flops_per_clock_per_sm) { return mma_flops_per_clock_per_sm / 64.0; }
+// within 4 % with Hopper's 64, where the fitted 32 left them 30-37 % fast.
+constexpr double kExpBalanceFlopsPerExp = 4.0 * 16.0;
 
 // wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
 KernelModelParams hopper_kernel_model_params() {
@@ -53,7 +53,7 @@ KernelModelParams hopper_kernel_model_params() {
   p.hbm_fraction = 0.93;
   p.launch_s = 8 * kUs;
   p.nvlink_fraction = 0.81;
-  p.attention_curve.half_head_dim = exp_balance_head_dim(4096);
+  p.attention_curve.half_head_dim = 4096 / kExpBalanceFlopsPerExp;
   return p;
 }
 
@@ -70,7 +70,7 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
       p.hbm_fraction = 0.9;
       p.launch_s = 12 * kUs;
       p.nvlink_fraction = 0.78;
-      p.attention_curve.half_head_dim = exp_balance_head_dim(2048);
+      p.attention_curve.half_head_dim = 2048 / kExpBalanceFlopsPerExp;
       break;
     case ir::GpuArch::hopper:
     case ir::GpuArch::ada:
@@ -86,13 +86,17 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
       p.gemm_peak_fraction = 0.83;
       p.hbm_fraction = 0.9;
       p.nvlink_fraction = 0.82;
-      // B200 / GB200's exponent rate; Blackwell Ultra (B300, GB300) doubles it, which no kernel row
-      // measures yet, so its attention is priced at B200's curve.
-      p.attention_curve.half_head_dim = exp_balance_head_dim(8192);
+      p.attention_curve.half_head_dim = 8192 / kExpBalanceFlopsPerExp;
       break;
     case ir::GpuArch::cpu:
       p.gemm_tiles = {{64, 64}};
       break;
+  }
+  // A faster SFU (Blackwell Ultra's 32 exponentials per clock per SM) lowers the GPU's own half point;
+  // the family fractions stay those measured at the generation's 16.
+  if (gpu.sfu_exp2_per_clock_per_sm > 0 && p.attention_curve.half_head_dim > 0) {
+    p.attention_curve.reference_half_head_dim = p.attention_curve.half_head_dim;
+    p.attention_curve.half_head_dim *= 16.0 / gpu.sfu_exp2_per_clock_per_sm;
   }
   return p;
 }

@@ -127,7 +127,8 @@ namespace {
 GpuSpec gpu_from_json(const nlohmann::json& obj, const std::string& source) {
   FieldReader r(obj, "gpu.", source);
   r.reject_unknown_keys({"name", "arch", "peak_bf16_flops_per_s", "peak_fp16_flops_per_s", "peak_fp8_flops_per_s",
-                         "peak_fp4_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes", "hbm_bytes_per_s"});
+                         "peak_fp4_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes", "hbm_bytes_per_s",
+                         "sfu_exp2_per_clock_per_sm"});
   GpuSpec gpu;
   gpu.name = r.string("name");
   const std::string arch = r.string("arch");
@@ -143,6 +144,7 @@ GpuSpec gpu_from_json(const nlohmann::json& obj, const std::string& source) {
   gpu.peak_fp32_flops_per_s = r.number("peak_fp32_flops_per_s", /*positive=*/true);
   gpu.hbm_bytes = r.positive_int("hbm_bytes");
   gpu.hbm_bytes_per_s = r.number("hbm_bytes_per_s", /*positive=*/true);
+  gpu.sfu_exp2_per_clock_per_sm = r.optional_number("sfu_exp2_per_clock_per_sm", 0, /*positive=*/false);
   return gpu;
 }
 
@@ -312,6 +314,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
                         {"hbm_bytes_per_s", c.gpu.hbm_bytes_per_s}};
   // Written only when set, so that files of GPUs without fp4 read and write as before.
   if (c.gpu.peak_fp4_flops_per_s > 0) gpu["peak_fp4_flops_per_s"] = c.gpu.peak_fp4_flops_per_s;
+  if (c.gpu.sfu_exp2_per_clock_per_sm > 0) gpu["sfu_exp2_per_clock_per_sm"] = c.gpu.sfu_exp2_per_clock_per_sm;
   nlohmann::json gemm = nlohmann::json::array();
   for (const auto& g : c.gemm_table)
     gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", to_string(g.dtype)}, {"efficiency", g.efficiency}});

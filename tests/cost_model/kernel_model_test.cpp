@@ -148,6 +148,9 @@ TEST(kernel_model, attention_curve_counts_mask_edges_and_head_dim) {
   EXPECT_DOUBLE_EQ(curve.time_factor(1024, AttentionMask::none, 160), curve.time_factor(1024, AttentionMask::none, 128));
   // The flat curve (all 0) is 1 at every shape.
   EXPECT_DOUBLE_EQ(AttentionCurve{}.time_factor(100, AttentionMask::window, 64), 1.0);
+  // A GPU whose half point is below the reference its fractions were measured at runs faster at d = 128.
+  const AttentionCurve faster_sfu{.half_kv = 0, .half_head_dim = 64, .reference_half_head_dim = 128, .mask_edge_keys = 0};
+  EXPECT_NEAR(faster_sfu.time_factor(1024, AttentionMask::none, 128), (128.0 / 256.0) / (128.0 / 192.0), 1e-12);
 }
 
 // The curve's half head dim is the exp / MMA balance point of each generation (16 exp2 per clock per
@@ -156,6 +159,31 @@ TEST(kernel_model, attention_half_head_dim_from_exp_and_mma_rates) {
   EXPECT_DOUBLE_EQ(kernel_model_params(ir::cluster_preset("a100-80g-sxm").gpu).attention_curve.half_head_dim, 32.0);
   EXPECT_DOUBLE_EQ(kernel_model_params(ir::cluster_preset("h100-sxm").gpu).attention_curve.half_head_dim, 64.0);
   EXPECT_DOUBLE_EQ(kernel_model_params(ir::cluster_preset("b200").gpu).attention_curve.half_head_dim, 128.0);
+}
+
+// Blackwell Ultra's doubled exponent rate (sfu_exp2_per_clock_per_sm 32 on the b300 / gb300 presets)
+// halves its half point (128 -> 64) while the family fractions stay those measured on B200 / GB200:
+// at d >= 128 the forward runs (128/192) / (128/256) = 1.333x faster on GB300 than on GB200 at the same
+// tensor peak. NVIDIA's blog "Making Softmax More Efficient with NVIDIA Blackwell Ultra" measures
+// ~35 % more attention forward throughput on DeepSeek-V3 (d_qk 192, d_v 128): within 5 %.
+TEST(kernel_model, blackwell_ultra_exp_rate_speeds_attention_up) {
+  const auto gb200 = ir::cluster_preset("gb200-nvl72").gpu;
+  const auto gb300 = ir::cluster_preset("gb300-nvl72").gpu;
+  EXPECT_DOUBLE_EQ(gb300.sfu_exp2_per_clock_per_sm, 32.0);
+  EXPECT_DOUBLE_EQ(kernel_model_params(gb300).attention_curve.half_head_dim, 64.0);
+  AttentionShape s;
+  s.batch = 1;
+  s.heads_q = s.heads_kv = 128;
+  s.seq_q = s.seq_kv = 4096;
+  s.head_dim_qk = 192;
+  s.head_dim_vo = 128;
+  s.causal = true;
+  const auto time = [&](const ir::GpuSpec& gpu) {
+    return attention_kernel_time_s(gpu, AttentionKernel::cudnn, s, false, ir::DType::bf16, kernel_model_params(gpu));
+  };
+  const double speedup = time(gb200) / time(gb300);
+  EXPECT_NEAR(speedup, 4.0 / 3.0, 0.01);  // the launch cost is the only part that does not scale
+  EXPECT_NEAR(speedup / 1.35, 1.0, 0.05);
 }
 
 // cuDNN 9.19 on H200, GPT-OSS's attention (d = 64, 64 q / 8 kv heads, 1024-key window, batch 2,

@@ -85,6 +85,19 @@ TEST(cluster_from_json, cpu_arch_and_kernel_table_errors) {
   EXPECT_EQ(e.field(), "kernel_table[1].op");
 }
 
+// The SFU's exponent rate is optional (0 = the generation's 16), written only when set, and must be a
+// non-negative number: Blackwell Ultra's presets carry 32.
+TEST(cluster_from_json, sfu_exp2_rate_optional_and_checked) {
+  nlohmann::json doc = to_json(cluster_preset("h100-sxm"));
+  EXPECT_FALSE(doc["gpu"].contains("sfu_exp2_per_clock_per_sm"));
+  EXPECT_EQ(to_json(cluster_preset("b300"))["gpu"]["sfu_exp2_per_clock_per_sm"], 32.0);
+  doc["gpu"]["sfu_exp2_per_clock_per_sm"] = 32;
+  EXPECT_EQ(cluster_from_json(doc, "c.json").gpu.sfu_exp2_per_clock_per_sm, 32.0);
+  doc["gpu"]["sfu_exp2_per_clock_per_sm"] = -1;
+  InputError e = expect_input_error([&] { cluster_from_json(doc, "c.json"); });
+  EXPECT_EQ(e.field(), "gpu.sfu_exp2_per_clock_per_sm");
+}
+
 TEST(cluster_preset, names_default_first) {
   const auto& names = cluster_preset_names();
   ASSERT_EQ(names.size(), 8u);

@@ -29,6 +29,10 @@ struct AttentionCurve {
   /// Head dim at which a kernel reaches half of its rate (the softmax's per-score work does not
   /// shrink with the head dim while the two GEMMs do), [0, 128].
   double half_head_dim = 0;
+  /// The half point of the GPU whose kernel rows fixed the family's peak fractions (the generation's
+  /// 16 exponentials per clock per SM); 0 = half_head_dim. A GPU with a faster SFU (Blackwell Ultra)
+  /// keeps the generation's fractions and gains where its own half point is lower.
+  double reference_half_head_dim = 0;
   /// Extra keys per query row for each mask edge (the crossed key tile, about one kv tile of 128:
   /// half of it computed and discarded, the rest the masked path's cost), [0, 256].
   double mask_edge_keys = 0;
@@ -36,7 +40,7 @@ struct AttentionCurve {
   /// Time of the kernel over the time of its counted FLOPs (the mask's kept scores only) at the
   /// family's long-sequence, d = 128 rate: the executed keys per row over the counted ones,
   /// divided by the shape efficiency L/(L + half_kv) at the executed L and the head-dim factor
-  /// (d'/(d'+h))/(128/(128+h)) with d' = min(d, 128) (above 128 the kernels shrink their tiles
+  /// (d'/(d'+h))/(128/(128+h_ref)) with d' = min(d, 128), h_ref = reference_half_head_dim (above 128 the kernels shrink their tiles
   /// to fit the larger operands in shared memory, so a larger head dim stops amortising the
   /// per-score work: cuDNN's d = 192/128 rows run at the d = 128 rate forward).
   /// `mean_kept_kv` = counted scores / query rows; `head_dim` = mean of d_qk and d_vo.
@@ -49,7 +53,8 @@ struct AttentionCurve {
     }
     if (half_head_dim > 0 && head_dim > 0) {
       const double d = head_dim < 128.0 ? head_dim : 128.0, h = half_head_dim;
-      factor /= (d / (d + h)) / (128.0 / (128.0 + h));
+      const double h_ref = reference_half_head_dim > 0 ? reference_half_head_dim : h;
+      factor /= (d / (d + h)) / (128.0 / (128.0 + h_ref));
     }
     return factor;
   }

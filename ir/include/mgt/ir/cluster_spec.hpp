@@ -29,6 +29,10 @@ struct GpuSpec {
   double peak_fp32_flops_per_s = 0;         ///< non-tensor-core FP32 (or TF32 if that is what is used)
   int64_t hbm_bytes = 0;
   double hbm_bytes_per_s = 0;
+  /// Exponentials (MUFU.EX2) per clock per SM on the special function units; 0 = the generation's
+  /// 16 (Ampere, Hopper, Blackwell). Blackwell Ultra (B300, GB300) doubles it to 32. It sets how far
+  /// attention's softmax, not its GEMMs, bounds the kernel (docs/cost-model.md §8 "Attention").
+  double sfu_exp2_per_clock_per_sm = 0;
   bool operator==(const GpuSpec&) const = default;
 };
 
