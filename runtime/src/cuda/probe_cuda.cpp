@@ -272,6 +272,9 @@ ir::ClusterSpec probe_cluster(const char* host, const cudaDeviceProp& prop, int 
                                           report.collectives);
   c.name = std::string("cuda-") + host;
   c.gpu.arch = arch_of(prop.major, prop.minor);
+  // Blackwell Ultra (B300, GB300: sm_103) doubles the SFU's exponent rate over sm_100's 16 per clock
+  // per SM; the attention model reads it (docs/cluster.md §2).
+  if (prop.major == 10 && prop.minor == 3) c.gpu.sfu_exp2_per_clock_per_sm = 32;
   c.gpu.peak_fp32_flops_per_s = peak_fp32;
   c.gpu.peak_fp8_flops_per_s = 0;  // not measured
   c.gemm_table.clear();
