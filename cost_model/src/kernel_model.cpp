@@ -41,7 +41,8 @@ namespace {
 // A100 2048 (312 TFLOP/s / 108 SMs / 1.41 GHz), H100 4096 (989 / 132 / 1.83), B200 8192 (the
 // Blackwell SM doubles Hopper's MMA rate). Not fitted; the cuDNN GPT-OSS rows (d = 64, H200) land
 // within 4 % with Hopper's 64, where the fitted 32 left them 30-37 % fast.
-constexpr double kExpBalanceFlopsPerExp = 4.0 * 16.0;
+constexpr double kSfuExp2PerClockPerSm = 16;
+constexpr double kExpBalanceFlopsPerExp = 4.0 * kSfuExp2PerClockPerSm;
 
 // wgmma m64nNk16 with N up to 256: CTA tiles 64/128 x 64..256 (CUTLASS 3.x sm90 kernels).
 KernelModelParams hopper_kernel_model_params() {
@@ -96,7 +97,7 @@ KernelModelParams kernel_model_params(const ir::GpuSpec& gpu) {
   // the family fractions stay those measured at the generation's 16.
   if (gpu.sfu_exp2_per_clock_per_sm > 0 && p.attention_curve.half_head_dim > 0) {
     p.attention_curve.reference_half_head_dim = p.attention_curve.half_head_dim;
-    p.attention_curve.half_head_dim *= 16.0 / gpu.sfu_exp2_per_clock_per_sm;
+    p.attention_curve.half_head_dim *= kSfuExp2PerClockPerSm / gpu.sfu_exp2_per_clock_per_sm;
   }
   return p;
 }

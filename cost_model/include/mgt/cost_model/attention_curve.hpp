@@ -20,7 +20,8 @@ inline int attention_mask_edges(AttentionMask mask) {
   return 0;
 }
 
-/// The fitted shape numbers (KernelModelParams holds the generation's set; CostParams a copy).
+/// The shape numbers (KernelModelParams holds the generation's set; CostParams a copy): half_kv
+/// fitted to the kernel rows, the head-dim half points and the edge keys hardware ratios.
 /// All 0: a flat curve (the family's efficiency at every shape).
 struct AttentionCurve {
   /// Executed keys per query row at which a kernel reaches half of its rate (per-row fixed costs:
@@ -40,9 +41,10 @@ struct AttentionCurve {
   /// Time of the kernel over the time of its counted FLOPs (the mask's kept scores only) at the
   /// family's long-sequence, d = 128 rate: the executed keys per row over the counted ones,
   /// divided by the shape efficiency L/(L + half_kv) at the executed L and the head-dim factor
-  /// (d'/(d'+h))/(128/(128+h_ref)) with d' = min(d, 128), h_ref = reference_half_head_dim (above 128 the kernels shrink their tiles
-  /// to fit the larger operands in shared memory, so a larger head dim stops amortising the
-  /// per-score work: cuDNN's d = 192/128 rows run at the d = 128 rate forward).
+  /// (d'/(d'+h))/(128/(128+h_ref)) with d' = min(d, 128) and h_ref = reference_half_head_dim
+  /// (above 128 the kernels shrink their tiles to fit the larger operands in shared memory, so a
+  /// larger head dim stops amortising the per-score work: cuDNN's d = 192/128 rows run at the
+  /// d = 128 rate forward).
   /// `mean_kept_kv` = counted scores / query rows; `head_dim` = mean of d_qk and d_vo.
   double time_factor(double mean_kept_kv, AttentionMask mask, double head_dim) const {
     double factor = 1.0;

@@ -42,7 +42,8 @@ struct KernelModelParams {
   double hbm_copy_fraction = 0.72;      ///< the same for read + write copies (HBM read/write turnaround), [0.5, 0.95]
   double launch_s = 5e-6;               ///< per-kernel launch + ramp as timed by the benchmarks, [1, 50] us
   // --- attention (one peak fraction per kernel family and pass; the shape curve is shared) ---
-  /// executed keys per row at half rate [0, 2048], head dim at half rate [0, 128], keys per mask edge [0, 256]
+  /// executed keys per row at half rate [0, 2048]; head dim at half rate (kernel_model_params sets it
+  /// per generation from the exp / MMA balance); keys per mask edge [0, 256]
   AttentionCurve attention_curve{.half_kv = 256, .half_head_dim = 32, .mask_edge_keys = 128};
   // --- collectives ---
   double nvlink_fraction = 0.8;         ///< ring busbw / NVLink per-direction rate, [0.5, 0.95]
