@@ -80,7 +80,13 @@ void choose_family(ModelShape& m, bool moe, const std::string& act, const std::s
     if (m.shared_ffn > 0 || m.dense_layers > 0)
       throw RowSkipped("unsupported architecture: MoE with shared experts or dense layers but without MLA "
                        "(no supported Hugging Face family)");
-    m.family = "mixtral";
+    // A clamped gated unit in routed experts is GPT-OSS's (transformers' gpt_oss, swiglu_limit): the
+    // one Hugging Face family with it, whose experts and attention projections always carry biases
+    // (GptOssExperts.gate_up_proj_bias / down_proj_bias, no config key; attention_bias true).
+    m.family = m.glu_clamped ? "gpt_oss" : "mixtral";
+    if (m.glu_clamped)
+      assumptions.push_back("model: routed experts with a clamped gated unit -> HF model_type gpt_oss (GPT-OSS's "
+                            "architecture: biases on every expert and attention projection, a biased router)");
   } else if (m.gated) {
     m.family = "llama";
     if (!act.empty() && !contains(act, "swiglu") && !contains(act, "silu"))
@@ -170,7 +176,7 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
   m.glu_clamped = m.gated && contains(act, "clamp");
   if (m.glu_clamped)
     assumptions.push_back("model.activation \"" + act + "\": inputs of the gated unit clamped (swiglu_limit 7.0, GPT-OSS's; "
-                          "the limit does not change the cost); expert biases not stated: none");
+                          "the limit does not change the cost)");
 
   // Mixture of experts.
   const bool moe = contains(type, "moe") || (model.contains("moe") && model["moe"].is_object());
@@ -247,8 +253,9 @@ json hf_config(const ModelShape& m, int64_t seq_len) {
        {"vocab_size", m.vocab},
        {"max_position_embeddings", seq_len},
        {"tie_word_embeddings", m.tied}};
-  if (m.family == "llama" || m.family == "mixtral") c["head_dim"] = m.head_dim;
-  if (m.sliding_window > 0 && (m.family == "llama" || m.family == "mixtral")) {
+  const bool windowed_family = m.family == "llama" || m.family == "mixtral" || m.family == "gpt_oss";
+  if (windowed_family) c["head_dim"] = m.head_dim;
+  if (m.sliding_window > 0 && windowed_family) {
     // Mistral is the llama layer with windows; both read "layer_types" per layer (ir/src/hf_families.cpp).
     if (m.family == "llama") c["model_type"] = "mistral";
     c["sliding_window"] = m.sliding_window;
@@ -258,7 +265,8 @@ json hf_config(const ModelShape& m, int64_t seq_len) {
     c["layer_types"] = types;
   }
   if (m.glu_clamped && m.family != "gpt2") c["swiglu_limit"] = 7.0;
-  if (m.family == "mixtral") {
+  if (m.family == "gpt_oss") c["attention_bias"] = true;
+  if (m.family == "mixtral" || m.family == "gpt_oss") {
     c["num_local_experts"] = m.experts;
     c["num_experts_per_tok"] = m.top_k;
     c["intermediate_size"] = m.moe_ffn;

@@ -1,6 +1,7 @@
 // `validate`'s model reading (planner/src/validate_model.cpp): what a row's free-text and optional
 // model fields become in the graph, with the assumptions said (attention patterns, the clamped gated
 // unit, multi-token prediction).
+#include "mgt/ir/graph.hpp"
 #include "mgt/ir/layout.hpp"
 #include "mgt/planner/validate.hpp"
 #include "validation_rows.hpp"
@@ -80,6 +81,42 @@ TEST(Validation, ClampedActivationClampsTheGatedUnit) {
   s = mgt::plan::setup_row(src, src.rows[0]);
   EXPECT_FALSE(s.shape.glu_clamped);
   EXPECT_FALSE(mgt::plan::hf_config(s.shape, 4096).contains("swiglu_limit"));
+}
+
+// Routed experts with a clamped gated unit are GPT-OSS's architecture (transformers' gpt_oss): the
+// same row without the clamp is a mixtral graph, and the two differ by exactly GPT-OSS's biases,
+// counted here by hand from its modelling code.
+TEST(Validation, ClampedExpertsAreGptOssWithItsBiases) {
+  json row = llama_row();
+  row["model"]["type"] = "moe";
+  row["model"]["num_layers"] = 2;
+  row["model"]["hidden_size"] = 256;
+  row["model"]["num_attention_heads"] = 8;
+  row["model"]["num_kv_heads"] = 2;
+  row["model"]["head_dim"] = 64;
+  row["model"]["moe"] = {{"num_experts", 8}, {"top_k", 2}, {"moe_ffn_hidden_size", 512}};
+  row["model"]["attention_pattern"] = "alternating full / sliding-window(128) attention, attention sinks";
+  row["model"]["activation"] = "swiglu";
+  ValidationSource src = source_with({row});
+  const auto plain = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(mgt::plan::hf_config(plain.shape, 4096)["model_type"], "mixtral");
+
+  row["model"]["activation"] = "swiglu (clamped)";
+  src = source_with({row});
+  const auto oss = mgt::plan::setup_row(src, src.rows[0]);
+  const json config = mgt::plan::hf_config(oss.shape, 4096);
+  EXPECT_EQ(config["model_type"], "gpt_oss");
+  EXPECT_EQ(config["attention_bias"], true);
+  EXPECT_TRUE(any_assumption_has(oss.assumptions, "HF model_type gpt_oss"));
+  EXPECT_EQ(layer_windows(oss.graph), (std::vector<int64_t>{128, 0}));  // the row's windows kept
+
+  // Per layer: q, k, v, o biases (8·64 + 2·2·64 + 256), the router's (8), each expert's gate and up
+  // (2·512) and down (256) biases.
+  const int64_t per_layer = (8 * 64 + 2 * 2 * 64 + 256) + 8 + 8 * (2 * 512 + 256);
+  const auto with = mgt::ir::count_parameters(oss.graph), without = mgt::ir::count_parameters(plain.graph);
+  EXPECT_EQ(with.total - without.total, 2 * per_layer);
+  // Active: top_k of the 8 experts' biases.
+  EXPECT_EQ(with.active - without.active, 2 * ((8 * 64 + 2 * 2 * 64 + 256) + 8 + 2 * (2 * 512 + 256)));
 }
 
 TEST(Validation, MultiTokenPredictionIsBuiltUnlessTheLabelSwitchesItOff) {
