@@ -9,6 +9,7 @@
 #include <cctype>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <set>
 
 namespace mgt::cost {
@@ -347,7 +348,9 @@ namespace {
 // The kernel model's family for a profile's attention on `arch`, falling back to a family that runs
 // there when the kernel rows have none for the requested one (FA3 and cuDNN on Ampere run at FA2's
 // rate; Blackwell has cuDNN and FA4 rows only).
-double attention_fraction(AttentionImpl impl, ir::GpuArch arch, bool backward) {
+/// The kernel family that prices the profile's attention on this generation: its own where the kernel
+/// rows measured it there, else the first measured of FlashAttention-2, cuDNN, FlashAttention-4.
+std::optional<AttentionKernel> measured_attention_kernel(AttentionImpl impl, ir::GpuArch arch) {
   AttentionKernel wanted = AttentionKernel::flash_attention_2;
   switch (impl) {
     case AttentionImpl::fa3: wanted = AttentionKernel::flash_attention_3; break;
@@ -355,10 +358,13 @@ double attention_fraction(AttentionImpl impl, ir::GpuArch arch, bool backward) {
     case AttentionImpl::triton: wanted = AttentionKernel::triton; break;
     default: break;
   }
-  for (AttentionKernel k : {wanted, AttentionKernel::flash_attention_2, AttentionKernel::cudnn, AttentionKernel::flash_attention_4}) {
-    const double f = attention_peak_fraction(k, arch, backward, ir::DType::bf16);
-    if (f > 0) return f;
-  }
+  for (AttentionKernel k : {wanted, AttentionKernel::flash_attention_2, AttentionKernel::cudnn, AttentionKernel::flash_attention_4})
+    if (attention_peak_fraction(k, arch, false, ir::DType::bf16) > 0) return k;
+  return std::nullopt;
+}
+
+double attention_fraction(AttentionImpl impl, ir::GpuArch arch, bool backward) {
+  if (const auto k = measured_attention_kernel(impl, arch)) return attention_peak_fraction(*k, arch, backward, ir::DType::bf16);
   return 0.3;  // no family measured on this generation (Ada): a mid-range flash-attention rate
 }
 
@@ -432,7 +438,8 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   const double attention_in_step = profile.attention_in_step_fraction;
   p.attention_fwd_efficiency = attention_fraction(profile.attention, gpu.arch, false) * attention_in_step;
   p.attention_bwd_efficiency = attention_fraction(profile.attention, gpu.arch, true) * attention_in_step;
-  p.attention_curve = k.attention_curve;
+  const auto kernel = measured_attention_kernel(profile.attention, gpu.arch);
+  p.attention_curve = kernel ? k.attention_curve.with_mma_rate(attention_mma_rate_fraction(*kernel, gpu.arch)) : k.attention_curve;
   p.hbm_efficiency = k.hbm_copy_fraction;
   p.norm_traffic_factor = profile.fused_norm ? 1.0 : kEagerNormTraffic;
   p.activation_traffic_factor = profile.fused_activation ? 1.0 : kEagerActivationTraffic;

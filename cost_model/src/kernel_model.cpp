@@ -257,6 +257,17 @@ double attention_peak_fraction(AttentionKernel kernel, ir::GpuArch arch, bool ba
   return backward ? p.bwd : p.fwd;
 }
 
+// FlashAttention-2 (and SDPA's flash backend, which is FlashAttention-2) issues Ampere's synchronous
+// mma.sync on Hopper; FlashAttention-3 (Shah et al. 2024, §1, after Luo et al.'s Hopper
+// microbenchmarks) notes that mma.sync reaches only about 2/3 of Hopper's tensor-core peak, which
+// WGMMA (FA3, cuDNN, CUTLASS 3) reaches. Not fitted.
+constexpr double kHopperMmaSyncRateFraction = 2.0 / 3.0;
+
+double attention_mma_rate_fraction(AttentionKernel kernel, ir::GpuArch arch) {
+  const bool mma_sync = kernel == AttentionKernel::flash_attention_2 || kernel == AttentionKernel::torch_sdpa;
+  return mma_sync && arch == ir::GpuArch::hopper ? kHopperMmaSyncRateFraction : 1.0;
+}
+
 AttentionMask attention_mask(const AttentionShape& shape) {
   if (shape.window > 0 && shape.window < shape.seq_kv) return AttentionMask::window;
   return shape.causal ? AttentionMask::causal : AttentionMask::none;
@@ -271,7 +282,8 @@ double attention_kernel_time_s(const ir::GpuSpec& gpu, AttentionKernel kernel, c
   if (shape.seq_q <= 0 || shape.seq_kv <= 0) return 0.0;
   const double mean_kv = attention_score_elements(shape) / double(shape.seq_q);
   const double d = 0.5 * double(shape.head_dim_qk + shape.head_dim_vo);
-  const double factor = params.attention_curve.time_factor(mean_kv, attention_mask(shape), d);
+  const double factor = params.attention_curve.with_mma_rate(attention_mma_rate_fraction(kernel, gpu.arch))
+                            .time_factor(mean_kv, attention_mask(shape), d);
   return attention_flops(shape, backward) / (ir::peak_flops_per_s(gpu, dtype) * fraction) * factor + params.launch_s;
 }
 

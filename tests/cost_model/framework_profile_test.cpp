@@ -92,6 +92,12 @@ TEST(FrameworkProfile, CostParamsCombineKernelModelAndProfile) {
   expect_near_rel(f.norm_traffic_factor, 1.5);
   EXPECT_EQ(f.tp_comm_hidden_fraction, 0.0);
   expect_near_rel(f.dp_grad_reduce_hidden_fraction, fsdp.comm_hidden_fraction);
+  // The attention curve follows the family's MMA instruction: cuDNN (WGMMA) balances its exponentials
+  // at H100's 64, FlashAttention-2 (mma.sync, 2/3 of the peak) at 64 x 2/3; on A100 both are 32.
+  EXPECT_DOUBLE_EQ(m.attention_curve.half_head_dim, 64.0);
+  EXPECT_NEAR(cost_params_for(h100, fsdp).attention_curve.half_head_dim, 128.0 / 3.0, 1e-12);
+  EXPECT_NEAR(cost_params_for(h100, fsdp).attention_curve.reference_half_head_dim, 128.0 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(f.attention_curve.half_head_dim, 32.0);
   // Megatron-LM 2021: all-reduce after backward, nothing hidden.
   EXPECT_EQ(cost_params_for(a100, framework_profile("megatron-lm")).dp_grad_reduce_hidden_fraction, 0.0);
   // The profile-less default is the pytorch-fsdp profile.

@@ -161,6 +161,32 @@ TEST(kernel_model, attention_half_head_dim_from_exp_and_mma_rates) {
   EXPECT_DOUBLE_EQ(kernel_model_params(ir::cluster_preset("b200").gpu).attention_curve.half_head_dim, 128.0);
 }
 
+// FlashAttention-2's mma.sync reaches 2/3 of Hopper's tensor peak, so its exponentials balance
+// 2/3 as many FLOPs: half point 64 x 2/3 = 42.67 on H100, against which its d = 128 rate was
+// measured. At d = 64 it is (64 / 106.67) / (128 / 170.67) = 0.8 of that rate, where cuDNN (WGMMA,
+// half point 64) is (64 / 128) / (128 / 192) = 0.75. On A100 FA2 is the generation's own MMA: unchanged.
+TEST(kernel_model, fa2_on_hopper_balances_exponentials_against_mma_sync) {
+  const auto h100 = ir::cluster_preset("h100-sxm").gpu;
+  const auto params = kernel_model_params(h100);
+  EXPECT_DOUBLE_EQ(attention_mma_rate_fraction(AttentionKernel::flash_attention_2, ir::GpuArch::hopper), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(attention_mma_rate_fraction(AttentionKernel::cudnn, ir::GpuArch::hopper), 1.0);
+  EXPECT_DOUBLE_EQ(attention_mma_rate_fraction(AttentionKernel::flash_attention_2, ir::GpuArch::ampere), 1.0);
+  AttentionShape s;
+  s.batch = 1;
+  s.heads_q = s.heads_kv = 32;
+  s.seq_q = s.seq_kv = 4096;
+  auto at_head_dim = [&](AttentionKernel kernel, int64_t d) {
+    s.head_dim_qk = s.head_dim_vo = d;
+    return attention_kernel_time_s(h100, kernel, s, false, ir::DType::bf16, params) - params.launch_s;
+  };
+  // Time per FLOP at d = 64 over d = 128 (FLOPs halve with d): the inverse of the rate ratio.
+  const double fa2 = 2.0 * at_head_dim(AttentionKernel::flash_attention_2, 64) / at_head_dim(AttentionKernel::flash_attention_2, 128);
+  const double cudnn = 2.0 * at_head_dim(AttentionKernel::cudnn, 64) / at_head_dim(AttentionKernel::cudnn, 128);
+  EXPECT_NEAR(fa2, 1.0 / ((64.0 / (64.0 + 128.0 / 3.0)) / (128.0 / (128.0 + 128.0 / 3.0))), 1e-9);
+  EXPECT_NEAR(fa2, 1.25, 1e-9);
+  EXPECT_NEAR(cudnn, 1.0 / 0.75, 1e-9);
+}
+
 // Blackwell Ultra's doubled exponent rate (sfu_exp2_per_clock_per_sm 32 on the b300 / gb300 presets)
 // halves its half point (128 -> 64) while the family fractions stay those measured on B200 / GB200:
 // at d >= 128 the forward runs (128/192) / (128/256) = 1.333x faster on GB300 than on GB200 at the same

@@ -46,6 +46,18 @@ struct AttentionCurve {
   /// larger head dim stops amortising the per-score work: cuDNN's d = 192/128 rows run at the
   /// d = 128 rate forward).
   /// `mean_kept_kv` = counted scores / query rows; `head_dim` = mean of d_qk and d_vo.
+  /// The curve of a kernel whose tensor-core instruction reaches `mma_rate_fraction` of the GPU's
+  /// dense peak (FlashAttention-2's mma.sync on Hopper: about 2/3, below WGMMA): the same exponent
+  /// rate balances proportionally fewer FLOPs, so both half points shrink by the fraction (the
+  /// family's d = 128 rate stays the measured one).
+  AttentionCurve with_mma_rate(double mma_rate_fraction) const {
+    AttentionCurve c = *this;
+    if (half_head_dim > 0 && mma_rate_fraction > 0) {
+      c.reference_half_head_dim = (reference_half_head_dim > 0 ? reference_half_head_dim : half_head_dim) * mma_rate_fraction;
+      c.half_head_dim = half_head_dim * mma_rate_fraction;
+    }
+    return c;
+  }
   double time_factor(double mean_kept_kv, AttentionMask mask, double head_dim) const {
     double factor = 1.0;
     if (mean_kept_kv > 0) {

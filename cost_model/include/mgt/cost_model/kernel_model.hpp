@@ -128,6 +128,11 @@ double attention_flops(const AttentionShape& shape, bool backward);
 /// on that generation.
 double attention_peak_fraction(AttentionKernel kernel, ir::GpuArch arch, bool backward, ir::DType dtype);
 
+/// The share of the GPU's dense tensor peak that the family's MMA instruction can reach, which sets
+/// where its exponentials balance its FLOPs (AttentionCurve::with_mma_rate): 2/3 for the Ampere-style
+/// mma.sync kernels (FlashAttention-2, PyTorch SDPA's flash backend) on Hopper, 1 elsewhere.
+double attention_mma_rate_fraction(AttentionKernel kernel, ir::GpuArch arch);
+
 /// The mask whose edges the kernel's tiles cross: a window narrower than the keys, else causal, else none.
 AttentionMask attention_mask(const AttentionShape& shape);
 
