@@ -258,7 +258,7 @@ double attention_peak_fraction(AttentionKernel kernel, ir::GpuArch arch, bool ba
 }
 
 // FlashAttention-2 (and SDPA's flash backend, which is FlashAttention-2) issues Ampere's synchronous
-// mma.sync on Hopper; FlashAttention-3 (Shah et al. 2024, §1, after Luo et al.'s Hopper
+// mma.sync on Hopper; FlashAttention-3 (Shah et al. 2024, citing Luo et al.'s Hopper
 // microbenchmarks) notes that mma.sync reaches only about 2/3 of Hopper's tensor-core peak, which
 // WGMMA (FA3, cuDNN, CUTLASS 3) reaches. Not fitted.
 constexpr double kHopperMmaSyncRateFraction = 2.0 / 3.0;
