@@ -64,8 +64,8 @@ def main():
             err = -err
         table.append((r["id"], gpu, prec, r["metric"], r["measured"], r["predicted"], err))
         for key in (("all",), ("gpu", gpu), ("precision", prec), ("type", src["model"]["type"]),
-                    ("container", src["container"]), ("gpu x precision", f"{gpu} {prec}"),
-                    ("model", src["model"]["catalog_key"])):
+                    ("container", src.get("container", "not stated")), ("gpu x precision", f"{gpu} {prec}"),
+                    ("model", src["model"].get("catalog_key", src["model"]["name"]))):
             groups[key].append(err)
     if show_rows:
         print(f"{'row':64s} {'gpu':6s} {'prec':9s} {'measured':>9s} {'predicted':>9s} {'error':>7s}")
