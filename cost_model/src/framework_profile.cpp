@@ -347,9 +347,8 @@ namespace {
 
 // The kernel model's family for a profile's attention on `arch`, falling back to a family that runs
 // there when the kernel rows have none for the requested one (FA3 and cuDNN on Ampere run at FA2's
-// rate; Blackwell has cuDNN and FA4 rows only).
-/// The kernel family that prices the profile's attention on this generation: its own where the kernel
-/// rows measured it there, else the first measured of FlashAttention-2, cuDNN, FlashAttention-4.
+// rate; Blackwell has cuDNN and FA4 rows only); nullopt when none of them runs there (Ada). It sets
+// both the peak fraction and the attention curve's MMA rate.
 std::optional<AttentionKernel> measured_attention_kernel(AttentionImpl impl, ir::GpuArch arch) {
   AttentionKernel wanted = AttentionKernel::flash_attention_2;
   switch (impl) {
