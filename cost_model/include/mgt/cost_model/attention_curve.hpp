@@ -38,14 +38,6 @@ struct AttentionCurve {
   /// half of it computed and discarded, the rest the masked path's cost), [0, 256].
   double mask_edge_keys = 0;
 
-  /// Time of the kernel over the time of its counted FLOPs (the mask's kept scores only) at the
-  /// family's long-sequence, d = 128 rate: the executed keys per row over the counted ones,
-  /// divided by the shape efficiency L/(L + half_kv) at the executed L and the head-dim factor
-  /// (d'/(d'+h))/(128/(128+h_ref)) with d' = min(d, 128) and h_ref = reference_half_head_dim
-  /// (above 128 the kernels shrink their tiles to fit the larger operands in shared memory, so a
-  /// larger head dim stops amortising the per-score work: cuDNN's d = 192/128 rows run at the
-  /// d = 128 rate forward).
-  /// `mean_kept_kv` = counted scores / query rows; `head_dim` = mean of d_qk and d_vo.
   /// The curve of a kernel whose tensor-core instruction reaches `mma_rate_fraction` of the GPU's
   /// dense peak (FlashAttention-2's mma.sync on Hopper: about 2/3, below WGMMA): the same exponent
   /// rate balances proportionally fewer FLOPs, so both half points shrink by the fraction (the
@@ -58,6 +50,14 @@ struct AttentionCurve {
     }
     return c;
   }
+  /// Time of the kernel over the time of its counted FLOPs (the mask's kept scores only) at the
+  /// family's long-sequence, d = 128 rate: the executed keys per row over the counted ones,
+  /// divided by the shape efficiency L/(L + half_kv) at the executed L and the head-dim factor
+  /// (d'/(d'+h))/(128/(128+h_ref)) with d' = min(d, 128) and h_ref = reference_half_head_dim
+  /// (above 128 the kernels shrink their tiles to fit the larger operands in shared memory, so a
+  /// larger head dim stops amortising the per-score work: cuDNN's d = 192/128 rows run at the
+  /// d = 128 rate forward).
+  /// `mean_kept_kv` = counted scores / query rows; `head_dim` = mean of d_qk and d_vo.
   double time_factor(double mean_kept_kv, AttentionMask mask, double head_dim) const {
     double factor = 1.0;
     if (mean_kept_kv > 0) {
