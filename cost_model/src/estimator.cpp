@@ -303,6 +303,29 @@ void Estimator::fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std
   const ir::Plan& plan = x.layout.plan;
   out.assign(s.blocks.size(), BlockFsdpComm{});
   if (!x.layout.fsdp) return;
+  if (zero3_blocks_compute()) {
+    // DeepSpeed v0.3.12-v0.5.4, per parameter tensor above the persistence threshold
+    // (partition_parameters.py _allgather_param, _reduce_scatter_gradients): a gather of its own with a
+    // ring's latency, torch.zeros of the full tensor (HBM writes), and ProcessGroupNCCL's copy_ of each
+    // rank's chunk (one kernel each, `world` of them); the gradient (fp16, DeepSpeed's fp16 optimizer)
+    // reduce-scattered alone after a copy-in per rank. Every call is waited for (fetch is blocking and
+    // synchronises the device), so these are times the compute stream stands still.
+    const int64_t world = x.layout.shard_group;
+    for (size_t b = 0; b < s.blocks.size(); ++b) {
+      const BlockCost& c = s.blocks[b].cost;
+      const int64_t tensors = c.gathered_param_tensors;
+      if (tensors == 0) continue;
+      const int64_t elements = c.param_elements_local - c.persistent_param_elements_local;
+      const int64_t tensor_bytes = ceil_div(elements * kWorkingBytes, tensors);
+      const double copies_s = double(tensors) * double(world) * params_.kernel_floor_s;
+      const double zero_fill_s = double(elements * kWorkingBytes) / cluster_.gpu.hbm_bytes_per_s;
+      out[b].ag = double(tensors) * collective_time_s(cluster_, CollectiveKind::all_gather, world, tensor_bytes, x.shard_link) +
+                  copies_s + zero_fill_s;
+      out[b].rs = double(tensors) * collective_time_s(cluster_, CollectiveKind::reduce_scatter, world, tensor_bytes, x.shard_link) +
+                  copies_s;
+    }
+    return;
+  }
   const bool frozen = settings_.frozen_base();
   const bool apart = ir::experts_reduce_apart(x.layout);
   const int64_t expert_replicas = x.layout.size(ir::MeshGroup::expert_replicate);
@@ -381,6 +404,17 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     }
   }
   st.params -= tied_on_stage(copies_per_block, s);
+  if (x.layout.fsdp && zero3_blocks_compute()) {
+    // Blocking per-tensor ZeRO-3 (fsdp_block_comm): nothing hides. Each copy gathers its tensors for
+    // the forward, again for a recomputed forward, and again for the backward (the reuse that
+    // stage3_max_reuse_distance allows at the recompute / backward turn is not taken), and
+    // reduce-scatters their gradients once.
+    for (size_t b = 0; b < s.blocks.size(); ++b) {
+      const double gathers = 2.0 + (s.blocks[b].is_layer ? full_fraction : 0.0);
+      st.fsdp += double(copies_per_block[b]) * (gathers * comm[b].ag + comm[b].rs);
+    }
+    return st;
+  }
   const double slowdown = params_.overlap_compute_slowdown;
   const FsdpExposure f = x.layout.fsdp ? chained_fsdp_exposure(fsdp_chunks, runs, slowdown, params_.concurrent_streams)
                                        : FsdpExposure{};

@@ -72,6 +72,18 @@ std::vector<FrameworkProfile> profile_table() {
     // (--num-layers-per-virtual-pipeline-stage); --use-distributed-optimizer (ZeRO-1, 2022).
     p.offers_pipeline = p.offers_interleaved = true;
     p.offers_zero[1] = true;
+    // Its own code has no ZeRO-2/3 (not offered, so never searched); a run that states ZeRO-3 ran
+    // DeepSpeed's, integrated into Megatron (Narayanan et al. 2021, Table 2), of the era: v0.3.12-
+    // v0.5.4, whose every fetch gathered one tensor at a time and blocked (partition_parameters.py
+    // _allgather_param: torch.cuda.synchronize(), a list all_gather; DeepSpeed #1188, v0.5.5: "the
+    // async version is not async at all, because each all_gather calls torch.cuda.synchronize()").
+    // Limits: that version's defaults (runtime/zero/constants.py).
+    p.zero3_submodule_limits = Zero3SubmoduleLimits{.max_live_parameters = 1'000'000'000,
+                                                    .prefetch_bucket_size = 50'000'000,
+                                                    .max_reuse_distance = 1'000'000'000,
+                                                    .param_persistence_threshold = 100'000,
+                                                    .reduce_bucket_size = 500'000'000,
+                                                    .per_tensor_blocking = true};
     t.push_back(p);
   }
   {

@@ -767,6 +767,8 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       // (parameter_offload.py mark_persistent_parameters: ds_numel <= threshold).
       if (params.zero3_submodule_limits && local <= params.zero3_submodule_limits->param_persistence_threshold)
         w.cost.persistent_param_elements_local += local;
+      else if (params.zero3_submodule_limits)
+        ++w.cost.gathered_param_tensors;
     } else {
       w.cost.largest_tensor_bytes = std::max(w.cost.largest_tensor_bytes, w.act_bytes(t));
     }

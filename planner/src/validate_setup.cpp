@@ -368,13 +368,16 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
   p.zero_stage = *zero;
   if (*zero > 0 && s.zero_stage_choices.empty() && !s.framework.offers_zero[size_t(*zero)]) {
     // The row states a stage its framework's profile does not offer (e.g. Narayanan et al. 2021's
-    // ZeRO-3 rows under megatron-lm): priced with that profile all the same, and said so, since what
-    // ran it is not stated (a row-level `framework` would say).
+    // ZeRO-3 rows under megatron-lm): priced with that profile all the same, and said so; the profile
+    // may say whose ZeRO-3 its era ran (megatron-lm: DeepSpeed's, framework_profile.cpp).
     std::string offered;
     for (size_t z = 0; z < 4; ++z)
       if (z == 0 || s.framework.offers_zero[z]) offered += (offered.empty() ? "" : ", ") + std::to_string(z);
+    const bool deepspeed_era = *zero == 3 && s.framework.zero3_submodule_limits && s.framework.zero3_submodule_limits->per_tensor_blocking;
     as.push_back("parallel.zero_stage " + std::to_string(*zero) + ": the " + s.framework.name + " profile offers ZeRO " +
-                 offered + "; priced as ZeRO-" + std::to_string(*zero) + " with that profile (no row-level framework says what ran it)");
+                 offered + "; priced as ZeRO-" + std::to_string(*zero) + " with that profile" +
+                 (deepspeed_era ? ", whose ZeRO-3 is DeepSpeed's of its era (v0.3.12-v0.5.4: per-tensor blocking gathers)"
+                                : " (no row-level framework says what ran it)"));
   }
   if (*zero == 0) {
     p.dp_replicate = dp;

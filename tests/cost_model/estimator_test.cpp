@@ -198,6 +198,39 @@ TEST(estimate, memory_deepspeed_zero3_buffers_small_tensors) {
   EXPECT_THROW(zero3_submodule_buffer_bytes(*params.zero3_submodule_limits, 1, 0, 0), std::invalid_argument);
 }
 
+TEST(estimate, time_deepspeed_zero3_per_tensor_blocking) {
+  // DeepSpeed v0.3.12-v0.5.4: every tensor above the persistence threshold (100) gathered alone, with
+  // a zero-filled buffer and one copy per rank, its gradient reduce-scattered alone after one copy-in
+  // per rank; nothing overlaps. The tiny layer's gathered tensors: wq, wo 4096, wk, wv 2048, gate, up,
+  // down 8192 = 7 tensors of 36864 elements (the norms stay); embedding and LM head one of 16384 each.
+  const int64_t L = 4, mbs = 2, seqs = 64, ranks = 8, ga = seqs / (ranks * mbs);
+  CostParams params = round::params();
+  params.kernel_floor_s = 1e-6;
+  params.zero3_submodule_limits = Zero3SubmoduleLimits{.max_live_parameters = 1000, .prefetch_bucket_size = 100,
+                                                       .max_reuse_distance = 0, .param_persistence_threshold = 100,
+                                                       .reduce_bucket_size = 5000, .per_tensor_blocking = true};
+  const Estimator est(tiny::graph(L), round::cluster(), ranks, settings(seqs), params);
+  const LinkEstimate link = Topology(round::cluster(), ranks, params).link_for_group({{AxisPlacement{ranks, 1}}});
+  const double layer_tensor_bytes = 10533;  // ceil(36864 x 2 / 7)
+  const double copies_layer = 7.0 * ranks * 1e-6, copies_one = 1.0 * ranks * 1e-6;
+  const double ag_layer = 7 * ring_time(CollectiveKind::all_gather, ranks, layer_tensor_bytes, link) + copies_layer +
+                          36864.0 * 2 / kHbm;
+  const double rs_layer = 7 * ring_time(CollectiveKind::reduce_scatter, ranks, layer_tensor_bytes, link) + copies_layer;
+  const double ag_table = ring_time(CollectiveKind::all_gather, ranks, 32768, link) + copies_one + 32768.0 / kHbm;
+  const double rs_table = ring_time(CollectiveKind::reduce_scatter, ranks, 32768, link) + copies_one;
+  // Forward and backward gather; the embedding and the head are the two one-tensor blocks.
+  const double per_microbatch = L * (2 * ag_layer + rs_layer) + 2 * (2 * ag_table + rs_table);
+  ir::Plan plan = plan_of(1, ranks, 1, 1, mbs);
+  expect_near_rel(est.estimate(plan).time.exposed_fsdp_s, double(ga) * per_microbatch);
+  // Full recompute gathers each layer's tensors a third time, for the recomputed forward.
+  plan.recompute = ir::Recompute::full;
+  expect_near_rel(est.estimate(plan).time.exposed_fsdp_s, double(ga) * (per_microbatch + L * ag_layer));
+  // The same limits without per_tensor_blocking: one gather per block, prefetched under compute.
+  params.zero3_submodule_limits->per_tensor_blocking = false;
+  const Estimator overlapped(tiny::graph(L), round::cluster(), ranks, settings(seqs), params);
+  EXPECT_LT(overlapped.estimate(plan).time.exposed_fsdp_s, 0.5 * double(ga) * (per_microbatch + L * ag_layer));
+}
+
 TEST(estimate, memory_zero1_and_zero2) {
   const int64_t L = 4;
   const int64_t P = total_params(L), shard = (P + 7) / 8;

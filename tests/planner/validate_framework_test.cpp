@@ -62,6 +62,8 @@ TEST(ValidationFramework, StatedZeroStageTheFrameworkLacksIsListed) {
   const auto s = mgt::plan::setup_row(source_with(row, file_fw), row);
   EXPECT_EQ(s.plan.zero_stage, 3);
   EXPECT_TRUE(any_assumption_has(s.assumptions, "parallel.zero_stage 3: the megatron-lm profile offers ZeRO 0, 1; priced as ZeRO-3"));
+  // ... as the DeepSpeed ZeRO-3 of megatron-lm's era, which the assumption names.
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "DeepSpeed's of its era (v0.3.12-v0.5.4"));
   row["parallel"]["zero_stage"] = 1;
   EXPECT_FALSE(any_assumption_has(mgt::plan::setup_row(source_with(row, file_fw), row).assumptions, "profile offers ZeRO"));
 }

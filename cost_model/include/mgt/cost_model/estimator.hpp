@@ -137,6 +137,10 @@ class Estimator {
   PlanContext context_for(const ir::Plan& plan) const;
   struct BlockFsdpComm;  // one copy's FSDP / HSDP collectives, per block, once per plan
   void fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const;
+  /// ZeRO-3 as DeepSpeed v0.3.12-v0.5.4 ran it: per tensor, blocking (Zero3SubmoduleLimits::per_tensor_blocking).
+  bool zero3_blocks_compute() const {
+    return params_.zero3_submodule_limits && params_.zero3_submodule_limits->per_tensor_blocking;
+  }
   StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
                        const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers, const PlanContext& x,
                        const std::vector<BlockFsdpComm>& comm) const;

@@ -91,6 +91,7 @@ struct BlockCost {
   int64_t nf4_param_elements_local = 0;      ///< QLoRA: the part of param_elements_local stored in NF4
   int64_t largest_param_elements_local = 0;  ///< the biggest single parameter tensor (ZeRO-3 gathers per tensor under DeepSpeed)
   int64_t persistent_param_elements_local = 0;  ///< tensors DeepSpeed ZeRO-3 keeps gathered (CostParams::zero3_submodule_limits)
+  int64_t gathered_param_tensors = 0;  ///< the other tensors, each one gather (and one gradient reduce-scatter) under DeepSpeed ZeRO-3
   int64_t boundary_bytes = 0;         ///< the block input one pipeline stage sends the next (b, s, h local)
   double model_flops = 0;             ///< fwd + bwd FLOPs of this copy, whole micro-batch, all GPUs:
                                       ///< 6 * active matmul params * tokens + causal attention
