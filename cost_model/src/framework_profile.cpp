@@ -72,6 +72,12 @@ std::vector<FrameworkProfile> profile_table() {
     // (--num-layers-per-virtual-pipeline-stage); --use-distributed-optimizer (ZeRO-1, 2022).
     p.offers_pipeline = p.offers_interleaved = true;
     p.offers_zero[1] = true;
+    // Narayanan et al. 2021 §4.1 (used for every run of its §5): each of the t TP ranks sends 1/t of
+    // the boundary over its own NIC (megatron/p2p_communication.py _communicate:
+    // split_tensor_into_1d_equal_chunks, then gather_split_1d_tensor, an all-gather over the TP group,
+    // after the receive; --no-scatter-gather-tensors-in-pipeline turns it off; skipped under
+    // --sequence-parallel, whose boundary is already split).
+    p.pipeline_scatter_gather = true;
     // Its own code has no ZeRO-2/3 (not offered, so never searched); a run that states ZeRO-3 ran
     // DeepSpeed's, integrated into Megatron (Narayanan et al. 2021, Table 2), of the era: v0.3.12-
     // v0.5.4, whose every fetch gathered one tensor at a time and blocked (partition_parameters.py
@@ -462,6 +468,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.dp_grad_reduce_hidden_fraction = profile.overlap_grad_reduce ? hidden : 0.0;
   p.dp_param_gather_hidden_fraction = profile.overlap_param_gather ? hidden : 0.0;
   p.p2p_hidden_fraction = profile.p2p_overlap ? hidden : 0.0;
+  p.pipeline_scatter_gather = profile.pipeline_scatter_gather;
   p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;

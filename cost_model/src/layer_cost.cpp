@@ -745,6 +745,11 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
   for (const auto& name : inputs) w.cost.saved_bytes_full += w.act_bytes(w.tensor(name));
   // What crosses a pipeline-stage boundary: the block input (Megatron sends the SP-scattered shard).
   w.cost.boundary_bytes = w.cost.saved_bytes_full;
+  // Megatron-LM's scatter/gather: each TP rank sends only its slice when sequence parallel has not
+  // split the boundary already. The receivers' all-gather of it runs over NVLink inside the TP group
+  // (12x a DGX A100 GPU's NIC bandwidth) and is not priced.
+  if (params.pipeline_scatter_gather && ctx.tp > 1 && !ctx.sequence_parallel)
+    w.cost.boundary_bytes = ceil_div(w.cost.boundary_bytes, ctx.tp);
 
   for (const auto& t : block.tensors) {
     if (t.is_parameter) {

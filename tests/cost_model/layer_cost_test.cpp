@@ -172,6 +172,20 @@ TEST(block_cost, saved_bytes_tp2_without_sequence_parallel) {
   expect_saved(cost, correct);
 }
 
+// The pipeline boundary is the layer input x: [b, s, h] bf16 without sequence parallel, [b, s/tp, h]
+// with it. Megatron-LM's scatter/gather sends 1/tp of the full one from each TP rank.
+TEST(block_cost, pipeline_boundary_bytes_with_and_without_scatter_gather) {
+  const int64_t b = 2, s = 1024, full = b * s * H * 2;
+  CostParams params = round::params();
+  EXPECT_EQ(block_cost(tiny_layer(), context(b, s, 4, 1, false), round::cluster(), params).boundary_bytes, full);
+  EXPECT_EQ(block_cost(tiny_layer(), context(b, s, 4, 1, true), round::cluster(), params).boundary_bytes, full / 4);
+  params.pipeline_scatter_gather = true;
+  EXPECT_EQ(block_cost(tiny_layer(), context(b, s, 4, 1, false), round::cluster(), params).boundary_bytes, full / 4);
+  // Under sequence parallel the boundary is split already: not split again.
+  EXPECT_EQ(block_cost(tiny_layer(), context(b, s, 4, 1, true), round::cluster(), params).boundary_bytes, full / 4);
+  EXPECT_EQ(block_cost(tiny_layer(), context(b, s, 1, 1, false), round::cluster(), params).boundary_bytes, full);
+}
+
 TEST(block_cost, saved_bytes_cp2) {
   const int64_t b = 1, s = 2048;
   const BlockCost cost = block_cost(tiny_layer(), context(b, s, 1, 2), round::cluster(), round::params());

@@ -120,6 +120,9 @@ struct CostParams {
   double dp_param_gather_hidden_fraction = 1.0;
   ///   Pipeline sends / receives beside compute; 0 = exposed.
   double p2p_hidden_fraction = 0.0;
+  /// A stage boundary without sequence parallel crosses as 1/tp per TP rank
+  /// (FrameworkProfile::pipeline_scatter_gather; layer_cost.cpp boundary_bytes).
+  bool pipeline_scatter_gather = false;
   /// Whether a rank runs its streams concurrently (GPUs: CUDA streams overlap communication with
   /// compute). The CPU backend runs a rank's instructions one after another in program order, so
   /// the simulator then serialises every stream of a program (docs/simulator.md §1).

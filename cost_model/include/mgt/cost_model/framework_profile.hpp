@@ -54,6 +54,9 @@ struct FrameworkProfile {
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)
   bool overlap_param_gather = true;   ///< ZeRO-1/2 parameter all-gather under the next forward
   bool p2p_overlap = false;           ///< pipeline sends / receives beside compute
+  /// Without sequence parallel, each TP rank sends its 1/tp slice of the stage boundary and the
+  /// receivers all-gather it over the TP group (Megatron-LM's scatter/gather optimisation).
+  bool pipeline_scatter_gather = false;
   // --- what it offers the planner ---
   bool offers_pipeline = false;
   bool offers_interleaved = false;  ///< interleaved 1F1B (virtual pipeline stages)
