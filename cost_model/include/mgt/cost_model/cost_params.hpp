@@ -27,8 +27,8 @@ struct Zero3SubmoduleLimits {
   /// DeepSpeed v0.3.12-v0.5.4 (ZeRO-3's first releases, before #1188 in v0.5.5): each parameter is
   /// gathered on its own after torch.cuda.synchronize(), into a zero-filled buffer, by a list
   /// all_gather that PyTorch's ProcessGroupNCCL copies out one chunk per rank; each gradient is
-  /// reduce-scattered on its own (one copy-in per rank). Nothing overlaps compute (Zero3Blocking,
-  /// estimator.cpp; docs/cost-model.md §4.3).
+  /// reduce-scattered on its own (one copy-in per rank). Nothing overlaps compute
+  /// (Estimator::zero3_blocks_compute, estimator.cpp fsdp_block_comm; docs/cost-model.md §4.3).
   bool per_tensor_blocking = false;
   bool operator==(const Zero3SubmoduleLimits&) const = default;
 };
