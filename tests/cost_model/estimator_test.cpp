@@ -226,9 +226,16 @@ TEST(estimate, time_deepspeed_zero3_per_tensor_blocking) {
   plan.recompute = ir::Recompute::full;
   expect_near_rel(est.estimate(plan).time.exposed_fsdp_s, double(ga) * (per_microbatch + L * ag_layer));
   // The same limits without per_tensor_blocking: one gather per block, prefetched under compute.
-  params.zero3_submodule_limits->per_tensor_blocking = false;
-  const Estimator overlapped(tiny::graph(L), round::cluster(), ranks, settings(seqs), params);
+  CostParams per_block = params;
+  per_block.zero3_submodule_limits->per_tensor_blocking = false;
+  const Estimator overlapped(tiny::graph(L), round::cluster(), ranks, settings(seqs), per_block);
   EXPECT_LT(overlapped.estimate(plan).time.exposed_fsdp_s, 0.5 * double(ga) * (per_microbatch + L * ag_layer));
+  // LoRA (a frozen base: only the adapters reduce gradients) keeps the per-block pricing.
+  TrainingSettings lora = settings(seqs);
+  lora.task = ir::Task::lora;
+  const double blocking_lora =
+      Estimator(tiny::graph(L), round::cluster(), ranks, lora, params).estimate(plan).time.exposed_fsdp_s;
+  EXPECT_EQ(blocking_lora, Estimator(tiny::graph(L), round::cluster(), ranks, lora, per_block).estimate(plan).time.exposed_fsdp_s);
 }
 
 TEST(estimate, memory_zero1_and_zero2) {

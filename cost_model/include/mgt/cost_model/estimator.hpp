@@ -138,8 +138,11 @@ class Estimator {
   struct BlockFsdpComm;  // one copy's FSDP / HSDP collectives, per block, once per plan
   void fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const;
   /// ZeRO-3 as DeepSpeed v0.3.12-v0.5.4 ran it: per tensor, blocking (Zero3SubmoduleLimits::per_tensor_blocking).
+  /// LoRA / QLoRA (a frozen base; those releases predate them) keep the per-block pricing, which
+  /// reduces only the adapters' gradients.
   bool zero3_blocks_compute() const {
-    return params_.zero3_submodule_limits && params_.zero3_submodule_limits->per_tensor_blocking;
+    return params_.zero3_submodule_limits && params_.zero3_submodule_limits->per_tensor_blocking &&
+           !settings_.frozen_base();
   }
   StageTime stage_time(const ShapeSummary& s, const std::vector<int64_t>& copies_per_block,
                        const std::vector<FsdpChunk>& fsdp_chunks, int64_t stage_layers, const PlanContext& x,
