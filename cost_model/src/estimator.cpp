@@ -11,6 +11,7 @@
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -248,21 +249,35 @@ struct Estimator::StageTime {
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
   PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}, {}};
-  // An expert group equals its dense one unless ep or etp cut the mesh (dense models always): then
-  // its link is the dense group's, without a second lookup.
-  const auto expert_link_like = [&](ir::MeshGroup group, const ir::Layout::FixedSpans& dense, const LinkEstimate& dense_link) {
-    const ir::Layout::FixedSpans spans = x.layout.fixed_spans(group);
-    return std::ranges::equal(spans.view(), dense.view()) ? dense_link : topology_.link_for_axes(spans.view());
-  };
-  const ir::Layout::FixedSpans shard = x.layout.fixed_spans(ir::MeshGroup::shard);
-  const ir::Layout::FixedSpans replicate = x.layout.fixed_spans(ir::MeshGroup::replicate);
-  x.shard_link = topology_.link_for_axes(shard.view());
-  x.expert_link = expert_link_like(ir::MeshGroup::expert_shard, shard, x.shard_link);
-  x.replicate_link = topology_.link_for_axes(replicate.view());
-  x.expert_replicate_link = expert_link_like(ir::MeshGroup::expert_replicate, replicate, x.replicate_link);
-  // The slowest boundary paces a 1F1B pipeline: every stage waits for what crosses it.
-  if (x.layout.plan.pp > 1)
-    x.pp_link = topology_.pipeline_link(x.layout.pp_stride(), x.layout.plan.pp, /*wraps=*/x.layout.plan.vpp > 1);
+  const ir::Plan& plan = x.layout.plan;
+  const std::array<int64_t, 8> key{plan.tp, plan.cp, plan.dp_shard, plan.dp_replicate, plan.ep, x.layout.expert_tp,
+                                   plan.pp, plan.vpp > 1 ? 1 : 0};
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the degrees
+  for (const int64_t v : key) hash = (hash ^ uint64_t(v)) * 0x100000001b3ull;
+  std::unique_ptr<MeshLinks>& links = mesh_links_[hash];
+  if (!links || links->key != key) {  // a miss, or another mesh with the same hash: (re)compute
+    links = std::make_unique<MeshLinks>();
+    links->key = key;
+    // An expert group equals its dense one unless ep or etp cut the mesh (dense models always): then
+    // its link is the dense group's, without a second lookup.
+    const auto expert_link_like = [&](ir::MeshGroup group, const ir::Layout::FixedSpans& dense, const LinkEstimate& dense_link) {
+      const ir::Layout::FixedSpans spans = x.layout.fixed_spans(group);
+      return std::ranges::equal(spans.view(), dense.view()) ? dense_link : topology_.link_for_axes(spans.view());
+    };
+    const ir::Layout::FixedSpans shard = x.layout.fixed_spans(ir::MeshGroup::shard);
+    const ir::Layout::FixedSpans replicate = x.layout.fixed_spans(ir::MeshGroup::replicate);
+    links->shard = topology_.link_for_axes(shard.view());
+    links->expert = expert_link_like(ir::MeshGroup::expert_shard, shard, links->shard);
+    links->replicate = topology_.link_for_axes(replicate.view());
+    links->expert_replicate = expert_link_like(ir::MeshGroup::expert_replicate, replicate, links->replicate);
+    // The slowest boundary paces a 1F1B pipeline: every stage waits for what crosses it.
+    if (plan.pp > 1) links->pp = topology_.pipeline_link(x.layout.pp_stride(), plan.pp, /*wraps=*/plan.vpp > 1);
+  }
+  x.shard_link = links->shard;
+  x.expert_link = links->expert;
+  x.replicate_link = links->replicate;
+  x.expert_replicate_link = links->expert_replicate;
+  x.pp_link = links->pp;
   return x;
 }
 

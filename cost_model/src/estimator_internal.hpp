@@ -8,6 +8,7 @@
 #include "mgt/ir/plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -60,6 +61,14 @@ struct Estimator::PlanContext {
   LinkEstimate link(const Topology& topology, ir::MeshGroup group) const {
     return topology.link_for_axes(layout.fixed_spans(group).view());
   }
+};
+
+// The links of a plan's data-parallel and pipeline groups, which only its mesh fixes: the degrees
+// (tp, cp, dp_shard, dp_replicate, ep, etp, pp) and whether the pipeline wraps around (vpp > 1).
+// Memoised: the search asks for them once per candidate, and many candidates share a mesh.
+struct Estimator::MeshLinks {
+  std::array<int64_t, 8> key{};  // checked on every hit: the map is keyed by its hash
+  LinkEstimate shard, expert, replicate, expert_replicate, pp;
 };
 
 // One interleaved-pipeline chunk of a stage as its FSDP chain sees it: the blocks it runs, in forward

@@ -131,6 +131,7 @@ class Estimator {
   struct ShapeSummary;  // per (tp, cp, ep, micro_batch, sp): block costs with communication priced
   struct StageLayout;   // per (pp, vpp): which block copies each pipeline stage holds
   struct PlanContext;  // the resolved Layout and its groups' links
+  struct MeshLinks;    // per mesh (the degrees and whether the pipeline wraps): the links every candidate needs
   const ShapeSummary& summary_for(const PlanContext& x) const;
   const StageLayout& layout_for(const ir::Layout& layout) const;
   struct StageTime;    // one micro-batch on one pipeline stage
@@ -167,6 +168,7 @@ class Estimator {
   std::vector<Tie> tied_;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ShapeSummary>> summaries_;
   mutable std::unordered_map<uint64_t, std::unique_ptr<StageLayout>> layouts_;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<MeshLinks>> mesh_links_;  // by a hash of MeshLinks::key
 };
 
 /// Human name of the binding constraint from a time breakdown (see Estimate::bottleneck), given the
