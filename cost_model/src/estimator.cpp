@@ -248,7 +248,7 @@ struct Estimator::StageTime {
 };
 
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
-  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), {}, {}, {}, {}, {}};
+  PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), nullptr, {}, {}, {}, {}, {}};
   const ir::Plan& plan = x.layout.plan;
   const std::array<int64_t, 8> key{plan.tp, plan.cp, plan.dp_shard, plan.dp_replicate, plan.ep, x.layout.expert_tp,
                                    plan.pp, plan.vpp > 1 ? 1 : 0};
@@ -273,6 +273,7 @@ Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const 
     // The slowest boundary paces a 1F1B pipeline: every stage waits for what crosses it.
     if (plan.pp > 1) links->pp = topology_.pipeline_link(x.layout.pp_stride(), plan.pp, /*wraps=*/plan.vpp > 1);
   }
+  x.mesh = links.get();
   x.shard_link = links->shard;
   x.expert_link = links->expert;
   x.replicate_link = links->replicate;
@@ -304,16 +305,21 @@ FsdpExposure chained_fsdp_exposure(const std::vector<FsdpChunk>& chunks, const s
 
 }  // namespace
 
-// FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
-// reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group. LoRA: the frozen
-// base is gathered as stored (bf16 / NF4) with the bf16 adapters; only the adapters' gradients are
-// reduce-scattered (treated as dense weights). HSDP: each gradient shard all-reduced over the replicas
-// holding it, dense over dp_replicate and experts (when they reduce apart) over expert_replicate;
-// otherwise one all-reduce of both. The same for a block on every stage: computed once per plan.
-struct Estimator::BlockFsdpComm {
-  double ag = 0, rs = 0, all_reduce = 0;
-};
+const std::vector<Estimator::BlockFsdpComm>& Estimator::fsdp_comm_for(const ShapeSummary& s, const PlanContext& x) const {
+  if (!x.layout.fsdp) {
+    static thread_local std::vector<BlockFsdpComm> none;  // nothing gathered: zeros, one per block
+    none.assign(s.blocks.size(), BlockFsdpComm{});
+    return none;
+  }
+  auto& known = x.mesh->fsdp_comm;
+  for (const auto& [shape, comm] : known)
+    if (shape == &s) return comm;
+  known.emplace_back(&s, std::vector<BlockFsdpComm>{});
+  fsdp_block_comm(s, x, known.back().second);
+  return known.back().second;
+}
 
+// One copy's FSDP collectives per block (BlockFsdpComm); depends only on the mesh and the shapes.
 void Estimator::fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const {
   const ir::Plan& plan = x.layout.plan;
   out.assign(s.blocks.size(), BlockFsdpComm{});
@@ -521,8 +527,7 @@ Estimate Estimator::estimate(const ir::Plan& input_plan) const {
   double all_stages_s = 0;  // sum over physical stages of one micro-batch's time (pipeline fill/drain)
   double all_stages_hsdp_s = 0;  // their HSDP all-reduce exposure in the last micro-batch
   int64_t most_params = 0, most_expert_params = 0, most_adapter_params = 0, last_ready_params = 0;
-  static thread_local std::vector<BlockFsdpComm> comm;  // reused: the search estimates plan after plan
-  fsdp_block_comm(s, x, comm);
+  const std::vector<BlockFsdpComm>& comm = fsdp_comm_for(s, x);
   for (const auto& stage : layout.stages) {
     const StageTime st = stage_time(s, stage.copies, stage.fsdp_chunks, stage.layers, x, comm);
     all_stages_s += double(stage.count) * st.total();

@@ -54,6 +54,7 @@ struct Estimator::ShapeSummary {
 // Everything a plan fixes once: its Layout (ir::resolve) and the links of its named groups.
 struct Estimator::PlanContext {
   ir::Layout layout;
+  MeshLinks* mesh = nullptr;  // the memoised links below, and what else the mesh fixes
   LinkEstimate shard_link, expert_link, replicate_link;  // every candidate needs these
   LinkEstimate expert_replicate_link;  // the replicas that hold the same experts (all of them unless ep spans replicas)
   LinkEstimate pp_link;  // the slowest stage boundary (Topology::pipeline_link), when pp > 1
@@ -66,9 +67,24 @@ struct Estimator::PlanContext {
 // The links of a plan's data-parallel and pipeline groups, which only its mesh fixes: the degrees
 // (tp, cp, dp_shard, dp_replicate, ep, etp, pp) and whether the pipeline wraps around (vpp > 1).
 // Memoised: the search asks for them once per candidate, and many candidates share a mesh.
+// FSDP2: all-gather bf16 params (before forward, and again before backward after resharding),
+// reduce-scatter fp32 grads, every micro-batch; experts shard over the smaller group. LoRA: the frozen
+// base is gathered as stored (bf16 / NF4) with the bf16 adapters; only the adapters' gradients are
+// reduce-scattered (treated as dense weights). HSDP: each gradient shard all-reduced over the replicas
+// holding it, dense over dp_replicate and experts (when they reduce apart) over expert_replicate;
+// otherwise one all-reduce of both. The same for a block on every stage, and for every plan with
+// the same mesh and block shapes (Estimator::fsdp_block_comm).
+struct Estimator::BlockFsdpComm {
+  double ag = 0, rs = 0, all_reduce = 0;
+};
+
 struct Estimator::MeshLinks {
   std::array<int64_t, 8> key{};  // checked on every hit: the map is keyed by its hash
   LinkEstimate shard, expert, replicate, expert_replicate, pp;
+  // Per block shape on this mesh (ShapeSummary, which summaries_ owns for the estimator's life): one
+  // copy's FSDP collectives under ZeRO-3, priced once. A mesh meets few shapes (micro-batch sizes,
+  // sequence parallel on or off): a short list.
+  std::vector<std::pair<const ShapeSummary*, std::vector<BlockFsdpComm>>> fsdp_comm;
 };
 
 // One interleaved-pipeline chunk of a stage as its FSDP chain sees it: the blocks it runs, in forward

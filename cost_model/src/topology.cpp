@@ -286,8 +286,12 @@ double Topology::Impl::hop_efficiency(int64_t a, int64_t b) const {
 //      g members of a unit share the cut's capacity C and busbw = (n-1)/(n-g) x C/g
 //      (all_to_all_bus_bytes_per_s; the kernel model prices nccl-tests' alltoall rows the same way).
 LinkEstimate Topology::Impl::compute_group(const GroupPlacement& group) const {
+  // Innermost axis first: nested axes (each stride at least the span below it, as a mesh's are)
+  // then enumerate the members already in rank order, and the sort below is a linear check.
+  std::vector<AxisPlacement> axes(group.axes.begin(), group.axes.end());
+  std::stable_sort(axes.begin(), axes.end(), [](const AxisPlacement& x, const AxisPlacement& y) { return x.stride < y.stride; });
   std::vector<int64_t> members{0};
-  for (const auto& axis : group.axes) {
+  for (const auto& axis : axes) {
     if (axis.size < 1 || axis.stride < 1)
       throw std::invalid_argument("group axis has size " + std::to_string(axis.size) + " and stride " +
                                   std::to_string(axis.stride) + "; both must be positive");
@@ -297,7 +301,7 @@ LinkEstimate Topology::Impl::compute_group(const GroupPlacement& group) const {
     for (int64_t c = 1; c < axis.size; ++c)
       for (size_t i = 0; i < before; ++i) members.push_back(members[i] + c * axis.stride);
   }
-  std::sort(members.begin(), members.end());
+  if (!std::is_sorted(members.begin(), members.end())) std::sort(members.begin(), members.end());
   if (std::adjacent_find(members.begin(), members.end()) != members.end())
     throw std::invalid_argument("group axes overlap: two members share a rank");
   check_rank(members.back());
@@ -314,10 +318,22 @@ LinkEstimate Topology::Impl::compute_group(const GroupPlacement& group) const {
   double bus = std::numeric_limits<double>::infinity();
   double latency = 0;
   bool crosses_cut = false;
+  // A ring over thousands of ranks repeats a few hop classes (representative vertices, across the
+  // cut or not, inside an NVLink domain or not); min and max are idempotent, so each is priced once.
+  struct HopClass {
+    Vertex u, v;
+    bool across, same_nvlink;
+    bool operator==(const HopClass&) const = default;
+  };
+  std::vector<HopClass> priced;
   for (int64_t i = 0; i < n; ++i) {
     int64_t a = members[size_t(i)], b = members[size_t((i + 1) % n)];
     if (b < a) std::swap(a, b);
     auto [u, v] = representative_pair(a, b);
+    const HopClass hop{u, v, a / cut_gpus != b / cut_gpus,
+                       nvlink_domain_gpus > 1 && a / nvlink_domain_gpus == b / nvlink_domain_gpus};
+    if (std::find(priced.begin(), priced.end(), hop) != priced.end()) continue;
+    priced.push_back(hop);
     PathResult path = widest_path(u, v);
     latency = std::max(latency, path.latency_s);
     if (a / cut_gpus != b / cut_gpus) {

@@ -138,6 +138,8 @@ class Estimator {
   PlanContext context_for(const ir::Plan& plan) const;
   struct BlockFsdpComm;  // one copy's FSDP / HSDP collectives, per block, once per plan
   void fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const;
+  /// fsdp_block_comm memoised per mesh and shape (zeros when the plan gathers nothing).
+  const std::vector<BlockFsdpComm>& fsdp_comm_for(const ShapeSummary& s, const PlanContext& x) const;
   /// ZeRO-3 as DeepSpeed v0.3.12-v0.5.4 ran it: per tensor, blocking (Zero3SubmoduleLimits::per_tensor_blocking).
   /// LoRA / QLoRA (a frozen base; those releases predate them) keep the per-block pricing, which
   /// reduces only the adapters' gradients.
