@@ -106,6 +106,20 @@ TEST(link_for_group, multi_axis_group_and_axis_order) {
   EXPECT_DOUBLE_EQ(tp_cp.bus_bytes_per_s, 340e9);
 }
 
+TEST(link_for_group, interleaved_axes_ring_in_rank_order) {
+  // Axes that do not nest (stride 4 x 3, stride 5 x 2) enumerate out of rank order: members
+  // {0, 4, 8, 5, 9, 13}. Sorted, the ring is 0-4-5 | 8-9-13 over 2 nodes: 3 members per node, so the
+  // cut carries 3 NICs x 50 GB/s x 0.85 (the NVLink hops are wider).
+  Topology t = topo("h100-sxm", 16);
+  LinkEstimate result = t.link_for_group(group({{.size = 3, .stride = 4}, {.size = 2, .stride = 5}}));
+  EXPECT_DOUBLE_EQ(result.bus_bytes_per_s, 3 * 50e9 * 0.85);
+  EXPECT_EQ(result.members_per_domain, 3);
+  EXPECT_EQ(result.domains_spanned, 2);
+  LinkEstimate swapped = t.link_for_group(group({{.size = 2, .stride = 5}, {.size = 3, .stride = 4}}));
+  EXPECT_DOUBLE_EQ(swapped.bus_bytes_per_s, result.bus_bytes_per_s);
+  EXPECT_DOUBLE_EQ(swapped.latency_s, result.latency_s);
+}
+
 TEST(link_for_group, gb200_nvl72_group_of_64_stays_in_nvlink) {
   Topology t = topo("gb200-nvl72", 144);
   LinkEstimate result = t.link_for_group(group({{.size = 64, .stride = 1}}));
