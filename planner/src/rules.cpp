@@ -50,19 +50,19 @@ bool accelerate_family(const std::string& framework) { return framework == "acce
 // torchtitan, borrow only from dp_shard x cp with the experts' tensor split that of tp or none.
 std::optional<std::string> expert_rule(const ir::Plan& plan, const ModelFacts& facts, const std::string& framework) {
   const int64_t etp = ir::expert_tp(plan);
-  const std::string ep = "ep=" + std::to_string(plan.ep);
+  const auto ep = [&] { return "ep=" + std::to_string(plan.ep); };
   if ((plan.ep > 1 || etp != plan.tp) && facts.num_experts == 0)
-    return (plan.ep > 1 ? ep : "etp=" + std::to_string(etp)) + " needs a mixture-of-experts model";
+    return (plan.ep > 1 ? ep() : "etp=" + std::to_string(etp)) + " needs a mixture-of-experts model";
   if (plan.ep == 1 && etp == plan.tp) return std::nullopt;
-  if (facts.num_experts % plan.ep != 0) return ep + " must divide " + facts.experts_field + "=" + std::to_string(facts.num_experts);
+  if (facts.num_experts % plan.ep != 0) return ep() + " must divide " + facts.experts_field + "=" + std::to_string(facts.num_experts);
   const int64_t stage_ranks = plan.dp_replicate * plan.dp_shard * plan.cp * plan.tp;
   if (etp < 1 || stage_ranks % etp != 0 || (stage_ranks / etp) % plan.ep != 0)
     return "etp*ep=" + std::to_string(etp) + "*" + std::to_string(plan.ep) + " must divide dp_replicate*dp_shard*cp*tp=" +
            std::to_string(stage_ranks);
   if (!ir::expert_groups_nest(plan))
-    return "etp=" + std::to_string(etp) + " and " + ep + " do not nest with tp, cp, dp_shard and dp_replicate";
+    return "etp=" + std::to_string(etp) + " and " + ep() + " do not nest with tp, cp, dp_shard and dp_replicate";
   if (framework == "torchtitan" && (plan.dp_shard * plan.cp) % plan.ep != 0)
-    return ep + " must divide dp_shard*cp=" + std::to_string(plan.dp_shard * plan.cp) + " (torchtitan borrows expert ranks from them)";
+    return ep() + " must divide dp_shard*cp=" + std::to_string(plan.dp_shard * plan.cp) + " (torchtitan borrows expert ranks from them)";
   if (framework == "torchtitan" && etp != plan.tp && etp != 1)
     return "etp=" + std::to_string(etp) + " must be 1 or tp under torchtitan";
   return std::nullopt;
@@ -72,26 +72,27 @@ std::optional<std::string> expert_rule(const ir::Plan& plan, const ModelFacts& f
 std::optional<std::string> first_broken_rule(const ir::Plan& plan, const ModelFacts& facts,
                                              const ir::ClusterSpec& cluster, const cost::TrainingSettings& settings,
                                              const RuleOptions& options) {
-  const std::string tp = "tp=" + std::to_string(plan.tp);
-  const std::string cp = "cp=" + std::to_string(plan.cp);
+  // Messages are built only for a rule that breaks: the search checks every candidate.
+  const auto tp = [&] { return "tp=" + std::to_string(plan.tp); };
+  const auto cp = [&] { return "cp=" + std::to_string(plan.cp); };
   if (ir::world_size(plan) != options.num_gpus)
     return "dp_replicate*dp_shard*cp*tp*pp=" + std::to_string(ir::world_size(plan)) + " must equal --gpus " +
            std::to_string(options.num_gpus);
   // Megatron-LM / torchtitan: heads and the FFN split evenly over tp.
   for (const auto& [field, size] : facts.tp_divisible)
-    if (size % plan.tp != 0) return tp + " must divide " + field + "=" + std::to_string(size);
+    if (size % plan.tp != 0) return tp() + " must divide " + field + "=" + std::to_string(size);
   // Tensor parallelism stays inside the NVLink domain (a node, or a GB200 NVL72 rack).
   const int64_t domain = cluster.nvlink_domain_gpus > 1 ? cluster.nvlink_domain_gpus : cluster.gpus_per_node;
-  const std::string where = std::to_string(domain) + "-GPU " + (cluster.nvlink_domain_gpus > 1 ? "NVLink domain" : "node");
+  const auto where = [&] { return std::to_string(domain) + "-GPU " + (cluster.nvlink_domain_gpus > 1 ? "NVLink domain" : "node"); };
   if (!options.allow_cross_node_tp && plan.tp > domain)
-    return tp + " exceeds one " + where + " (pass --allow-cross-node-tp to allow)";
+    return tp() + " exceeds one " + where() + " (pass --allow-cross-node-tp to allow)";
   if (!options.allow_cross_node_tp && domain % plan.tp != 0)
-    return tp + " must divide the " + where + " so no tp group straddles two (pass --allow-cross-node-tp to allow)";
+    return tp() + " must divide the " + where() + " so no tp group straddles two (pass --allow-cross-node-tp to allow)";
   if (plan.cp > 1 && !facts.has_attention && facts.ssd_heads == 0)
-    return cp + " needs attention or Mamba-2 layers to split the sequence";
+    return cp() + " needs attention or Mamba-2 layers to split the sequence";
   // Megatron-Core splits Mamba-2 layers over cp by heads (MambaContextParallel); Mamba-1 has no split.
   if (plan.cp > 1 && facts.has_mamba1)
-    return cp + ": Mamba-1 layers scan the whole sequence and no framework splits them over cp (use tp or pp)";
+    return cp() + ": Mamba-1 layers scan the whole sequence and no framework splits them over cp (use tp or pp)";
   if (plan.cp > 1 && facts.ssd_heads % (plan.tp * plan.cp) != 0)
     return "tp*cp=" + std::to_string(plan.tp * plan.cp) + " must divide the Mamba-2 heads (" +
            std::to_string(facts.ssd_heads) + "): Megatron-Core's context parallel splits heads over tp*cp";
