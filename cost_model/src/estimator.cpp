@@ -176,6 +176,7 @@ namespace {
 struct FsdpRun {
   int64_t copies;
   double ag, rs, fwd, bwd;
+  double rs_last;  ///< the last micro-batch's: rs, then HSDP's replica all-reduce on the same stream
   bool operator==(const FsdpRun&) const = default;
 };
 struct FsdpExposure {
@@ -186,41 +187,50 @@ struct FsdpExposure {
   double cost = 0;
   double ends = 0;  ///< of `cost`: the first all-gather and the last reduce-scatter, nothing to hide under
 };
+/// A chain's exposure in every micro-batch and, with `kLast`, in the last one (rs_last for rs): the
+/// windows are the same, so one pass prices both.
+struct FsdpExposures {
+  FsdpExposure every, last;
+};
 // `concurrent`: whether communication runs beside compute at all (CostParams::concurrent_streams;
 // the CPU backend runs a rank's instructions one after another, so nothing hides).
-FsdpExposure fsdp_exposure(std::span<const FsdpRun> runs, double slowdown, bool concurrent) {
-  FsdpExposure out;
-  auto overlap = [&out, slowdown, concurrent](double comm, double compute, double times = 1.0) {
+template <bool kLast>
+void add_fsdp_exposure(std::span<const FsdpRun> runs, double slowdown, bool concurrent, FsdpExposures& out) {
+  const auto exposed = [slowdown, concurrent](double comm, double compute) {
     if (!concurrent) compute = 0;
-    out.cost += times * std::max(comm - compute, slowdown * std::min(comm, compute));
+    return std::max(comm - compute, slowdown * std::min(comm, compute));
   };
-  auto exposed_alone = [&out](double comm) {
-    out.ends += comm;
-    out.cost += comm;
+  // A window whose communication is `ag` plus a reduce-scatter (`rs`, or `rs_last` in the last micro-batch).
+  const auto overlap = [&](double ag, double rs, double rs_last, double compute, double times) {
+    out.every.cost += times * exposed(ag + rs, compute);
+    if constexpr (kLast) out.last.cost += times * exposed(ag + rs_last, compute);
   };
-  const FsdpRun none{0, 0, 0, 0, 0};
+  const auto exposed_alone = [&out](double comm, double comm_last) {
+    out.every.ends += comm, out.every.cost += comm;
+    if constexpr (kLast) out.last.ends += comm_last, out.last.cost += comm_last;
+  };
+  const FsdpRun none{0, 0, 0, 0, 0, 0};
   for (size_t i = 0; i < runs.size(); ++i) {
     const FsdpRun& r = runs[i];
     const FsdpRun& prev = i > 0 ? runs[i - 1] : none;
     const FsdpRun& next = i + 1 < runs.size() ? runs[i + 1] : none;
     // forward
     if (i == 0) {
-      exposed_alone(r.ag);
+      exposed_alone(r.ag, r.ag);
     } else {
-      overlap(r.ag, prev.fwd);
+      overlap(r.ag, 0, 0, prev.fwd, 1);
     }
-    if (r.copies > 1) overlap(r.ag, r.fwd, double(r.copies - 1));
+    if (r.copies > 1) overlap(r.ag, 0, 0, r.fwd, double(r.copies - 1));
     // backward: copy j of this run, with its neighbours in forward order
     if (r.copies == 1) {
-      overlap(prev.ag + next.rs, r.bwd);
+      overlap(prev.ag, next.rs, next.rs_last, r.bwd, 1);
     } else {
-      overlap(prev.ag + r.rs, r.bwd);                                            // first copy of the run
-      overlap(r.ag + next.rs, r.bwd);                                            // last copy of the run
-      if (r.copies > 2) overlap(r.ag + r.rs, r.bwd, double(r.copies - 2));       // the middle copies
+      overlap(prev.ag, r.rs, r.rs_last, r.bwd, 1);                                      // first copy of the run
+      overlap(r.ag, next.rs, next.rs_last, r.bwd, 1);                                   // last copy of the run
+      if (r.copies > 2) overlap(r.ag, r.rs, r.rs_last, r.bwd, double(r.copies - 2));  // the middle copies
     }
   }
-  if (!runs.empty()) exposed_alone(runs.front().rs);  // the last reduce-scatter of backward
-  return out;
+  if (!runs.empty()) exposed_alone(runs.front().rs, runs.front().rs_last);  // the last reduce-scatter of backward
 }
 
 }  // namespace
@@ -285,20 +295,24 @@ Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const 
 namespace {
 // The FSDP exposure of a stage: its chunks' chains (FsdpChunk, fsdp_chunks_of), each timed
 // from the per-block runs (`block_runs[b]`: one copy's collectives and compute windows) with the
-// chunk's copies; alike chunks in a row are timed once and added `repeat` times.
-FsdpExposure chained_fsdp_exposure(const std::vector<FsdpChunk>& chunks, const std::vector<FsdpRun>& block_runs,
-                                   double slowdown, bool concurrent) {
+// chunk's copies; alike chunks in a row are timed once and added `repeat` times. With `kLast`, also
+// the last micro-batch's (FsdpExposures::last).
+template <bool kLast>
+FsdpExposures chained_fsdp_exposure(const std::vector<FsdpChunk>& chunks, const std::vector<FsdpRun>& block_runs,
+                                    double slowdown, bool concurrent) {
   static thread_local std::vector<FsdpRun> chain;  // reused: the search times every candidate's stages
-  FsdpExposure sum;
+  FsdpExposures sum;
   for (const auto& chunk : chunks) {
     chain.clear();
     for (const auto& part : chunk.parts) {
-      FsdpRun run = block_runs[part.block];
-      run.copies = part.copies;
-      chain.push_back(run);
+      chain.push_back(block_runs[part.block]);
+      chain.back().copies = part.copies;
     }
-    const FsdpExposure e = fsdp_exposure(chain, slowdown, concurrent);
-    for (int64_t r = 0; r < chunk.repeat; ++r) sum.cost += e.cost, sum.ends += e.ends;
+    FsdpExposures e;
+    add_fsdp_exposure<kLast>(chain, slowdown, concurrent, e);
+    const double repeat = double(chunk.repeat);
+    sum.every.cost += repeat * e.every.cost, sum.every.ends += repeat * e.every.ends;
+    sum.last.cost += repeat * e.last.cost, sum.last.ends += repeat * e.last.ends;
   }
   return sum;
 }
@@ -377,8 +391,8 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
   // Per-thread scratch, per graph block: the search times every stage of every candidate.
-  static thread_local std::vector<FsdpRun> runs, last;  // one copy's FSDP collectives and windows
-  runs.assign(s.blocks.size(), FsdpRun{0, 0, 0, 0, 0});
+  static thread_local std::vector<FsdpRun> runs;  // one copy's FSDP collectives and windows
+  runs.assign(s.blocks.size(), FsdpRun{0, 0, 0, 0, 0, 0});
   for (size_t b = 0; b < s.blocks.size(); ++b) {
     const int64_t copies = copies_per_block[b];
     if (copies == 0) continue;
@@ -416,7 +430,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
       double bwd_window = c.bwd_compute_s + blk.tp_bwd_s + blk.cp_bwd_s;
       if (blk.is_layer && plan.recompute == ir::Recompute::selective) bwd_window += c.selective_recompute_s;
       if (blk.is_layer && full_fraction > 0) bwd_window += full_fraction * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
-      runs[b] = {copies, comm[b].ag, comm[b].rs, fwd_window, bwd_window};
+      runs[b] = {copies, comm[b].ag, comm[b].rs, fwd_window, bwd_window, comm[b].rs + comm[b].all_reduce};
     }
     if (plan.pp > 1 && blk.is_layer && c.boundary_bytes > 0 && st.pp == 0) {
       // Each micro-batch crosses vpp chunk boundaries forward and vpp backward on every stage.
@@ -436,21 +450,20 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     }
     return st;
   }
+  if (!x.layout.fsdp) return st;
   const double slowdown = params_.overlap_compute_slowdown;
-  const FsdpExposure f = x.layout.fsdp ? chained_fsdp_exposure(fsdp_chunks, runs, slowdown, params_.concurrent_streams)
-                                       : FsdpExposure{};
+  // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
+  // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
+  const bool hsdp = plan.dp_replicate > 1 || x.layout.size(ir::MeshGroup::expert_replicate) > 1;
+  const FsdpExposures f = hsdp ? chained_fsdp_exposure<true>(fsdp_chunks, runs, slowdown, params_.concurrent_streams)
+                               : chained_fsdp_exposure<false>(fsdp_chunks, runs, slowdown, params_.concurrent_streams);
   // Every micro-batch, ends included: FSDP2 waits for the last reduce-scatter at the end of backward,
   // and the next forward's first all-gather queues behind it on the same NCCL stream. The slowed
   // compute is booked with the traffic that causes it.
-  st.fsdp = f.cost;
-  if (x.layout.fsdp && (plan.dp_replicate > 1 || x.layout.size(ir::MeshGroup::expert_replicate) > 1)) {
-    // HSDP: in the last micro-batch each block's gradient shard is also all-reduced across
-    // dp_replicate, right after its reduce-scatter on the same stream (FSDP2 HSDP).
-    last = runs;
-    for (size_t i = 0; i < last.size(); ++i) last[i].rs += comm[i].all_reduce;
-    const FsdpExposure fl = chained_fsdp_exposure(fsdp_chunks, last, slowdown, params_.concurrent_streams);
-    st.hsdp = fl.cost - f.cost;
-    st.hsdp_before_tail = std::max(0.0, st.hsdp - (fl.ends - f.ends));
+  st.fsdp = f.every.cost;
+  if (hsdp) {
+    st.hsdp = f.last.cost - f.every.cost;
+    st.hsdp_before_tail = std::max(0.0, st.hsdp - (f.last.ends - f.every.ends));
   }
   return st;
 }
