@@ -139,7 +139,8 @@ bool ranks_before(const cost::Estimate& a, const cost::Estimate& b) {
 }
 
 std::optional<std::string> estimate_out_of_range(const cost::Estimate& e) {
-  const std::string hint = " (hint: check the cluster's bandwidths, latencies and peak FLOP/s)";
+  // A constant, not a std::string: every estimate of a search passes through here.
+  constexpr const char* hint = " (hint: check the cluster's bandwidths, latencies and peak FLOP/s)";
   std::string cause;
   for (const auto& term : cost::kTimeTerms)
     if (bad_term(e.time.*term.field)) {
