@@ -4,6 +4,9 @@
 #include "mgt/ir/cluster_spec.hpp"
 #include "mgt/ir/error.hpp"
 
+#include <cctype>
+#include <string_view>
+
 namespace mgt::ir {
 
 namespace {
@@ -266,6 +269,61 @@ ClusterSpec cluster_preset(const std::string& name) {
   for (const auto& n : cluster_preset_names()) list += (list.empty() ? "" : ", ") + n;
   throw InputError("--cluster", "cluster", "unknown cluster preset \"" + name + "\"",
                    "use one of " + list + ", or a path to a mgt.cluster/1 file");
+}
+
+std::optional<GpuPresetMatch> preset_for_gpu_name(const std::string& gpu) {
+  std::string g;
+  for (const char ch : gpu) g += char(std::tolower(static_cast<unsigned char>(ch)));
+  const auto has = [&g](std::string_view part) { return g.find(part) != std::string::npos; };
+  // `part` as a model number of its own: not followed by a digit ("h20" in "H20 96GB", not in "H200").
+  const auto has_model = [&g](std::string_view part) {
+    for (size_t at = g.find(part); at != std::string::npos; at = g.find(part, at + 1)) {
+      const size_t end = at + part.size();
+      const bool digit_before = at > 0 && std::isdigit(static_cast<unsigned char>(g[at - 1]));
+      if (!digit_before && (end == g.size() || !std::isdigit(static_cast<unsigned char>(g[end])))) return true;
+    }
+    return false;
+  };
+  // `part` as a word of its own ("Ada" in "RTX 6000 Ada", not in "adapter").
+  const auto has_word = [&g](std::string_view part) {
+    const auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+    for (size_t at = g.find(part); at != std::string::npos; at = g.find(part, at + 1)) {
+      const size_t end = at + part.size();
+      if ((at == 0 || !alnum(g[at - 1])) && (end == g.size() || !alnum(g[end]))) return true;
+    }
+    return false;
+  };
+  const auto own = [](const char* preset) { return GpuPresetMatch{preset, {}}; };
+  const auto priced_as = [&gpu](const char* preset, const std::string& why) {
+    return GpuPresetMatch{preset, "GPU \"" + gpu + "\" priced as " + why};
+  };
+  if (has_word("amd") || has("instinct") || has_model("mi250") || has_model("mi300") || has("gaudi") || has_word("tpu"))
+    return std::nullopt;  // not NVIDIA: no preset has its kernels
+  // Blackwell Ultra before Blackwell, Grace-Hopper before H200 ("gh200" contains "h200").
+  if (has("gb300")) return own("gb300-nvl72");
+  if (has("b300")) return own("b300");
+  if (has("gb200")) return own("gb200-nvl72");
+  if (has("b200")) return own("b200");
+  // GH200's GPU is the H100 die (132 SMs, H100 SXM5's tensor peaks; Grace Hopper superchip datasheet)
+  // with 96 GB HBM3 or 144 GB HBM3e; H800 is H100 SXM5 with NVLink cut to 400 GB/s (same SMs, clocks
+  // and tensor peaks); H20 is a cut-down Hopper whose SM count NVIDIA does not publish.
+  if (has("gh200")) return priced_as("h100-sxm", "H100 SXM5 (GH200's GPU: 132 SMs, the same tensor peaks)");
+  if (has("h800")) return priced_as("h100-sxm", "H100 SXM5 (H800: same SMs, clocks and tensor peaks)");
+  if (has("h200")) return own("h200-sxm");
+  if (has_model("h20"))
+    return priced_as("h100-sxm", "H100 SXM5's Hopper kernels (H20: 132 SMs assumed, the stated peaks scale them)");
+  if (has("h100") || has("hopper")) return own("h100-sxm");
+  // A800 is A100 SXM4 with NVLink cut to 400 GB/s (same SMs and tensor peaks).
+  if (has("a800")) return priced_as("a100-80g-sxm", "A100 SXM4 (A800: same SMs and tensor peaks)");
+  if (has("a100")) return own("a100-80g-sxm");
+  if (has("4090")) return own("rtx4090-pcie");
+  // Other Ada parts (AD102 / AD104 / AD107) and other Ampere parts (GA102 / GA100 cut-downs).
+  if (has_model("l40s") || has_model("l40") || has_word("l4") || has_word("ada"))
+    return priced_as("rtx4090-pcie", "RTX 4090's Ada kernels (128 SMs assumed, the stated peaks scale them)");
+  if (has_model("a10") || has_model("a30") || has_model("a40") || has_model("a6000") || has_model("a5000") ||
+      has_model("3090"))
+    return priced_as("a100-80g-sxm", "A100's Ampere kernels (108 SMs assumed, the stated peaks scale them)");
+  return std::nullopt;
 }
 
 }  // namespace mgt::ir

@@ -54,26 +54,27 @@ struct GpuMatch {
 };
 
 GpuMatch match_gpu(const std::string& gpu, bool needs_links) {
-  auto preset = [](const char* name, std::string note = {}) { return GpuMatch{ir::cluster_preset(name), std::move(note)}; };
+  // A kernel row states no peaks, clocks or links of its own: the preset must be the part itself,
+  // so variants it does not describe are skipped before the shared name lookup.
   if (has(gpu, "amd")) throw Skip{"not an NVIDIA GPU (no preset)"};
   if (has(gpu, "pcie") || has(gpu, "nvl)") || gpu == "H200-NVL")
     throw Skip{"GPU variant not in the presets (PCIe / NVL cards run lower clocks and power than the SXM preset)"};
   if (has(gpu, "500w")) throw Skip{"power-capped part (500 W): the presets describe the 700 W SXM clocks"};
   if (has(gpu, "gh200")) throw Skip{"GPU not in the presets (" + gpu + ")"};
   if (has(gpu, "a800")) throw Skip{"GPU not in the presets (A800: A100 with 400 GB/s NVLink)"};
-  if (has(gpu, "h800")) {
-    if (needs_links) throw Skip{"GPU not in the presets for links (H800: 400 GB/s NVLink)"};
-    return preset("h100-sxm", "H800 SXM5 priced as H100 SXM5 (same SMs, clocks and tensor peaks)");
+  if (has(gpu, "h800") && needs_links) throw Skip{"GPU not in the presets for links (H800: 400 GB/s NVLink)"};
+  const std::optional<ir::GpuPresetMatch> match = ir::preset_for_gpu_name(gpu);
+  // Only H800 of the parts priced as another is the same die at the same clocks and peaks.
+  if (!match || (!match->assumption.empty() && !has(gpu, "h800"))) throw Skip{"GPU not in the presets (" + gpu + ")"};
+  GpuMatch m{ir::cluster_preset(match->preset), match->assumption};
+  // Where the row's name is less specific than the preset, say which variant prices it.
+  if (m.assumption.empty()) {
+    if (match->preset == "b200" && has(gpu, "inferred")) m.assumption = "GPU inferred by the source as B200";
+    if (match->preset == "h200-sxm" && has(gpu, "not stated")) m.assumption = "H200 variant not stated: SXM";
+    if (match->preset == "a100-80g-sxm" && !has(gpu, "sxm4-80gb")) m.assumption = "A100 variant not stated: SXM4 80GB";
+    if (match->preset == "h100-sxm" && !has(gpu, "H100-SXM5-80GB")) m.assumption = "GPU \"" + gpu + "\" priced as H100 SXM5";
   }
-  if (has(gpu, "gb300")) return preset("gb300-nvl72");
-  if (has(gpu, "b300")) return preset("b300");
-  if (has(gpu, "gb200")) return preset("gb200-nvl72");
-  if (has(gpu, "b200")) return preset("b200", has(gpu, "inferred") ? "GPU inferred by the source as B200" : "");
-  if (has(gpu, "h200")) return preset("h200-sxm", has(gpu, "not stated") ? "H200 variant not stated: SXM" : "");
-  if (has(gpu, "a100")) return preset("a100-80g-sxm", has(gpu, "sxm4-80gb") ? "" : "A100 variant not stated: SXM4 80GB");
-  if (has(gpu, "h100") || has(gpu, "hopper"))
-    return preset("h100-sxm", has(gpu, "H100-SXM5-80GB") ? "" : "GPU \"" + gpu + "\" priced as H100 SXM5");
-  throw Skip{"GPU not in the presets (" + gpu + ")"};
+  return m;
 }
 
 std::optional<ir::DType> dtype_of(const std::string& text) {

@@ -21,19 +21,6 @@ using namespace detail;
 // Cluster
 
 namespace {
-std::string preset_for_gpu(const std::string& gpu) {
-  const std::string g = lower(gpu);
-  if (contains(g, "gb300")) return "gb300-nvl72";
-  if (contains(g, "gb200")) return "gb200-nvl72";
-  if (contains(g, "b300")) return "b300";
-  if (contains(g, "b200")) return "b200";
-  if (contains(g, "h200")) return "h200-sxm";
-  if (contains(g, "h100")) return "h100-sxm";
-  if (contains(g, "a100")) return "a100-80g-sxm";
-  if (contains(g, "4090")) return "rtx4090-pcie";
-  return {};
-}
-
 /// A stated hardware number: nullopt when absent or null; RowSkipped naming `where`.`key` and the value
 /// when it is not a positive number (a string, 0, negative) or, for a `count`, not a whole number >= 1.
 /// A bad spec never falls back to the preset silently.
@@ -73,11 +60,12 @@ std::optional<double> node_network_bytes_per_s(const std::string& text) {
 
 ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& block, std::vector<std::string>& assumptions) {
   const std::string gpu = opt_string(block, "gpu");
-  std::string preset = preset_for_gpu(gpu);
-  if (preset.empty()) {
-    preset = "a100-80g-sxm";
+  const std::optional<ir::GpuPresetMatch> match = ir::preset_for_gpu_name(gpu);
+  std::string preset = match ? match->preset : "a100-80g-sxm";
+  if (!match)
     assumptions.push_back("hardware: no preset for GPU \"" + gpu + "\": a100-80g-sxm's latencies, PCIe and fp32 peak kept");
-  }
+  else if (!match->assumption.empty())
+    assumptions.push_back("hardware: " + match->assumption);
   ir::ClusterSpec c = ir::cluster_preset(preset);
   c.name = system_id;
   c.source = opt_string(block, "spec_source").empty() ? "validation hardware block " + system_id : opt_string(block, "spec_source");
@@ -114,7 +102,7 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
   const ir::ClusterSpec named = ir::cluster_preset(preset);
   if (const auto v = hardware_number(block, "nvlink_domain_gpus", system_id, /*count=*/true)) {
     c.nvlink_domain_gpus = int64_t(*v);
-  } else if (preset_for_gpu(gpu) == preset && named.nvlink_domain_gpus > named.gpus_per_node &&
+  } else if (match && named.nvlink_domain_gpus > named.gpus_per_node &&
              c.gpus_per_node == named.gpus_per_node && c.nvlink_bytes_per_s > 0) {
     kept.push_back("NVLink domain (" + std::to_string(c.nvlink_domain_gpus) + ", rack-scale)");  // NVL72 racks
   } else {

@@ -34,6 +34,42 @@ void expect_names_input_and_presets(const InputError& e, const std::string& inpu
   for (const auto& name : cluster_preset_names()) EXPECT_NE(what.find(name), std::string::npos) << what;
 }
 
+// Published GPU names to the preset of their die (NVIDIA datasheets / whitepapers): siblings of a
+// preset's part carry an assumption, the part's own variants none, other vendors no preset. The
+// traps: "H200" holds "h20", "GH200" holds "h200", "A100" holds "a10", "adapter" holds "ada".
+TEST(preset_for_gpu_name, maps_each_part_to_its_die) {
+  struct Case {
+    const char* gpu;
+    const char* preset;  // nullptr: no preset
+    bool sibling;
+  };
+  const Case cases[] = {
+      {"H100-SXM5-80GB", "h100-sxm", false}, {"H100 PCIe", "h100-sxm", false},      {"Hopper (H100 presumably)", "h100-sxm", false},
+      {"H200-SXM-141GB", "h200-sxm", false}, {"NVIDIA H800", "h100-sxm", true},     {"H20 96GB", "h100-sxm", true},
+      {"NVIDIA H20", "h100-sxm", true},      {"GH200 (900W, 141GiB HBM3e)", "h100-sxm", true},
+      {"A100-SXM4-40GB", "a100-80g-sxm", false}, {"A800-SXM4-80GB", "a100-80g-sxm", true},
+      {"NVIDIA A10G", "a100-80g-sxm", true}, {"RTX A6000", "a100-80g-sxm", true},   {"RTX 4090", "rtx4090-pcie", false},
+      {"NVIDIA L40S", "rtx4090-pcie", true}, {"NVIDIA L4", "rtx4090-pcie", true},   {"RTX 6000 Ada", "rtx4090-pcie", true},
+      {"B200", "b200", false},               {"DGX B300", "b300", false},           {"GB200", "gb200-nvl72", false},
+      {"GB300 NVL72", "gb300-nvl72", false}, {"AMD MI300X", nullptr, false},        {"Instinct MI250X", nullptr, false},
+      {"TPU v5p", nullptr, false},           {"Tesla V100", nullptr, false},        {"adapter card", nullptr, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.gpu);
+    const auto match = preset_for_gpu_name(c.gpu);
+    if (!c.preset) {
+      EXPECT_FALSE(match.has_value()) << match->preset;
+      continue;
+    }
+    ASSERT_TRUE(match.has_value());
+    EXPECT_EQ(match->preset, c.preset);
+    EXPECT_EQ(!match->assumption.empty(), c.sibling) << match->assumption;
+    if (c.sibling) {
+      EXPECT_NE(match->assumption.find(c.gpu), std::string::npos) << match->assumption;
+    }
+  }
+}
+
 TEST(cluster_preset, every_preset_round_trips_through_json) {
   for (const auto& name : cluster_preset_names()) {
     SCOPED_TRACE(name);

@@ -101,6 +101,41 @@ TEST(Validation, IterationTimeComparedWithTheEstimatorsStepTime) {
   ASSERT_TRUE(r.estimate.has_value());
 }
 
+// A row's GPU names the preset that prices it (ir::preset_for_gpu_name). H800 is the H100 SXM5 die at
+// the same clocks and tensor peaks with 400 GB/s NVLink (NVIDIA H800 datasheet): with the same stated
+// block it must predict exactly what the H100 row does, and say what it assumed. (It was priced with
+// A100's Ampere kernels and SM count, 6 % faster, before the lookup knew it.) A800 is the A100 die.
+TEST(Validation, SiblingPartsArePricedWithTheirArchitecture) {
+  const auto predict = [](const std::string& gpu, ValidationResult* out = nullptr) {
+    json block = h100_block();
+    block["gpu"] = gpu;
+    const ValidationSource src = source_with({llama_row()}, "", block);
+    const auto results = mgt::plan::validate_source(src);
+    EXPECT_EQ(results.size(), 1u);
+    if (out) *out = results.at(0);
+    return results.at(0).predicted.value_or(-1.0);
+  };
+  ValidationResult h800;
+  const double h100_s = predict("H100-SXM5-80GB");
+  EXPECT_GT(h100_s, 0);
+  EXPECT_DOUBLE_EQ(predict("H800-SXM5-80GB", &h800), h100_s);
+  EXPECT_TRUE(any_assumption_has(h800.assumptions, "priced as H100 SXM5 (H800")) << h800.assumptions.size();
+  std::vector<std::string> notes;
+  for (const auto& [gpu, arch] : std::vector<std::pair<std::string, mgt::ir::GpuArch>>{
+           {"NVIDIA H800", mgt::ir::GpuArch::hopper},     {"H20 96GB", mgt::ir::GpuArch::hopper},
+           {"GH200 480GB", mgt::ir::GpuArch::hopper},     {"A800-SXM4-80GB", mgt::ir::GpuArch::ampere},
+           {"NVIDIA L40S", mgt::ir::GpuArch::ada},        {"NVIDIA A10G", mgt::ir::GpuArch::ampere},
+           {"H200-SXM-141GB", mgt::ir::GpuArch::hopper},  {"B200", mgt::ir::GpuArch::blackwell}}) {
+    SCOPED_TRACE(gpu);
+    notes.clear();
+    EXPECT_EQ(mgt::plan::cluster_from_hardware("x", json{{"gpu", gpu}}, notes).gpu.arch, arch);
+    EXPECT_FALSE(any_assumption_has(notes, "no preset")) << (notes.empty() ? "" : notes[0]);
+  }
+  notes.clear();  // no preset describes it: A100's, and the row says so
+  EXPECT_EQ(mgt::plan::cluster_from_hardware("x", json{{"gpu", "AMD MI300X"}}, notes).gpu.arch, mgt::ir::GpuArch::ampere);
+  EXPECT_TRUE(any_assumption_has(notes, "no preset for GPU \"AMD MI300X\""));
+}
+
 // A row on Blackwell Ultra: the GPU names its preset (b300, gb300-nvl72) for what the hardware block
 // does not state; what it states (peaks, fp4 included, HBM) is read from the block; nvfp4 and mxfp8 rows
 // price linears at the block's fp4 / fp8 peak and take that peak as the MFU denominator; LoRA rows are

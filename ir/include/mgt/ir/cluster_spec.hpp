@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,19 @@ nlohmann::json to_json(const ClusterSpec& cluster);
 const std::vector<std::string>& cluster_preset_names();
 /// The embedded preset `name`; throws InputError listing the names when unknown.
 ClusterSpec cluster_preset(const std::string& name);
+/// The preset whose GPU describes a part named as published ("H100-SXM5-80GB", "NVIDIA H800",
+/// "GH200 (900W, 141GiB HBM3e)", "L40S"): its architecture, SM count and kernels. `assumption` is
+/// empty for the preset's own part (any of its variants) and says what is assumed for another part
+/// of the same architecture priced with it (H800, A800, GH200, H20, Ada and other Ampere parts).
+/// nullopt: no preset describes it (not NVIDIA, or an architecture the presets lack). One owner for
+/// `validate` (training rows, whose stated peaks, HBM and links replace the preset's) and the
+/// kernel validator (whose rows state none, so it skips the variants the preset does not describe).
+struct GpuPresetMatch {
+  std::string preset;      ///< a cluster_preset name
+  std::string assumption;  ///< empty, or what pricing this part with `preset` assumes
+};
+std::optional<GpuPresetMatch> preset_for_gpu_name(const std::string& gpu);
+
 /// `--cluster NAME|FILE`: a preset name, else a path to a `mgt.cluster/1` file.
 ClusterSpec load_cluster(const std::string& name_or_path);
 
