@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -215,6 +216,13 @@ std::vector<FrameworkProfile> profile_table() {
     p.offers_pipeline = p.offers_interleaved = true;
     // FSDP2 reshard_after_forward=False is ZeRO-2; True is ZeRO-3; DDP (data_parallel_replicate) is 0.
     p.offers_zero[2] = p.offers_zero[3] = true;
+    // Under a pipeline it is ZeRO-1: apply_fsdp's default policy is reshard_after_forward = not
+    // pp_enabled ("to avoid per-microbatch all-gathers", models/llama3/infra/parallelize.py), and
+    // torch.distributed.pipelining's stage backward sets reshard_after_backward and
+    // requires_gradient_sync to False for every micro-batch but the last (stage.py
+    // backward_maybe_with_nosync): one all-gather and one reduce-scatter per step, the parameters and
+    // the unsharded fp32 gradients held in between.
+    p.fsdp_gathers_once_under_pipeline = true;
     t.push_back(p);
   }
   {
@@ -247,9 +255,10 @@ const std::vector<FrameworkProfile>& table() {
 struct Alias {
   const char* name;
   const char* profile;
+  std::initializer_list<const char*> features = {};  ///< what its publication says it adds (apply_feature)
 };
-// Frameworks that run another profile's code paths.
-constexpr Alias kAliases[] = {
+// Frameworks that run another profile's code paths, or publish the same techniques.
+const Alias kAliases[] = {
     {"nemo", "megatron-core"},          // NeMo 2 trains through megatron.core (MegatronStrategy)
     {"megatron-bridge", "megatron-core"},
     {"megatron", "megatron-core"},      // --emit megatron writes Megatron-Core flags
@@ -258,13 +267,28 @@ constexpr Alias kAliases[] = {
     {"axolotl", "pytorch-fsdp"},        // through Accelerate
     {"metaseq", "pytorch-fsdp"},        // fairscale FSDP, the PyTorch FSDP prototype (Zhao et al. 2023 §1)
     {"fsdp", "pytorch-fsdp"},
+    // MegaScale (Jiang et al., NSDI'24) is built on Megatron-LM; §3.2 overlaps TP/SP all-gather and
+    // reduce-scatter with the adjacent GEMMs, prefetches the ZeRO all-gather under forward and the
+    // reduce-scatter under backward, and decouples pipeline sends from compute; §3.3 uses
+    // FlashAttention-2 and fused LayerNorm / GeLU (the megatron-core profile's TE kernels).
+    {"megascale", "megatron-core", {"tp-comm-overlap", "overlap-grad-reduce", "overlap-param-gather", "overlap-p2p"}},
+    // Meta's Llama 3 training (Dubey et al. 2024 §3.3.2): 4D parallelism with FSDP that does not
+    // reshard after forward, all-gather context parallelism and interleaved 1F1B with asynchronous
+    // point-to-point sends; torchtitan is the published PyTorch-native implementation of the same
+    // (FSDP2 under torch.distributed.pipelining keeps parameters gathered, interleaved schedules).
+    {"meta-internal", "torchtitan", {"overlap-p2p"}},
 };
 
-std::string canonical(const std::string& raw) {
+const Alias* alias_of(const std::string& raw) {
   const std::string n = lower(raw);
   for (const auto& a : kAliases)
-    if (n == a.name) return a.profile;
-  return n;
+    if (n == a.name) return &a;
+  return nullptr;
+}
+
+std::string canonical(const std::string& raw) {
+  const Alias* a = alias_of(raw);
+  return a ? a->profile : lower(raw);
 }
 
 // A stated feature: what it changes. Returns false when the feature is not one we know.
@@ -346,6 +370,14 @@ FrameworkSelection select_framework(const std::string& name, const std::vector<s
   } else {
     out.profile = *it;
     if (c != lower(name)) out.notes.push_back("framework " + name + ": the " + c + " profile");
+    if (const Alias* a = alias_of(name); a && a->features.size() > 0) {
+      std::string implied;
+      for (const char* f : a->features) {
+        apply_feature(f, out.profile);
+        implied += std::string(implied.empty() ? "" : ", ") + f;
+      }
+      out.notes.push_back("framework " + name + " implies " + implied + " (what its publication says it runs)");
+    }
   }
   for (const auto& f : features)
     if (!apply_feature(f, out.profile)) out.notes.push_back("framework feature \"" + f + "\" changes nothing in the model");
@@ -473,6 +505,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;
   p.eager_expert_epilogue = profile.eager_expert_epilogue;
+  p.fsdp_gathers_once_under_pipeline = profile.fsdp_gathers_once_under_pipeline;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

@@ -28,6 +28,21 @@ TEST(FrameworkProfile, AliasesSelectTheFrameworkTheyRun) {
   for (const auto& name : framework_profile_names()) EXPECT_TRUE(select_framework(name).known) << name;
 }
 
+// Names the validation README lists whose software is described in a publication: MegaScale runs
+// Megatron-LM with every overlap of its §3.2; Meta's Llama 3 stack is what torchtitan publishes.
+TEST(FrameworkProfile, PublishedSystemsMapToTheProfileOfWhatTheyRun) {
+  const FrameworkSelection mega = select_framework("MegaScale");
+  EXPECT_TRUE(mega.known);
+  EXPECT_EQ(mega.profile.name, "megatron-core");
+  EXPECT_TRUE(mega.profile.tp_comm_overlap && mega.profile.p2p_overlap);
+  EXPECT_TRUE(mega.profile.overlap_grad_reduce && mega.profile.overlap_param_gather);
+  ASSERT_EQ(mega.notes.size(), 2u);  // which profile, and what the name implies
+  EXPECT_NE(mega.notes[1].find("implies tp-comm-overlap"), std::string::npos) << mega.notes[1];
+  const FrameworkSelection meta = select_framework("meta-internal");
+  EXPECT_EQ(meta.profile.name, "torchtitan");
+  EXPECT_TRUE(meta.profile.fsdp_gathers_once_under_pipeline && meta.profile.offers_interleaved && meta.profile.p2p_overlap);
+}
+
 TEST(FrameworkProfile, UnknownNameGetsTheDefaultAndSaysSo) {
   const FrameworkSelection s = select_framework("megascale-internal-2030");
   EXPECT_FALSE(s.known);
@@ -145,6 +160,35 @@ TEST(FrameworkProfile, P2pOverlapHidesThePipelineSends) {
   const Estimate b = Estimator(tiny::graph(4), round::cluster(), 2, round::settings(8), hidden).estimate(pp2);
   ASSERT_GT(a.time.exposed_pp_s, 0.0);
   expect_near_rel(b.time.exposed_pp_s, 0.25 * a.time.exposed_pp_s, 1e-9);
+}
+
+// torchtitan under a pipeline (FrameworkProfile::fsdp_gathers_once_under_pipeline): FSDP2 keeps the
+// parameters gathered through the step and reduce-scatters once, which is ZeRO-1 over the same shard
+// group, so a pipelined FSDP plan must cost exactly what that ZeRO-1 plan costs, time and memory; the
+// per-micro-batch pricing (every forward and backward gathers, every backward reduce-scatters) is
+// dearer. Without a pipeline the claim changes nothing.
+TEST(FrameworkProfile, TorchtitanPipelinedFsdpIsZero1) {
+  CostParams once = round::params();
+  once.fsdp_gathers_once_under_pipeline = true;
+  const CostParams each = round::params();
+  ir::Plan fsdp = plan_of(1, 4, 1, 1, 2);  // 8 GPUs: dp_shard 4 x pp 2, 8 sequences of 1: 2 micro-batches per replica
+  fsdp.zero_stage = 3;
+  ir::Plan zero1 = fsdp;
+  zero1.zero_stage = 1;
+  const auto estimate = [](const CostParams& p, const ir::Plan& plan) {
+    return Estimator(tiny::graph(4), round::cluster(), 8, round::settings(8), p).estimate(plan);
+  };
+  const Estimate a = estimate(once, fsdp), b = estimate(once, zero1), c = estimate(each, fsdp);
+  EXPECT_DOUBLE_EQ(a.step_time_s, b.step_time_s);
+  EXPECT_EQ(a.memory.peak_bytes, b.memory.peak_bytes);
+  EXPECT_EQ(a.memory.parameters_bytes, b.memory.parameters_bytes);
+  EXPECT_EQ(a.time.exposed_fsdp_s, 0.0);
+  ASSERT_GT(c.time.exposed_fsdp_s, 0.0);
+  EXPECT_GT(c.step_time_s, a.step_time_s);
+  EXPECT_LT(c.memory.parameters_bytes, a.memory.parameters_bytes);  // sharded at rest vs whole through the step
+  ir::Plan flat = plan_of(1, 8, 1, 1);
+  flat.zero_stage = 3;
+  EXPECT_DOUBLE_EQ(estimate(once, flat).step_time_s, estimate(each, flat).step_time_s);
 }
 
 // Eager attention (Megatron-LM 2021's fused softmax): one micro-batch of 1 x 1024 tokens, 4 heads of

@@ -136,6 +136,20 @@ TEST(Validation, SiblingPartsArePricedWithTheirArchitecture) {
   EXPECT_TRUE(any_assumption_has(notes, "no preset for GPU \"AMD MI300X\""));
 }
 
+// A torchtitan row with FSDP under a pipeline says it is priced as what torchtitan runs (ZeRO-1 over
+// the same shard group); the same row under megatron-core says nothing of it.
+TEST(Validation, TorchtitanPipelinedFsdpRowSaysItIsPricedAsZero1) {
+  json row = llama_row();
+  row["parallel"] = {{"num_gpus", 8}, {"dp", 4}, {"tp", 1}, {"pp", 2}, {"cp", 1}, {"fsdp", true}};
+  row["framework"] = {{"name", "torchtitan"}};
+  const ValidationSource src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.plan.zero_stage, 3);  // the plan as stated; the profile prices it
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "priced as ZeRO-1 over the same shard group"));
+  row["framework"] = {{"name", "megatron-core"}};
+  EXPECT_FALSE(any_assumption_has(mgt::plan::setup_row(src, row).assumptions, "priced as ZeRO-1"));
+}
+
 // A row on Blackwell Ultra: the GPU names its preset (b300, gb300-nvl72) for what the hardware block
 // does not state; what it states (peaks, fp4 included, HBM) is read from the block; nvfp4 and mxfp8 rows
 // price linears at the block's fp4 / fp8 peak and take that peak as the MFU denominator; LoRA rows are

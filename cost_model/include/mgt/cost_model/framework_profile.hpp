@@ -70,6 +70,9 @@ struct FrameworkProfile {
   /// ZeRO-3 gathers per submodule under these limits (DeepSpeed; `--emit deepspeed` writes them);
   /// none: whole blocks with the next one prefetched (FSDP2).
   std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;
+  /// FSDP under a pipeline gathers each parameter once per step and reduce-scatters once (torchtitan:
+  /// CostParams::fsdp_gathers_once_under_pipeline); false: every micro-batch gathers and reduces.
+  bool fsdp_gathers_once_under_pipeline = false;
   // --- memory overheads per GPU ---
   int64_t context_bytes = 768ll << 20;     ///< CUDA context + cuBLAS / cuDNN / TE workspaces
   int64_t nccl_buffer_bytes = 256ll << 20;
