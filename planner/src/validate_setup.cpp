@@ -367,7 +367,7 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
                  (deepspeed_era ? ", whose ZeRO-3 is DeepSpeed's of its era (v0.3.12-v0.5.4: per-tensor blocking gathers)"
                                 : " (no row-level framework says what ran it)"));
   }
-  if (*zero == 3 && p.pp > 1 && s.framework.fsdp_gathers_once_under_pipeline)
+  if (*zero >= 2 && p.pp > 1 && s.framework.fsdp_gathers_once_under_pipeline)
     as.push_back("FSDP under a " + std::to_string(p.pp) + "-stage pipeline in " + s.framework.name +
                  ": parameters gathered once per step and gradients reduce-scattered once (reshard_after_forward = "
                  "not pp; pipelining syncs only the last backward), priced as ZeRO-1 over the same shard group");

@@ -186,6 +186,11 @@ TEST(FrameworkProfile, TorchtitanPipelinedFsdpIsZero1) {
   ASSERT_GT(c.time.exposed_fsdp_s, 0.0);
   EXPECT_GT(c.step_time_s, a.step_time_s);
   EXPECT_LT(c.memory.parameters_bytes, a.memory.parameters_bytes);  // sharded at rest vs whole through the step
+  ir::Plan zero2 = fsdp;  // reshard_after_forward "never": the pipeline still syncs only the last backward
+  zero2.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(estimate(once, zero2).step_time_s, b.step_time_s);
+  EXPECT_EQ(estimate(once, zero2).memory.gradients_bytes, b.memory.gradients_bytes);
+  EXPECT_LT(estimate(each, zero2).memory.gradients_bytes, b.memory.gradients_bytes);
   ir::Plan flat = plan_of(1, 8, 1, 1);
   flat.zero_stage = 3;
   EXPECT_DOUBLE_EQ(estimate(once, flat).step_time_s, estimate(each, flat).step_time_s);
