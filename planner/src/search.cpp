@@ -75,6 +75,15 @@ bool bad_term(double v) { return !std::isfinite(v) || v < 0; }
 int recompute_rank(ir::Recompute r) { return r == ir::Recompute::none ? 0 : (r == ir::Recompute::selective ? 1 : 2); }
 }  // namespace
 
+bool pipeline_split_proposed(int64_t num_layers, int64_t pp, int64_t vpp, int64_t mtp_depths) {
+  if (vpp > 1 && num_layers < pp * vpp) return false;
+  // Other per-rank counts and layouts (Megatron only) are estimated when a plan asks for them.
+  const auto split = ir::PipelineSplit::choose(num_layers, pp, vpp, std::nullopt, mtp_depths);
+  using Rule = ir::PipelineSplit::Rule;
+  return split && (split->rule == Rule::even || split->rule == Rule::mtp_tail ||
+                   (split->rule == Rule::account && split->embedding_as_layer));
+}
+
 std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions& options) {
   std::vector<ir::Plan> out;
   const auto divs = divisors(num_gpus);
@@ -83,17 +92,12 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
     // embedding and loss counted as layers (torchtitan's less_layers say it too), and for a model
     // with multi-token prediction Megatron's layout around it. Other per-rank counts and layouts
     // (Megatron only) are estimated when a plan asks for them.
-    const auto splits = [&](int64_t vpp) {
-      const auto split = ir::PipelineSplit::choose(options.num_layers, pp, vpp, std::nullopt, options.mtp_depths);
-      using Rule = ir::PipelineSplit::Rule;
-      return split && (split->rule == Rule::even || split->rule == Rule::mtp_tail ||
-                       (split->rule == Rule::account && split->embedding_as_layer));
-    };
-    if (pp > 1 && (options.num_layers == 0 || !splits(1))) continue;
+    if (pp > 1 && (options.num_layers == 0 || !pipeline_split_proposed(options.num_layers, pp, 1, options.mtp_depths)))
+      continue;
     std::vector<int64_t> vpps{1};
     if (pp > 1)
       for (int64_t v = 2; v <= options.max_vpp; ++v)
-        if (splits(v) && options.num_layers >= pp * v) vpps.push_back(v);
+        if (pipeline_split_proposed(options.num_layers, pp, v, options.mtp_depths)) vpps.push_back(v);
     const int64_t rest = num_gpus / pp;
     for (int64_t tp : divisors(rest))
       for (int64_t cp : divisors(rest / tp)) {

@@ -192,12 +192,13 @@ const SearchOptions& search_defaults() {
   return defaults;
 }
 
-/// Interleaving factors to try when the row says the schedule is interleaved but not V: the planner's
-/// (2 to SearchOptions::max_vpp) whose pp x vpp divides the layers (the estimator's precondition).
-std::vector<int64_t> vpp_candidates(int64_t layers, int64_t pp) {
+/// Interleaving factors to try when the row leaves V open: the planner's (2 to SearchOptions::max_vpp)
+/// whose split the search proposes (pipeline_split_proposed: equal chunks, or the embedding and loss
+/// counted as layers, as Megatron-Core's --account-for-embedding-in-pipeline-split and torchtitan do).
+std::vector<int64_t> vpp_candidates(int64_t layers, int64_t pp, int64_t mtp_depths) {
   std::vector<int64_t> out;
   for (int64_t v = 2; v <= search_defaults().max_vpp; ++v)
-    if (layers >= pp * v && layers % (pp * v) == 0) out.push_back(v);
+    if (pipeline_split_proposed(layers, pp, v, mtp_depths)) out.push_back(v);
   return out;
 }
 
@@ -280,7 +281,7 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
   } else if (pp > 1 && s.framework.offers_interleaved) {
     // Not stated at all (absent, null, "not stated"): a knob the framework offers, taken as tuned
     // among 1 (plain 1F1B) and every interleaving that divides the layers; validate lists the choice.
-    s.vpp_choices = vpp_candidates(s.shape.layers, pp);
+    s.vpp_choices = vpp_candidates(s.shape.layers, pp, ir::mtp_depths(s.graph));
     s.vpp_choices.insert(s.vpp_choices.begin(), 1);
     if (s.vpp_choices.size() == 1) s.vpp_choices.clear();  // only 1: nothing to choose
   }
@@ -288,10 +289,11 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
     const std::string said = par.contains("vpp") && !par["vpp"].is_null() ? "parallel.vpp " + par["vpp"].dump()
                                                                             : "parallel.vpp not stated (interleaved schedule)";
     if (pp <= 1) throw RowSkipped(said + ": interleaving needs pp > 1, got pp " + std::to_string(pp));
-    s.vpp_choices = vpp_candidates(s.shape.layers, pp);
+    s.vpp_choices = vpp_candidates(s.shape.layers, pp, ir::mtp_depths(s.graph));
     if (s.vpp_choices.empty())
-      throw RowSkipped(said + ": no vpp from 2 to " + std::to_string(search_defaults().max_vpp) + " divides " +
-                       std::to_string(s.shape.layers) + " layers / pp " + std::to_string(pp));
+      throw RowSkipped(said + ": no vpp from 2 to " + std::to_string(search_defaults().max_vpp) + " splits " +
+                       std::to_string(s.shape.layers) + " layers over pp " + std::to_string(pp) +
+                       " (equal chunks, or with the embedding and loss counted as layers)");
     vpp = s.vpp_choices.front();
   }
   if (cp <= 0 || ep <= 0 || vpp <= 0) throw RowSkipped("parallel.cp, ep and vpp must be positive");

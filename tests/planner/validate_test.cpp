@@ -617,6 +617,12 @@ TEST(Validation, UnstatedVppIsTunedWhereTheFrameworkInterleaves) {
   const ValidationSource src = source_with({row});
   const auto s = mgt::plan::setup_row(src, src.rows[0]);
   ASSERT_EQ(s.vpp_choices, (std::vector<int64_t>{1, 2, 4}));  // 8 layers / pp 2: V in {2, 4} divides 4
+  // 14 layers over pp 2: equal chunks only for V 7; with the embedding and loss counted as layers
+  // (16 slots, Megatron-Core's --account-for-embedding-in-pipeline-split, torchtitan) also V 2 and 4
+  // (V 8 would leave a chunk without a layer): the interleavings the search proposes.
+  json odd = row;
+  odd["model"]["num_layers"] = 14;
+  EXPECT_EQ(mgt::plan::setup_row(src, odd).vpp_choices, (std::vector<int64_t>{1, 2, 4, 7}));
   std::vector<mgt::ir::Plan> plans;
   for (int64_t v : {1, 2, 4}) {
     plans.push_back(s.plan);

@@ -48,6 +48,13 @@ struct SearchOptions {
   bool partial_recompute = false;
 };
 
+/// Whether the search proposes a pipeline of `pp` stages with `vpp` chunks each for `num_layers`
+/// layers: a split every pipelining framework expresses (ir::PipelineSplit: equal chunks, the
+/// embedding and loss counted as layers, or Megatron's layout around multi-token prediction), and for
+/// vpp > 1 at least one layer per chunk. `validate` offers the same interleavings for a row that
+/// leaves vpp open.
+bool pipeline_split_proposed(int64_t num_layers, int64_t pp, int64_t vpp, int64_t mtp_depths = 0);
+
 /// Block recompute of a full-recompute `plan` (every layer recomputed) that fits in `hbm_bytes`: the
 /// estimate with the fewest recompute_layers per (virtual) stage that still fits, found by bisection
 /// over 1 .. layers per chunk - 1 (the step time grows and the activation memory falls with the
