@@ -90,8 +90,7 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
   for (int64_t pp : divs) {
     // The search proposes the splits every pipelining framework expresses: equal chunks, or the
     // embedding and loss counted as layers (torchtitan's less_layers say it too), and for a model
-    // with multi-token prediction Megatron's layout around it. Other per-rank counts and layouts
-    // (Megatron only) are estimated when a plan asks for them.
+    // with multi-token prediction Megatron's layout around it (pipeline_split_proposed).
     if (pp > 1 && (options.num_layers == 0 || !pipeline_split_proposed(options.num_layers, pp, 1, options.mtp_depths)))
       continue;
     std::vector<int64_t> vpps{1};
@@ -107,6 +106,7 @@ std::vector<ir::Plan> enumerate_candidates(int64_t num_gpus, const SearchOptions
           const std::vector<int64_t>& zeros = dp_shard > 1 ? options.sharded_zero_stages : kReplicated;
           const auto experts = expert_layouts(tp, cp, dp_shard, dp / dp_shard, options);
           for (int64_t zero : zeros)
+          if (zero != 2 || pp == 1 || !options.one_fsdp_stage_under_pipeline || !std::ranges::count(zeros, 3))
           for (int64_t vpp : vpps)
             for (const auto& [etp, ep] : experts)
               for (int64_t mbs : options.micro_batches)
@@ -171,6 +171,7 @@ void restrict_to_framework(SearchOptions& options, const cost::FrameworkProfile&
   options.sharded_zero_stages.clear();
   for (int64_t z = 1; z <= 3; ++z)
     if (framework.offers_zero[z]) options.sharded_zero_stages.push_back(z);
+  options.one_fsdp_stage_under_pipeline = framework.fsdp_gathers_once_under_pipeline;
   options.partial_recompute = framework.offers_partial_recompute;
   // Megatron-Core: --expert-tensor-parallel-size and ep folded over any data-parallel ranks
   // (parallel_state.py, the expert RankGenerator); torchtitan borrows ep from dp_shard x cp only.

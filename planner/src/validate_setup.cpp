@@ -280,7 +280,7 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
     interleaved_unstated = true;
   } else if (pp > 1 && s.framework.offers_interleaved) {
     // Not stated at all (absent, null, "not stated"): a knob the framework offers, taken as tuned
-    // among 1 (plain 1F1B) and every interleaving that divides the layers; validate lists the choice.
+    // among 1 (plain 1F1B) and every interleaving the search proposes; validate lists the choice.
     s.vpp_choices = vpp_candidates(s.shape.layers, pp, ir::mtp_depths(s.graph));
     s.vpp_choices.insert(s.vpp_choices.begin(), 1);
     if (s.vpp_choices.size() == 1) s.vpp_choices.clear();  // only 1: nothing to choose

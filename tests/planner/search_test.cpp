@@ -1,6 +1,7 @@
 // Tests for the planner search (planner/src/search.cpp): candidate enumeration counted by hand, the
 // ranking order, the rejection accounting, memory feasibility and determinism.
 #include "mgt/planner/search.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 
 #include "planner_fixtures.hpp"
 
@@ -59,6 +60,28 @@ size_t searched_candidates(const mgt::ir::Graph& graph, int64_t gpus) {
 }
 
 // ---- enumerate_candidates ----------------------------------------------------------------------------
+
+// torchtitan runs FSDP with and without resharding after forward alike under a pipeline (ZeRO-1,
+// cost::FrameworkProfile::fsdp_gathers_once_under_pipeline): its pipelined plans try ZeRO-3 only, its
+// flat ones ZeRO-2 and ZeRO-3; pytorch-fsdp-style options (no such claim) keep both everywhere.
+TEST(EnumerateCandidates, TorchtitanPipelinesTryOneFsdpStage) {
+  SearchOptions o = options_for(8);
+  o.num_layers = 8;
+  mgt::plan::restrict_to_framework(o, mgt::cost::framework_profile("torchtitan"));
+  ASSERT_TRUE(o.one_fsdp_stage_under_pipeline);
+  std::map<std::pair<bool, int64_t>, int64_t> count;  // (pipelined, zero stage) -> candidates with dp_shard > 1
+  for (const Plan& p : enumerate_candidates(8, o))
+    if (p.dp_shard > 1) ++count[{p.pp > 1, mgt::ir::zero_stage(p)}];
+  EXPECT_GT((count[{false, 2}]), 0);
+  EXPECT_EQ((count[{false, 2}]), (count[{false, 3}]));
+  EXPECT_GT((count[{true, 3}]), 0);
+  EXPECT_EQ((count[{true, 2}]), 0);
+  o.one_fsdp_stage_under_pipeline = false;
+  std::map<std::pair<bool, int64_t>, int64_t> both;
+  for (const Plan& p : enumerate_candidates(8, o))
+    if (p.dp_shard > 1) ++both[{p.pp > 1, mgt::ir::zero_stage(p)}];
+  EXPECT_EQ((both[{true, 2}]), (count[{true, 3}]));
+}
 
 TEST(EnumerateCandidates, EightGpusHas20MeshesTimesMicroBatchesTimesRecompute) {
   const SearchOptions o = options_for(8);

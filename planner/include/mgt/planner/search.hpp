@@ -36,6 +36,9 @@ struct SearchOptions {
   /// the plan as before; 1 / 2 = Megatron's distributed optimizer, DeepSpeed ZeRO-1/2, FSDP
   /// SHARD_GRAD_OP).
   std::vector<int64_t> sharded_zero_stages = {3};
+  /// Under a pipeline the framework runs ZeRO-2 and ZeRO-3 alike (torchtitan:
+  /// cost::FrameworkProfile::fsdp_gathers_once_under_pipeline), so pipelined plans try only 3 of the two.
+  bool one_fsdp_stage_under_pipeline = false;
   bool pipeline = true;  ///< pipeline parallel candidates at all (false: pp 1 only)
   /// Expert layouts beyond ep inside dp_shard x cp (MoE models only), as Megatron-Core folds them
   /// (parallel_state.py: etp x ep x expert-dp over the ranks of a stage, etp innermost):
