@@ -260,13 +260,6 @@ struct Estimator::StageTime {
 Estimator::PlanContext Estimator::context_for(const ir::Plan& input_plan) const {
   PlanContext x{ir::resolve(graph_, input_plan, settings_, num_gpus_), nullptr, {}, {}, {}, {}, {}};
   const ir::Plan& plan = x.layout.plan;
-  if (params_.fsdp_gathers_once_under_pipeline && plan.pp > 1 && (x.layout.fsdp || x.layout.zero_stage == 2)) {
-    // The framework runs this FSDP plan (resharding after forward or not) as ZeRO-1 over the same
-    // shard group (CostParams): one all-gather under the first forward, one reduce-scatter under the
-    // last backward, the stage's parameters and gradients whole in between.
-    x.layout.zero_stage = 1;
-    x.layout.fsdp = false;
-  }
   const std::array<int64_t, 8> key{plan.tp, plan.cp, plan.dp_shard, plan.dp_replicate, plan.ep, x.layout.expert_tp,
                                    plan.pp, plan.vpp > 1 ? 1 : 0};
   uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the degrees

@@ -473,6 +473,11 @@ KernelLaunchCounts launch_counts(const FrameworkProfile& profile) {
 
 }  // namespace
 
+void apply_plan_semantics(const FrameworkProfile& profile, ir::TrainingSettings& settings) {
+  settings.pipeline_balanced_by_compute = profile.pipeline_balanced_by_compute;
+  settings.fsdp_gathers_once_under_pipeline = profile.fsdp_gathers_once_under_pipeline;
+}
+
 CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profile) {
   if (gpu.arch == ir::GpuArch::cpu) return cpu_cost_params();
   const KernelModelParams k = kernel_model_params(gpu);
@@ -505,7 +510,6 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;
   p.eager_expert_epilogue = profile.eager_expert_epilogue;
-  p.fsdp_gathers_once_under_pipeline = profile.fsdp_gathers_once_under_pipeline;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

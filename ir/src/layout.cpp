@@ -354,6 +354,14 @@ void resolve_plan(Layout& x, const Graph& graph, const TrainingSettings& setting
   x.shard_group = plan.dp_shard * plan.cp;
   x.expert_tp = expert_tp(plan);
   x.fsdp = x.zero_stage == 3 && x.shard_group > 1;
+  if (settings.fsdp_gathers_once_under_pipeline && plan.pp > 1 && (x.fsdp || x.zero_stage == 2)) {
+    // The framework runs this plan (resharding after forward or not) as ZeRO-1 over the same shard
+    // group: one all-gather before the first forward, one reduce-scatter under the last backward, the
+    // stage's parameters and gradients whole in between (TrainingSettings). The plan keeps the stage
+    // the user writes; the layout, which the estimator prices and the lowering schedules, runs.
+    x.zero_stage = 1;
+    x.fsdp = false;
+  }
 }
 
 // One piece of the refined mesh: an attention axis, or the part of one that an expert group cuts.

@@ -557,7 +557,7 @@ RowSetup setup_row(const ValidationSource& source, const json& row) {
   const json& training = row.contains("training") && row["training"].is_object() ? row["training"] : json::object();
   const json& par = row.contains("parallel") && row["parallel"].is_object() ? row["parallel"] : json::object();
   s.framework = row_framework(source, row, s.assumptions);
-  s.settings.pipeline_balanced_by_compute = s.framework.pipeline_balanced_by_compute;
+  cost::apply_plan_semantics(s.framework, s.settings);
   const int64_t seq = setup_model(source, row, model, training, s);
   s.system = row["system"].get<std::string>();
   s.cluster = cluster_from_hardware(s.system, source.hardware[s.system], s.assumptions);

@@ -6,6 +6,7 @@
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/cost_model/kernel_model.hpp"
 #include "mgt/cost_model/layer_cost.hpp"
+#include "mgt/ir/layout.hpp"
 
 #include "../common/plans.hpp"
 #include "round_hardware.hpp"
@@ -162,23 +163,27 @@ TEST(FrameworkProfile, P2pOverlapHidesThePipelineSends) {
   expect_near_rel(b.time.exposed_pp_s, 0.25 * a.time.exposed_pp_s, 1e-9);
 }
 
-// torchtitan under a pipeline (FrameworkProfile::fsdp_gathers_once_under_pipeline): FSDP2 keeps the
-// parameters gathered through the step and reduce-scatters once, which is ZeRO-1 over the same shard
-// group, so a pipelined FSDP plan must cost exactly what that ZeRO-1 plan costs, time and memory; the
-// per-micro-batch pricing (every forward and backward gathers, every backward reduce-scatters) is
-// dearer. Without a pipeline the claim changes nothing.
+// torchtitan under a pipeline (FrameworkProfile::fsdp_gathers_once_under_pipeline, carried by the
+// settings every layout resolves with): FSDP2 keeps the parameters gathered through the step and
+// reduce-scatters once, which is ZeRO-1 over the same shard group, so a pipelined FSDP plan must cost
+// exactly what that ZeRO-1 plan costs, time and memory; the per-micro-batch pricing (every forward and
+// backward gathers, every backward reduce-scatters) is dearer. Without a pipeline the claim changes
+// nothing. The plan keeps the stage written; the layout runs ZeRO-1.
 TEST(FrameworkProfile, TorchtitanPipelinedFsdpIsZero1) {
-  CostParams once = round::params();
-  once.fsdp_gathers_once_under_pipeline = true;
-  const CostParams each = round::params();
+  ir::TrainingSettings once = round::settings(8);
+  apply_plan_semantics(framework_profile("torchtitan"), once);
+  ASSERT_TRUE(once.fsdp_gathers_once_under_pipeline);
+  const ir::TrainingSettings each = round::settings(8);
   ir::Plan fsdp = plan_of(1, 4, 1, 1, 2);  // 8 GPUs: dp_shard 4 x pp 2, 8 sequences of 1: 2 micro-batches per replica
   fsdp.zero_stage = 3;
   ir::Plan zero1 = fsdp;
   zero1.zero_stage = 1;
-  const auto estimate = [](const CostParams& p, const ir::Plan& plan) {
-    return Estimator(tiny::graph(4), round::cluster(), 8, round::settings(8), p).estimate(plan);
+  const auto estimate = [](const ir::TrainingSettings& settings, const ir::Plan& plan) {
+    return Estimator(tiny::graph(4), round::cluster(), 8, settings, round::params()).estimate(plan);
   };
   const Estimate a = estimate(once, fsdp), b = estimate(once, zero1), c = estimate(each, fsdp);
+  EXPECT_EQ(ir::resolve(tiny::graph(4), fsdp, once, 8).zero_stage, 1);
+  EXPECT_EQ(*ir::resolve(tiny::graph(4), fsdp, once, 8).plan.zero_stage, 3);
   EXPECT_DOUBLE_EQ(a.step_time_s, b.step_time_s);
   EXPECT_EQ(a.memory.peak_bytes, b.memory.peak_bytes);
   EXPECT_EQ(a.memory.parameters_bytes, b.memory.parameters_bytes);

@@ -363,6 +363,44 @@ TEST(LowerToSchedule, ModelStateBuffersMatchEstimatorMemory) {
   }
 }
 
+// torchtitan runs FSDP under a pipeline as ZeRO-1 over the same shard group
+// (TrainingSettings::fsdp_gathers_once_under_pipeline): the schedule it lowers to must be the ZeRO-1
+// plan's, collective for collective and buffer for buffer, and its model state what the estimator
+// prices; without the claim, every micro-batch gathers. The schedule keeps the plan as written.
+TEST(LowerToSchedule, PipelinedFsdpThatGathersOnceLowersAsZero1) {
+  const auto& g = model("Llama-3.1-8B");
+  TrainingSettings once = settings(128, 8);
+  once.fsdp_gathers_once_under_pipeline = true;
+  Plan fsdp;
+  fsdp.dp_shard = 2;
+  fsdp.pp = 2;
+  fsdp.zero_stage = 3;  // 8 sequences / 2 replicas: 4 micro-batches per stage
+  Plan zero1 = fsdp;
+  zero1.zero_stage = 1;
+  const Schedule a = lower_to_schedule(g, fsdp, once, 4, h100(), checked());
+  const Schedule b = lower_to_schedule(g, zero1, once, 4, h100(), checked());
+  const Schedule each = lower_to_schedule(g, fsdp, settings(128, 8), 4, h100(), checked());
+  ASSERT_TRUE(mgt::ir::verify(a).empty());
+  EXPECT_EQ(a.plan.zero_stage, 3);
+  ASSERT_EQ(a.programs.size(), 2u);
+  const auto e = mgt::cost::Estimator(g, h100(), 4, once).estimate(fsdp);
+  for (size_t k = 0; k < a.programs.size(); ++k) {
+    const Counts ca = count(a.programs[k]), cb = count(b.programs[k]), ce = count(each.programs[k]);
+    EXPECT_EQ(ca.collective, cb.collective) << "stage " << k;
+    EXPECT_EQ(ca.allocs, cb.allocs) << "stage " << k;
+    EXPECT_GT(ce.collective.at("all_gather@dp_shard"), 4 * ca.collective.at("all_gather@dp_shard")) << "stage " << k;
+  }
+  // Model state on the stage the estimator reports, its peak: the first, whose 1F1B holds the most
+  // micro-batches in flight (the last stage holds the same layers and head, plus the final norm).
+  std::map<mgt::ir::BufferKind, int64_t> bytes;
+  for (const auto& in : a.programs.front().instructions)
+    if (const auto* x = std::get_if<mgt::ir::Alloc>(&in.op); x && (x->buffer == "params" || x->buffer == "grads" || x->buffer == "optim"))
+      bytes[x->kind] += x->bytes;
+  EXPECT_EQ(bytes[mgt::ir::BufferKind::parameters], e.memory.parameters_bytes);
+  EXPECT_EQ(bytes[mgt::ir::BufferKind::gradients], e.memory.gradients_bytes);
+  EXPECT_EQ(bytes[mgt::ir::BufferKind::optimizer], e.memory.optimizer_bytes);
+}
+
 // ---- errors -----------------------------------------------------------------------------------------
 
 TEST(LowerToSchedule, RejectsPlansItCannotExpress) {

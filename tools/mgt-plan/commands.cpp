@@ -223,7 +223,7 @@ Loaded load(const PlanOptions& o, const std::string& emit = "") {
   l.framework = resolve_framework(o, emit);
   l.rule_framework = !o.framework.empty() ? o.framework : emit;
   l.params = l.framework ? cost::cost_params_for(l.cluster.gpu, *l.framework) : cost::default_cost_params(l.cluster.gpu);
-  settings.pipeline_balanced_by_compute = l.framework && l.framework->pipeline_balanced_by_compute;
+  if (l.framework) cost::apply_plan_semantics(*l.framework, settings);
   settings.task = parse_task(o);
   settings.lora = parse_lora(o);
   if (settings.frozen_base()) check_lora_targets(l.graph, settings.lora);

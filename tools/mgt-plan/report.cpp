@@ -76,6 +76,9 @@ std::string format_header(const RunContext& run) {
     out += "          " + (st.task == ir::Task::sft ? std::string("sft (costs as pretraining), ") : std::string()) +
            linears + compute + " compute, fp32 master weights, fp32 grads and AdamW states; FSDP shards over dp_shard x cp;\n";
   }
+  if (st.fsdp_gathers_once_under_pipeline)
+    out += "          under a pipeline this framework gathers FSDP parameters once per step and reduce-scatters once:\n"
+           "          such plans (zero 2 or 3, pp > 1) are priced and scheduled as ZeRO-1 over dp_shard x cp;\n";
   out +=
          "          mesh order pp, dp_replicate, dp_shard, cp, tp (tp innermost); "
          "ep from cp, dp_shard, then dp_replicate;\n"

@@ -148,11 +148,6 @@ struct CostParams {
   /// ZeRO-3 gathers per submodule under these limits (DeepSpeed) rather than a whole block at a time
   /// with the next one prefetched (FSDP2, the default): they bound its buffers instead.
   std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;
-  /// Under a pipeline, FSDP (ZeRO-3, or ZeRO-2 when it does not reshard after forward) keeps every
-  /// parameter gathered from the first micro-batch's forward to
-  /// the last one's backward and reduce-scatters the accumulated gradients once: ZeRO-1's traffic
-  /// and memory over the same shard group (FrameworkProfile::fsdp_gathers_once_under_pipeline).
-  bool fsdp_gathers_once_under_pipeline = false;
 };
 
 /// What a collective of `comm_s` seconds adds when a framework overlaps `hidden_fraction` of it with

@@ -9,6 +9,7 @@
 
 #include "mgt/cost_model/cost_params.hpp"
 #include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/training_settings.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -71,7 +72,7 @@ struct FrameworkProfile {
   /// none: whole blocks with the next one prefetched (FSDP2).
   std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;
   /// FSDP under a pipeline gathers each parameter once per step and reduce-scatters once (torchtitan:
-  /// CostParams::fsdp_gathers_once_under_pipeline); false: every micro-batch gathers and reduces.
+  /// ir::TrainingSettings::fsdp_gathers_once_under_pipeline); false: every micro-batch gathers and reduces.
   bool fsdp_gathers_once_under_pipeline = false;
   // --- memory overheads per GPU ---
   int64_t context_bytes = 768ll << 20;     ///< CUDA context + cuBLAS / cuDNN / TE workspaces
@@ -159,5 +160,10 @@ void warn_once(const std::string& message);
 /// the profile's unfused traffic; NCCL efficiencies from the kernel model; overlap, host overhead and
 /// memory overheads from the profile. A CPU cluster (gpu.arch cpu) ignores the profile.
 CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profile);
+
+/// What the framework does to a plan's meaning, as the settings every layout is resolved with
+/// (ir::resolve), so that the estimator, the lowering and the runtime read one answer: where it
+/// places pipeline layers, and whether it runs FSDP under a pipeline as ZeRO-1.
+void apply_plan_semantics(const FrameworkProfile& profile, ir::TrainingSettings& settings);
 
 }  // namespace mgt::cost

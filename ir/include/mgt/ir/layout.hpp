@@ -160,7 +160,8 @@ struct Layout {
   Plan plan;  ///< resolved: grad_accum, sequence_parallel, zero_stage and etp set
   int64_t num_gpus = 1;
   int64_t grad_accum = 1;
-  int64_t zero_stage = 0;
+  int64_t zero_stage = 0;          ///< what runs: plan.zero_stage, or 1 where the framework runs FSDP so
+                                   ///< under a pipeline (TrainingSettings::fsdp_gathers_once_under_pipeline)
   int64_t replicas = 1;            ///< dp_replicate * dp_shard: replicas that see distinct sequences
   int64_t shard_group = 1;         ///< dp_shard * cp: the FSDP / ZeRO shard group
   int64_t expert_shard_group = 1;  ///< members of expert_shard: what routed experts shard over

@@ -49,6 +49,11 @@ struct TrainingSettings {
   /// The framework places pipeline layers by compute (nanotron), not by Megatron's rules
   /// (ir::PipelineSplit::Rule::compute_balanced); set from the framework profile.
   bool pipeline_balanced_by_compute = false;
+  /// Under a pipeline the framework gathers FSDP parameters once per step and reduce-scatters
+  /// gradients once (torchtitan: reshard_after_forward = not pp, and torch.distributed.pipelining
+  /// syncs gradients only in the last backward), so a ZeRO-2 or ZeRO-3 plan with pp > 1 runs as
+  /// ZeRO-1 over the same shard group (ir::Layout::zero_stage); set from the framework profile.
+  bool fsdp_gathers_once_under_pipeline = false;
   int64_t global_batch_seqs() const { return global_batch_tokens / seq_len; }
   /// True when the base weights are frozen (no gradients or optimizer states): LoRA and QLoRA.
   bool frozen_base() const { return task == Task::lora || task == Task::qlora; }
