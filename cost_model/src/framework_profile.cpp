@@ -144,6 +144,13 @@ std::vector<FrameworkProfile> profile_table() {
     // path (cutedsl_fused_grouped_mlp, TE's CuTe-DSL grouped GEMM, block-scaled fp8 / fp4 only) in
     // MXFP8 and the eager one in BF16 (scripts/performance/configs/gpt_oss/*_workload_base_configs.py).
     p.eager_expert_epilogue = true;
+    // Its linears are Transformer Engine modules (TELayerNormColumnParallelLinear, TERowParallelLinear,
+    // TEGroupedLinear). Under fp8 / MXFP8 / NVFP4, TE's _Linear.forward quantises the input and, when
+    // backward needs it, saves that quantised tensor with only the layout wgrad reads
+    // (update_usage(rowwise_usage=False, columnwise_usage=True); rowwise only where sequence parallel
+    // re-gathers it) instead of the bf16 input (transformer_engine/pytorch/module/linear.py,
+    // layernorm_linear.py, grouped_linear.py; save_original_input off by default).
+    p.linears_save_quantized_input = true;
     t.push_back(p);
   }
   {
@@ -510,6 +517,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;
   p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;
   p.eager_expert_epilogue = profile.eager_expert_epilogue;
+  p.linears_save_quantized_input = profile.linears_save_quantized_input;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

@@ -54,6 +54,9 @@ struct Walk {
   std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
   std::set<std::string> nf4_weights;      // QLoRA: the linear weights bitsandbytes stores in NF4
   std::set<std::string> quantized;        // activations already quantised for a low-precision GEMM (q, k, v share x)
+  // Inputs of low-precision linears kept quantised for backward (CostParams::linears_save_quantized_input),
+  // with their bytes per element; a tensor another op also saves in bf16 (attention's output) is kept twice.
+  std::map<std::string, double> saved_quantized;
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
   int64_t selective_dropped_bytes = 0;    // saved unless selective recompute drops it: eager attention's
                                           // probabilities, the eager clamp's copy of fc1's output
@@ -345,7 +348,10 @@ void cost_contraction(Walk& w, const ir::Op& op) {
     for (const auto& d : b.dims)
       if (const ir::Dim* out_dim = find_dim(o, d.name); d.name == 'e' && out_dim && out_dim->size < d.size)
         w.expert_weights.insert(b.name);
-  if (!a.is_parameter) w.saved.insert(a.name);
+  if (low_precision && w.params.linears_save_quantized_input && !a.is_parameter)
+    w.saved_quantized.emplace(a.name, linear_format_cost(format).saved_input_bytes_per_element);
+  else if (!a.is_parameter)
+    w.saved.insert(a.name);
   if (!b.is_parameter) w.saved.insert(b.name);
 }
 
@@ -635,7 +641,7 @@ namespace {
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
   std::vector<double> op_fwd_s;
   std::optional<size_t> router;
   // Host seconds each op's launches take, forward and backward (host_dispatch.hpp).
@@ -729,6 +735,11 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
   for (const auto& name : w.saved) {
     const auto& t = w.tensor(name);
     const int64_t bytes = w.act_bytes(t);
+    w.cost.saved_bytes_none += bytes;
+    if (!w.recomputed.count(name)) w.cost.saved_bytes_selective += bytes;
+  }
+  for (const auto& [name, bytes_per_element] : w.saved_quantized) {
+    const int64_t bytes = std::llround(double(local_elements(w.tensor(name), w.ctx)) * bytes_per_element);
     w.cost.saved_bytes_none += bytes;
     if (!w.recomputed.count(name)) w.cost.saved_bytes_selective += bytes;
   }

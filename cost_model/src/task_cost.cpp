@@ -42,10 +42,10 @@ double linear_gemm_rate_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat for
 
 LinearFormatCost linear_format_cost(ir::LinearFormat format, bool delayed_scaling) {
   switch (format) {
-    case ir::LinearFormat::none: return {1.0, 0.0};
-    case ir::LinearFormat::fp8: return {1.0, delayed_scaling ? 4.0 : 8.0};
-    case ir::LinearFormat::mxfp8: return {1.0, 7.0};
-    case ir::LinearFormat::nvfp4: return {1.47, 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0};
+    case ir::LinearFormat::none: return {1.0, 0.0, 0.0};
+    case ir::LinearFormat::fp8: return {1.0, delayed_scaling ? 4.0 : 8.0, 1.0};
+    case ir::LinearFormat::mxfp8: return {1.0, 7.0, 1.0 + 1.0 / 32.0};
+    case ir::LinearFormat::nvfp4: return {1.47, 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0, 0.5 + 1.0 / 16.0};
   }
   return {1.0, 0.0};
 }

@@ -2,6 +2,7 @@
 // (h=64, a=4, k=2, d=16, f=128, v=256). Every expected value is derived in the test from the
 // formulas of docs/cost-model.md §2 and §4 by listing tensors and kernels one by one.
 #include "mgt/cost_model/layer_cost.hpp"
+#include "mgt/cost_model/framework_profile.hpp"
 
 #include "round_hardware.hpp"
 #include "tiny_llama.hpp"
@@ -192,6 +193,37 @@ TEST(block_cost, saved_bytes_cp2) {
   const SavedBytes correct = hand_saved(b, s / 2, s / 2, A, K, F);
   EXPECT_EQ(correct.none, b * s * 1680 / 2);
   expect_saved(cost, correct);
+}
+
+// Transformer Engine keeps a low-precision linear's quantised input for wgrad, not the bf16 one
+// (CostParams::linears_save_quantized_input): attn_in, mlp_in and act_out drop from 2 bytes per
+// element to fp8's 1, and o_proj's input `attn`, which attention also saves in bf16, gains a 1-byte
+// copy. Selective recompute drops the norm and activation outputs either way, so it only gains that
+// copy. MXFP8 adds one E8M0 scale per 32 elements. Without the claim, or in bf16, nothing changes.
+TEST(block_cost, saved_bytes_of_quantized_linear_inputs) {
+  const int64_t b = 2, s = 1024;
+  const ir::ClusterSpec blackwell = ir::cluster_preset("b200");  // fp8 and MXFP8 tensor cores; bytes need no rates
+  ShardContext fp8 = context(b, s);
+  fp8.fp8_linears = true;
+  CostParams keeps = round::params();
+  keeps.linears_save_quantized_input = true;
+  const SavedBytes bf16_inputs = hand_saved(b, s, s, A, K, F);
+  const int64_t attn_in = b * s * H, attn = b * s * A * D, mlp_in = b * s * H, act_out = b * s * F;  // elements
+  SavedBytes correct = bf16_inputs;
+  correct.none += -attn_in + attn - mlp_in - act_out;
+  correct.selective += attn;
+  expect_saved(block_cost(tiny_layer(), fp8, blackwell, keeps), correct);
+  expect_saved(block_cost(tiny_layer(), fp8, blackwell, round::params()), bf16_inputs);
+  expect_saved(block_cost(tiny_layer(), context(b, s), blackwell, keeps), bf16_inputs);
+  ShardContext mxfp8 = fp8;
+  mxfp8.linear_format = ir::LinearFormat::mxfp8;
+  const auto mx = [](int64_t elements) { return elements + elements / 32; };  // every count here divides by 32
+  SavedBytes block_scaled = bf16_inputs;
+  block_scaled.none += mx(attn_in) - 2 * attn_in + mx(attn) + mx(mlp_in) - 2 * mlp_in + mx(act_out) - 2 * act_out;
+  block_scaled.selective += mx(attn);
+  expect_saved(block_cost(tiny_layer(), mxfp8, blackwell, keeps), block_scaled);
+  EXPECT_TRUE(cost_params_for(blackwell.gpu, framework_profile("megatron-core")).linears_save_quantized_input);
+  EXPECT_FALSE(cost_params_for(blackwell.gpu, framework_profile("torchtitan")).linears_save_quantized_input);
 }
 
 TEST(block_cost, largest_tensor_and_logits_bytes) {

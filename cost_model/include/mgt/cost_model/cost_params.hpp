@@ -85,6 +85,9 @@ struct CostParams {
   /// FrameworkProfile::eager_expert_epilogue: routed-expert biases and the gated unit's clamp run as
   /// separate memory-bound kernels (bf16 / fp8 per-tensor; not under MXFP8 / NVFP4).
   bool eager_expert_epilogue = false;
+  /// FrameworkProfile::linears_save_quantized_input: a low-precision linear layer keeps its quantised
+  /// input for backward instead of the bf16 one (LinearFormatCost::saved_input_bytes_per_element).
+  bool linears_save_quantized_input = false;
   /// Host seconds per kernel launch under the framework's dispatch (FrameworkProfile::dispatch): an
   /// eager step pays Python, ATen dispatch and autograd bookkeeping per launch; CUDA graphs replay
   /// without the host (0). A block phase whose kernels take less than its launches' host time runs at

@@ -50,6 +50,10 @@ struct FrameworkProfile {
   /// precision takes a fused grouped MLP (block-scaled MXFP8 / NVFP4: TE's CuTe-DSL grouped GEMM with
   /// the GLU in its epilogue). Priced in layer_cost.cpp (expert_epilogue_*).
   bool eager_expert_epilogue = false;
+  /// Its low-precision linear layers (Transformer Engine's Linear, LayerNormLinear, GroupedLinear)
+  /// keep for the weight-gradient GEMM the quantised copy of their input they made for the forward
+  /// GEMM, not the bf16 input; false: the high-precision input is saved and re-quantised in backward.
+  bool linears_save_quantized_input = false;
   // --- communication it overlaps with compute ---
   bool tp_comm_overlap = false;       ///< TP all-gather / reduce-scatter pipelined with the GEMMs (TE userbuffers, async TP)
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)

@@ -60,9 +60,14 @@ double linear_gemm_rate_flops_per_s(const ir::GpuSpec& gpu, ir::LinearFormat for
 ///     cast-transpose alone is 6); MXFP8 7 (6.7-7.8; bounds [4.06, 8]: one fused pass writing both
 ///     layouts and two E8M0 scales per 32 elements is 4.06); NVFP4 5.125, counted (an amax pass 2 + read
 ///     2 + two fp4 copies 0.5 + 0.5 + two E4M3 scales per 16 elements).
+///   * `saved_input_bytes_per_element`: the quantised input one layout keeps for the weight-gradient
+///     GEMM where the framework saves that instead of the bf16 input (CostParams::
+///     linears_save_quantized_input), by the formats' definitions: fp8 1; MXFP8 1 + one E8M0 scale per
+///     32 elements; NVFP4 0.5 + one E4M3 scale per 16.
 struct LinearFormatCost {
   double gemm_rate_over_fp8 = 1.0;
   double quantize_bytes_per_element = 0.0;
+  double saved_input_bytes_per_element = 0.0;
 };
 /// The costs of `format`; `delayed_scaling` selects fp8's delayed recipe (no amax pass), which only
 /// the kernel rows state: training estimates take fp8 as per-tensor current scaling (Megatron-Bridge's
