@@ -274,6 +274,17 @@ const Alias kAliases[] = {
     {"axolotl", "pytorch-fsdp"},        // through Accelerate
     {"metaseq", "pytorch-fsdp"},        // fairscale FSDP, the PyTorch FSDP prototype (Zhao et al. 2023 §1)
     {"fsdp", "pytorch-fsdp"},
+    {"fairscale", "pytorch-fsdp"},      // FullyShardedDataParallel's origin, the same sharding
+    {"composer", "pytorch-fsdp"},       // MosaicML Composer, what llm-foundry trains with
+    {"hf-accelerate", "pytorch-fsdp"},
+    {"litgpt", "pytorch-fsdp"},         // Lightning Fabric's FSDPStrategy
+    {"lit-gpt", "pytorch-fsdp"},
+    // OLMo (Groeneveld et al. 2024 §3.1): "the ZeRO optimizer strategy via PyTorch's FSDP framework".
+    {"olmo", "pytorch-fsdp"},
+    // GPT-NeoX (its README): Megatron-LM's model code on DeepSpeed's ZeRO and pipeline engine.
+    {"gpt-neox", "megatron-deepspeed"},
+    {"mcore", "megatron-core"},
+    {"pai-megatron-patch", "megatron-core"},  // Alibaba's wrapper around megatron.core
     // MegaScale (Jiang et al., NSDI'24) is built on Megatron-LM; §3.2 overlaps TP/SP all-gather and
     // reduce-scatter with the adjacent GEMMs, prefetches the ZeRO all-gather under forward and the
     // reduce-scatter under backward, and decouples pipeline sends from compute; §3.3 uses
@@ -286,8 +297,17 @@ const Alias kAliases[] = {
     {"meta-internal", "torchtitan", {"overlap-p2p"}},
 };
 
+// A framework name as sources spell it, compared without case, surrounding blanks, or the choice of
+// blank, underscore or hyphen between words ("PyTorch FSDP", "megatron_core").
+std::string normalized_name(const std::string& raw) {
+  std::string n;
+  for (const char c : lower(raw)) n += (c == ' ' || c == '_') ? '-' : c;
+  const size_t first = n.find_first_not_of('-'), last = n.find_last_not_of('-');
+  return first == std::string::npos ? std::string() : n.substr(first, last - first + 1);
+}
+
 const Alias* alias_of(const std::string& raw) {
-  const std::string n = lower(raw);
+  const std::string n = normalized_name(raw);
   for (const auto& a : kAliases)
     if (n == a.name) return &a;
   return nullptr;
@@ -295,7 +315,7 @@ const Alias* alias_of(const std::string& raw) {
 
 std::string canonical(const std::string& raw) {
   const Alias* a = alias_of(raw);
-  return a ? a->profile : lower(raw);
+  return a ? a->profile : normalized_name(raw);
 }
 
 // A stated feature: what it changes. Returns false when the feature is not one we know.
@@ -376,7 +396,7 @@ FrameworkSelection select_framework(const std::string& name, const std::vector<s
     out.notes.push_back("framework \"" + name + "\" has no profile: the default " + out.profile.name + " is used");
   } else {
     out.profile = *it;
-    if (c != lower(name)) out.notes.push_back("framework " + name + ": the " + c + " profile");
+    if (c != normalized_name(name)) out.notes.push_back("framework " + name + ": the " + c + " profile");
     if (const Alias* a = alias_of(name); a && a->features.size() > 0) {
       std::string implied;
       for (const char* f : a->features) {

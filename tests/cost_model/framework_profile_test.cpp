@@ -14,6 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace mgt::cost {
 namespace {
 
@@ -42,6 +46,21 @@ TEST(FrameworkProfile, PublishedSystemsMapToTheProfileOfWhatTheyRun) {
   const FrameworkSelection meta = select_framework("meta-internal");
   EXPECT_EQ(meta.profile.name, "torchtitan");
   EXPECT_TRUE(meta.profile.fsdp_gathers_once_under_pipeline && meta.profile.offers_interleaved && meta.profile.p2p_overlap);
+}
+
+// Names as sources spell them: case, blanks and underscores do not matter; frameworks that run
+// another profile's code take it, and say which.
+TEST(FrameworkProfile, SpellingsAndDerivedFrameworksFindTheirProfile) {
+  for (const auto& [name, profile] : std::vector<std::pair<std::string, std::string>>{
+           {"PyTorch FSDP", "pytorch-fsdp"}, {" Megatron_Core ", "megatron-core"}, {"TorchTitan", "torchtitan"},
+           {"GPT-NeoX", "megatron-deepspeed"}, {"OLMo", "pytorch-fsdp"}, {"Composer", "pytorch-fsdp"},
+           {"lit_gpt", "pytorch-fsdp"}, {"mcore", "megatron-core"}}) {
+    const FrameworkSelection s = select_framework(name);
+    EXPECT_TRUE(s.known) << name;
+    EXPECT_EQ(s.profile.name, profile) << name;
+  }
+  EXPECT_TRUE(select_framework("PyTorch FSDP").notes.empty());  // the canonical name, spelled otherwise
+  EXPECT_FALSE(select_framework("gpt neo x").known);           // not a word-for-word spelling
 }
 
 TEST(FrameworkProfile, UnknownNameGetsTheDefaultAndSaysSo) {

@@ -35,8 +35,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f, bool required) {
 void add_framework_flag(CLI::App& app, PlanFlags& f) {
   app.add_option("--framework", f.options.framework,
                  "the training software whose kernels, overlap and overheads price the plans: megatron-lm, "
-                 "megatron-core (also nemo, megatron-bridge), megatron-deepspeed, deepspeed, pytorch-fsdp (also "
-                 "llm-foundry, accelerate, axolotl, metaseq), torchtitan, nanotron (default: --emit's framework, "
+                 "megatron-core (also nemo, megatron-bridge), megatron-deepspeed (also gpt-neox), deepspeed, pytorch-fsdp "
+                 "(also llm-foundry, accelerate, axolotl, metaseq, olmo, litgpt), torchtitan, nanotron (default: "
+                 "--emit's framework, "
                  "else the pytorch-fsdp constants with every plan shape searched)");
 }
 
