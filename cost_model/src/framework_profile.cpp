@@ -230,6 +230,13 @@ std::vector<FrameworkProfile> profile_table() {
     // backward_maybe_with_nosync): one all-gather and one reduce-scatter per step, the parameters and
     // the unsharded fp32 gradients held in between.
     p.fsdp_gathers_once_under_pipeline = true;
+    // activation_checkpoint.mode "selective", selective_ac_option "op" (its selective recompute):
+    // _apply_ac_to_transformer_block's policy saves the ops of _save_list (aten.mm, the SDPA flash and
+    // efficient kernels, reduce_scatter, max) "except every second mm", counting mms per block, and
+    // recomputes everything else (models/llama3/parallelize_llama.py, 2024-2025;
+    // distributed/activation_checkpoint.py since). A float8 linear's mm reaches the policy as aten.mm
+    // on torchao's float8 tensor subclass (hence max, its amax, in the list); _grouped_mm is not in it.
+    p.selective_recompute = SelectiveRecompute::every_second_matmul;
     t.push_back(p);
   }
   {
@@ -538,6 +545,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.moe_hierarchical_dispatch = profile.moe_hierarchical_dispatch;
   p.eager_expert_epilogue = profile.eager_expert_epilogue;
   p.linears_save_quantized_input = profile.linears_save_quantized_input;
+  p.selective_recompute = profile.selective_recompute;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

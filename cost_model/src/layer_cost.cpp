@@ -57,6 +57,9 @@ struct Walk {
   // Inputs of low-precision linears kept quantised for backward (CostParams::linears_save_quantized_input),
   // with their bytes per element; a tensor another op also saves in bf16 (attention's output) is kept twice.
   std::map<std::string, double> saved_quantized;
+  // SelectiveRecompute::every_second_matmul: bf16 weight matmuls seen so far, and the outputs kept.
+  int64_t plain_matmuls = 0;
+  std::set<std::string> op_sac_kept;
   int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
   int64_t selective_dropped_bytes = 0;    // saved unless selective recompute drops it: eager attention's
                                           // probabilities, the eager clamp's copy of fc1's output
@@ -638,10 +641,29 @@ int64_t local_elements(const ir::TensorDecl& tensor, const ShardContext& ctx) {
 }
 
 namespace {
+// torchtitan's op-level selective AC (SelectiveRecompute::every_second_matmul), applied after `op`
+// was costed: its policy keeps attention's output and every odd weight matmul's output (aten.mm,
+// counted per block; a float8 linear reaches the policy's dispatch mode as aten.mm on float8 tensor
+// subclasses before they call _scaled_mm) and recomputes every other op, so the op's forward time is
+// what selective recompute redoes unless the op is kept (the norm / activation rule's time is
+// replaced). Grouped-expert GEMMs (_grouped_mm, not in the save list) are recomputed.
+void op_sac_policy(Walk& w, const ir::Op& op, const BlockCost& before) {
+  w.cost.selective_recompute_s = before.selective_recompute_s;
+  bool kept = op.kind == ir::OpKind::attention_core;
+  if (op.kind == ir::OpKind::contraction) {
+    const ir::TensorDecl& b = w.tensor(op.inputs[1]);
+    if (b.is_parameter && !find_dim(b, 'e')) kept = ++w.plain_matmuls % 2 == 1;
+  }
+  if (kept)
+    w.op_sac_kept.insert(op.output);
+  else
+    w.cost.selective_recompute_s += w.cost.fwd_compute_s - before.fwd_compute_s;
+}
+
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, 0, 0, 0, 0};
   std::vector<double> op_fwd_s;
   std::optional<size_t> router;
   // Host seconds each op's launches take, forward and backward (host_dispatch.hpp).
@@ -665,6 +687,7 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
       default: cost_elementwise(w, op); break;
     }
     if (!op.output.empty()) w.produced.insert(op.output);
+    if (params.selective_recompute == SelectiveRecompute::every_second_matmul) op_sac_policy(w, op, before);
     op_fwd_s.push_back(w.cost.fwd_compute_s - before.fwd_compute_s);
     if (per_op) {
       OpCost c;
@@ -754,6 +777,12 @@ BlockCost block_cost(const ir::Block& block, const ShardContext& ctx, const ir::
       if (!t.is_parameter && !w.produced.count(in)) inputs.insert(in);
     }
   for (const auto& name : inputs) w.cost.saved_bytes_full += w.act_bytes(w.tensor(name));
+  if (params.selective_recompute == SelectiveRecompute::every_second_matmul) {
+    // Op-level selective AC keeps what enters the block and the outputs its policy saves (with
+    // attention's log-sum-exp); everything else is rebuilt in backward.
+    w.cost.saved_bytes_selective = w.cost.saved_bytes_full + w.extra_saved_bytes;
+    for (const auto& name : w.op_sac_kept) w.cost.saved_bytes_selective += w.act_bytes(w.tensor(name));
+  }
   // What crosses a pipeline-stage boundary: the block input (Megatron sends the SP-scattered shard).
   w.cost.boundary_bytes = w.cost.saved_bytes_full;
   // Megatron-LM's scatter/gather: each TP rank sends only its slice when sequence parallel has not

@@ -226,6 +226,37 @@ TEST(block_cost, saved_bytes_of_quantized_linear_inputs) {
   EXPECT_FALSE(cost_params_for(blackwell.gpu, framework_profile("torchtitan")).linears_save_quantized_input);
 }
 
+// torchtitan's op-level selective AC (SelectiveRecompute::every_second_matmul) on the tiny layer:
+// weight matmuls in order q(1) k(2) v(3) o(4) gate(5) up(6) down(7); the odd ones and attention are
+// kept, everything else is recomputed. Kept per token (bf16): x 2h, q 2ad, v 2kd, attn 2ad, lse 4a,
+// gate 2f, mlp_out 2h = 128 + 128 + 64 + 128 + 16 + 256 + 128 = 848 bytes. Recomputed: the forward
+// of every op but q, v, gate, down and attention.
+TEST(block_cost, op_level_selective_recompute_keeps_every_other_matmul) {
+  const int64_t b = 2, s = 1024;
+  CostParams titan = round::params();
+  titan.selective_recompute = SelectiveRecompute::every_second_matmul;
+  const ir::Block layer = tiny_layer();
+  const BlockCost cost = block_cost(layer, context(b, s), round::cluster(), titan);
+  EXPECT_EQ(cost.saved_bytes_selective, b * s * 848);
+  EXPECT_EQ(cost.saved_bytes_none, b * s * 1680);  // recompute none and full are not this policy's
+  EXPECT_EQ(cost.saved_bytes_full, b * s * H * 2);
+  const auto ops = op_costs(layer, context(b, s), round::cluster(), titan);
+  double redone_s = 0, kept_s = 0;
+  for (size_t i = 0; i < layer.ops.size(); ++i) {
+    const std::string& name = layer.ops[i].name;
+    const bool kept = name == "q_proj" || name == "v_proj" || name == "gate_proj" || name == "down_proj" || name == "attention";
+    (kept ? kept_s : redone_s) += ops[i].fwd_s;
+    EXPECT_DOUBLE_EQ(ops[i].selective_recompute_s, kept ? 0.0 : ops[i].fwd_s) << name;
+  }
+  ASSERT_GT(kept_s, 0.0);
+  EXPECT_NEAR(cost.selective_recompute_s, redone_s, 1e-12);
+  // The default policy drops only the norm and activation outputs (hand_saved).
+  EXPECT_EQ(block_cost(layer, context(b, s), round::cluster(), round::params()).saved_bytes_selective,
+            b * s * (1680 - 2 * (64 + 64 + 128)));
+  EXPECT_EQ(cost_params_for(ir::cluster_preset("h100-sxm").gpu, framework_profile("torchtitan")).selective_recompute,
+            SelectiveRecompute::every_second_matmul);
+}
+
 TEST(block_cost, largest_tensor_and_logits_bytes) {
   const int64_t b = 2, s = 512;
   const BlockCost layer = block_cost(tiny_layer(), context(b, s), round::cluster(), round::params());

@@ -13,6 +13,14 @@
 
 namespace mgt::cost {
 
+/// What a framework's selective recompute drops and redoes in each transformer layer.
+///   norms_and_activations: the norm and activation outputs (recomputed from the kept inputs); every
+///     GEMM output and attention's q, k, v and output are kept (Megatron-style; mgt's default).
+///   every_second_matmul: torchtitan's op-level selective AC: the layer input, attention's output and
+///     the output of every odd weight matmul are kept; every even one, the grouped-expert GEMMs (not
+///     in its save list) and every other op are recomputed.
+enum class SelectiveRecompute { norms_and_activations, every_second_matmul };
+
 /// DeepSpeed ZeRO-3's limits on what a rank holds gathered and reduces at once, in parameter
 /// elements (deepspeed/runtime/zero/config.py; the keys `--emit deepspeed` writes). ZeRO-3 there
 /// gathers one submodule's parameters at a time (a Hugging Face Linear or Embedding: one tensor),
@@ -88,6 +96,8 @@ struct CostParams {
   /// FrameworkProfile::linears_save_quantized_input: a low-precision linear layer keeps its quantised
   /// input for backward instead of the bf16 one (LinearFormatCost::saved_input_bytes_per_element).
   bool linears_save_quantized_input = false;
+  /// What selective recompute keeps (FrameworkProfile::selective_recompute; layer_cost.cpp).
+  SelectiveRecompute selective_recompute = SelectiveRecompute::norms_and_activations;
   /// Host seconds per kernel launch under the framework's dispatch (FrameworkProfile::dispatch): an
   /// eager step pays Python, ATen dispatch and autograd bookkeeping per launch; CUDA graphs replay
   /// without the host (0). A block phase whose kernels take less than its launches' host time runs at

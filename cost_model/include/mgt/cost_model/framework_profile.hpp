@@ -54,6 +54,8 @@ struct FrameworkProfile {
   /// keep for the weight-gradient GEMM the quantised copy of their input they made for the forward
   /// GEMM, not the bf16 input; false: the high-precision input is saved and re-quantised in backward.
   bool linears_save_quantized_input = false;
+  /// What its selective activation recompute keeps (CostParams::selective_recompute).
+  SelectiveRecompute selective_recompute = SelectiveRecompute::norms_and_activations;
   // --- communication it overlaps with compute ---
   bool tp_comm_overlap = false;       ///< TP all-gather / reduce-scatter pipelined with the GEMMs (TE userbuffers, async TP)
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)
