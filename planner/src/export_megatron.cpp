@@ -91,6 +91,13 @@ std::vector<std::string> megatron_flags(const Resolved& r) {
     flags.push_back("--no-gradient-accumulation-fusion");
     flags.push_back("--ckpt-format fsdp_dtensor");
   }
+  // What the megatron-core profile prices (cost::FrameworkProfile: gradient reduction under backward,
+  // the ZeRO parameter all-gather under the next forward); Megatron leaves both off by default and
+  // validate_args accepts --overlap-param-gather only with --overlap-grad-reduce and a sharded optimizer.
+  if (p.dp_replicate * p.dp_shard > 1) {
+    flags.push_back("--overlap-grad-reduce");
+    if (stage >= 1) flags.push_back("--overlap-param-gather");
+  }
   return flags;
 }
 

@@ -115,7 +115,7 @@ const Names kMegatronFlags{
     "--global-batch-size", "--seq-length", "--bf16", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--use-distributed-optimizer", "--num-distributed-optimizer-instances",
     "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--no-gradient-accumulation-fusion",
-    "--ckpt-format"};
+    "--ckpt-format", "--overlap-grad-reduce", "--overlap-param-gather"};
 
 // ---- names read back from an export ----
 

@@ -233,6 +233,8 @@ TEST(ExportPlan, MegatronFlags) {
   // zero_stage 3 (dp_shard 2): Megatron-FSDP, which brings its own sharded optimizer.
   EXPECT_TRUE(has_line(text, "  --use-megatron-fsdp")) << text;
   EXPECT_FALSE(has_line(text, "  --use-distributed-optimizer")) << text;
+  // The overlaps the megatron-core profile prices, which Megatron leaves off by default.
+  expect_lines(text, {"  --overlap-grad-reduce", "  --overlap-param-gather"});
   // Megatron's data-parallel size is derived: world / (tp * pp * cp).
   const int64_t dp = context.num_gpus / (plan.tp * plan.pp * plan.cp);
   EXPECT_EQ(dp, plan.dp_replicate * plan.dp_shard);
@@ -254,6 +256,10 @@ TEST(ExportPlan, MegatronSelectiveNoSharding) {
   EXPECT_EQ(text.find("--sequence-parallel"), std::string::npos) << text;
   EXPECT_EQ(text.find("--use-distributed-optimizer"), std::string::npos) << text;
   EXPECT_EQ(text.find("--recompute-method"), std::string::npos) << text;
+  // DDP (dp_replicate 2): gradients reduce under backward; no sharded optimizer, so no parameter
+  // gather to overlap (validate_args refuses --overlap-param-gather without one).
+  EXPECT_TRUE(has_line(text, "  --overlap-grad-reduce")) << text;
+  EXPECT_EQ(text.find("--overlap-param-gather"), std::string::npos) << text;
 }
 
 TEST(ExportPlan, DeepSpeedBatchRule) {
