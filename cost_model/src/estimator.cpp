@@ -8,6 +8,7 @@
 #include "mgt/cost_model/collective.hpp"
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/task_cost.hpp"
+#include "mgt/cost_model/tp_overlap.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -120,10 +121,9 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
     ShapeSummary::Block b;
     b.is_layer = block.is_layer;
     b.cost = block_cost(block, ctx, cluster_, params_);
-    b.tp_fwd_s = exposed_under_overlap(price(b.cost.fwd_collectives, BlockCollective::Axis::tp), b.cost.fwd_compute_s,
-                                       params_.tp_comm_hidden_fraction, params_.overlap_compute_slowdown);
-    b.tp_bwd_s = exposed_under_overlap(price(b.cost.bwd_collectives, BlockCollective::Axis::tp), b.cost.bwd_compute_s,
-                                       params_.tp_comm_hidden_fraction, params_.overlap_compute_slowdown);
+    const TpPhaseTimes tp = tp_phase_times(b.cost, cluster_, plan.tp, tp_link, params_);
+    b.tp_fwd_s = tp.fwd_exposed_s;
+    b.tp_bwd_s = tp.bwd_exposed_s;
     b.cp_fwd_s = price(b.cost.fwd_collectives, BlockCollective::Axis::cp);
     b.cp_bwd_s = price(b.cost.bwd_collectives, BlockCollective::Axis::cp);
     b.ep_s = price(b.cost.fwd_collectives, BlockCollective::Axis::ep) +

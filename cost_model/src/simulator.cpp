@@ -9,12 +9,14 @@
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/cost_model/topology.hpp"
+#include "mgt/cost_model/tp_overlap.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -165,6 +167,24 @@ struct Model {
   }
 };
 
+// Under TP communication overlap (CostParams::tp_comm_hidden_fraction > 0) each TP collective takes
+// the exposed share of its block phase that the estimator prices (tp_phase_times): the schedule has
+// no chunked GEMMs for it to hide under. The phase is that of the program's latest kernel (the
+// forward's sequence-parallel gather comes after the previous layer's last kernel, and a recompute
+// repeats the forward's collectives). Shares per block and phase, for one run's TP link.
+struct TpShares {
+  const Model& sim;
+  const ShardContext& ctx;
+  std::unordered_map<size_t, TpPhaseTimes> by_block;
+  double share(size_t block, bool forward, const LinkEstimate& link) {
+    auto it = by_block.find(block);
+    if (it == by_block.end())
+      it = by_block.emplace(block, tp_phase_times(block_cost(sim.graph.blocks[block], ctx, sim.cluster, sim.params),
+                                                  sim.cluster, ctx.tp, link, sim.params)).first;
+    return forward ? it->second.fwd_share() : it->second.bwd_share();
+  }
+};
+
 }  // namespace
 
 struct Simulator::Impl : Model {};
@@ -248,6 +268,7 @@ void price(Run& r, const Topology& topology) {
   std::unordered_map<std::string, LinkEstimate> group_links;
   std::map<std::pair<int64_t, int64_t>, LinkEstimate> p2p_links;  // by (lower rank, higher rank)
   const int64_t zero = ir::zero_stage(plan);
+  TpShares tp_shares{sim, ctx, {}};
   // Each program's first rank: its pinned coordinates, every other axis at 0.
   std::vector<int64_t> program_rank(r.s.programs.size(), 0);
   for (size_t p = 0; p < r.s.programs.size(); ++p)
@@ -256,6 +277,8 @@ void price(Run& r, const Topology& topology) {
 
   for (size_t p = 0; p < r.s.programs.size(); ++p) {
     const auto& instrs = r.s.programs[p].instructions;
+    std::optional<size_t> kernel_block;  // the latest kernel's block and phase (TpShares)
+    bool kernel_forward = true;
     for (size_t i = 0; i < instrs.size(); ++i) {
       const ir::Instruction& in = instrs[i];
       const int64_t g = r.offset[p] + int64_t(i);
@@ -263,6 +286,8 @@ void price(Run& r, const Topology& topology) {
       double t = 0;
       if (const auto* c = std::get_if<ir::Compute>(&in.op)) {
         const OpCost& oc = sim.op_cost(*c, ctx, p, in.id);
+        kernel_block = sim.block_index.at(c->block);
+        kernel_forward = c->phase == ir::Phase::fwd || c->phase == ir::Phase::recompute;
         switch (c->phase) {
           case ir::Phase::fwd: t = oc.fwd_s; break;
           case ir::Phase::bwd_data: t = oc.bwd_data_s; break;
@@ -294,6 +319,8 @@ void price(Run& r, const Topology& topology) {
         else
           t = collective_time_s(sim.cluster, c->kind, n, c->bytes, it->second,
                                 ddp_bucket ? ddp_bucket_copies(r.s.plan.tp) : HostCopies::scratch);
+        if (sim.params.tp_comm_hidden_fraction > 0 && kernel_block && c->axes == std::vector<std::string>{"tp"})
+          t *= tp_shares.share(*kernel_block, kernel_forward, it->second);
       } else if (ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv) {
         const bool send = ir::kind(in) == ir::InstrKind::send;
         const std::string& axis = send ? std::get<ir::Send>(in.op).axis : std::get<ir::Recv>(in.op).axis;

@@ -1,0 +1,31 @@
+#include "mgt/cost_model/tp_overlap.hpp"
+
+#include "mgt/cost_model/collective.hpp"
+
+#include <vector>
+
+namespace mgt::cost {
+
+namespace {
+double tp_time_s(const std::vector<BlockCollective>& collectives, const ir::ClusterSpec& cluster, int64_t tp,
+                 const LinkEstimate& link) {
+  double total = 0;
+  for (const auto& c : collectives)
+    if (c.axis == BlockCollective::Axis::tp) total += collective_time_s(cluster, c.kind, tp, c.bytes, link);
+  return total;
+}
+}  // namespace
+
+TpPhaseTimes tp_phase_times(const BlockCost& cost, const ir::ClusterSpec& cluster, int64_t tp, const LinkEstimate& link,
+                            const CostParams& params) {
+  TpPhaseTimes t;
+  t.fwd_comm_s = tp_time_s(cost.fwd_collectives, cluster, tp, link);
+  t.bwd_comm_s = tp_time_s(cost.bwd_collectives, cluster, tp, link);
+  t.fwd_exposed_s = exposed_under_overlap(t.fwd_comm_s, cost.fwd_compute_s, params.tp_comm_hidden_fraction,
+                                          params.overlap_compute_slowdown);
+  t.bwd_exposed_s = exposed_under_overlap(t.bwd_comm_s, cost.bwd_compute_s, params.tp_comm_hidden_fraction,
+                                          params.overlap_compute_slowdown);
+  return t;
+}
+
+}  // namespace mgt::cost
