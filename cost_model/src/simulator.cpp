@@ -167,23 +167,6 @@ struct Model {
   }
 };
 
-// Under TP communication overlap (CostParams::tp_comm_hidden_fraction > 0) each TP collective takes
-// the exposed share of its block phase that the estimator prices (tp_phase_times): the schedule has
-// no chunked GEMMs for it to hide under. The phase is that of the program's latest kernel (the
-// forward's sequence-parallel gather comes after the previous layer's last kernel, and a recompute
-// repeats the forward's collectives). Shares per block and phase, for one run's TP link.
-struct TpShares {
-  const Model& sim;
-  const ShardContext& ctx;
-  std::unordered_map<size_t, TpPhaseTimes> by_block;
-  double share(size_t block, bool forward, const LinkEstimate& link) {
-    auto it = by_block.find(block);
-    if (it == by_block.end())
-      it = by_block.emplace(block, tp_phase_times(block_cost(sim.graph.blocks[block], ctx, sim.cluster, sim.params),
-                                                  sim.cluster, ctx.tp, link, sim.params)).first;
-    return forward ? it->second.fwd_share() : it->second.bwd_share();
-  }
-};
 
 }  // namespace
 
@@ -268,7 +251,10 @@ void price(Run& r, const Topology& topology) {
   std::unordered_map<std::string, LinkEstimate> group_links;
   std::map<std::pair<int64_t, int64_t>, LinkEstimate> p2p_links;  // by (lower rank, higher rank)
   const int64_t zero = ir::zero_stage(plan);
-  TpShares tp_shares{sim, ctx, {}};
+  // Under TP communication overlap each TP collective takes its block phase's exposed share (the
+  // schedule has no chunked GEMMs for it to hide under); the phase is the program's latest kernel's
+  // (the forward's sequence-parallel gather follows the previous layer's last kernel).
+  TpExposedShares tp_shares(sim.graph, sim.cluster, sim.params, ctx);
   // Each program's first rank: its pinned coordinates, every other axis at 0.
   std::vector<int64_t> program_rank(r.s.programs.size(), 0);
   for (size_t p = 0; p < r.s.programs.size(); ++p)

@@ -28,4 +28,12 @@ TpPhaseTimes tp_phase_times(const BlockCost& cost, const ir::ClusterSpec& cluste
   return t;
 }
 
+double TpExposedShares::share(size_t block, bool forward, const LinkEstimate& link) {
+  auto it = by_block_.find(block);
+  if (it == by_block_.end())
+    it = by_block_.emplace(block, tp_phase_times(block_cost(graph_.blocks[block], ctx_, cluster_, params_), cluster_,
+                                                 ctx_.tp, link, params_)).first;
+  return forward ? it->second.fwd_share() : it->second.bwd_share();
+}
+
 }  // namespace mgt::cost

@@ -43,6 +43,8 @@ ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& set
 
 /// Returns true for dims that tensor parallelism splits (a, k, f, v).
 bool is_tp_dim(char name);
+/// Whether `tensor` has such a dim (it lies inside a tensor-parallel region).
+bool has_tp_dim(const ir::TensorDecl& tensor);
 
 /// Local size of `dim` in a tensor that is (`in_tp_region`) or is not inside a tensor-parallel region.
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region);

@@ -7,8 +7,10 @@
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/cluster_spec.hpp"
+#include "mgt/ir/graph.hpp"
 
 #include <cstdint>
+#include <unordered_map>
 
 namespace mgt::cost {
 
@@ -26,5 +28,22 @@ struct TpPhaseTimes {
 /// The block's TP collectives (BlockCollective::Axis::tp) over `tp` ranks on `link`.
 TpPhaseTimes tp_phase_times(const BlockCost& cost, const ir::ClusterSpec& cluster, int64_t tp, const LinkEstimate& link,
                             const CostParams& params);
+
+/// tp_phase_times of each block of `graph` under one shard context, memoised: the simulator scales a
+/// TP collective by the exposed share of its block phase (recompute counts as forward).
+class TpExposedShares {
+ public:
+  TpExposedShares(const ir::Graph& graph, const ir::ClusterSpec& cluster, const CostParams& params,
+                  const ShardContext& ctx)
+      : graph_(graph), cluster_(cluster), params_(params), ctx_(ctx) {}
+  double share(size_t block, bool forward, const LinkEstimate& link);
+
+ private:
+  const ir::Graph& graph_;
+  const ir::ClusterSpec& cluster_;
+  const CostParams& params_;
+  ShardContext ctx_;
+  std::unordered_map<size_t, TpPhaseTimes> by_block_;  // one run: one TP link
+};
 
 }  // namespace mgt::cost
