@@ -47,6 +47,13 @@ struct Diff {
 
 double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
+cost::TrainingSettings settings_of(int64_t seq_len, int64_t seqs) {
+  cost::TrainingSettings settings;
+  settings.seq_len = seq_len;
+  settings.global_batch_tokens = seqs * seq_len;
+  return settings;
+}
+
 std::string terms(const cost::TimeBreakdown& t) {
   char buf[400];
   std::snprintf(buf, sizeof buf,
@@ -273,9 +280,7 @@ TEST(consistency, lora_and_qlora_estimator_and_simulator_agree) {
 TEST(consistency, tp_comm_overlap_estimator_and_simulator_agree) {
   const ir::Graph graph = ir::load_model(std::string(MGT_SOURCE_DIR) + "/examples/models/Llama-3.1-8B.json");
   const ir::ClusterSpec cluster = ir::cluster_preset("h100-sxm");
-  cost::TrainingSettings settings;
-  settings.seq_len = 2048;
-  settings.global_batch_tokens = 32 * 2048;
+  const cost::TrainingSettings settings = settings_of(2048, 32);
   const cost::CostParams overlapped = cost::cost_params_for(cluster.gpu, cost::framework_profile("megatron-core"));
   ASSERT_GT(overlapped.tp_comm_hidden_fraction, 0.0);
   cost::CostParams exposed = overlapped;
