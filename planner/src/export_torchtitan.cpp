@@ -69,6 +69,9 @@ std::string export_torchtitan_0_2(const ExportContext& context) {
   if (p.ep > 1) out << "expert_parallel_degree = " << p.ep << "\n";
   out << "\n[activation_checkpoint]\n";
   out << "mode = \"" << torchtitan_ac_mode(p.recompute) << "\"\n";
+  // 0.2's selective default is "2", every second layer fully checkpointed; "op" is the op-level
+  // policy that the torchtitan profile prices (cost::SelectiveRecompute::every_second_matmul).
+  if (p.recompute == Recompute::selective) out << "selective_ac_option = \"op\"\n";
   return out.str();
 }
 

@@ -87,7 +87,8 @@ const Names kTorchtitan02Keys{
     "parallelism.fsdp_reshard_after_forward", "parallelism.tensor_parallel_degree",
     "parallelism.enable_async_tensor_parallel", "parallelism.context_parallel_degree",
     "parallelism.pipeline_parallel_degree", "parallelism.pipeline_parallel_schedule",
-    "parallelism.pipeline_parallel_microbatch_size", "parallelism.expert_parallel_degree", "activation_checkpoint.mode"};
+    "parallelism.pipeline_parallel_microbatch_size", "parallelism.expert_parallel_degree", "activation_checkpoint.mode",
+    "activation_checkpoint.selective_ac_option"};
 
 // DeepSpeed 0.19.8 (PyPI sdist): deepspeed/runtime/config.py top-level keys and
 // deepspeed/runtime/zero/config.py DeepSpeedZeroConfig (extra="forbid"; populate_by_name, so a field's

@@ -218,6 +218,8 @@ TEST(ExportPlan, TorchtitanPipelineBatchesGoThroughSchedule) {
   EXPECT_EQ(int_of(text, "pipeline_parallel_microbatch_size", " = "), plan.micro_batch);
   EXPECT_EQ(int_of(text, "global_batch_size", " = "), plan.micro_batch * *plan.grad_accum * plan.dp_shard);
   EXPECT_TRUE(has_line(text, "mode = \"selective\"")) << text;
+  // 0.2 defaults selective to every second layer; the op-level policy is what is priced.
+  EXPECT_TRUE(has_line(text, "selective_ac_option = \"op\"")) << text;
 }
 
 TEST(ExportPlan, MegatronFlags) {
