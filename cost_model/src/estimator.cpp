@@ -335,6 +335,7 @@ const std::vector<Estimator::BlockFsdpComm>& Estimator::fsdp_comm_for(const Shap
 
 // One copy's FSDP collectives per block (BlockFsdpComm); depends only on the mesh and the shapes.
 void Estimator::fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std::vector<BlockFsdpComm>& out) const {
+  const int64_t grad_bytes = params_.gradient_bytes;  // per gradient element reduced
   const ir::Plan& plan = x.layout.plan;
   out.assign(s.blocks.size(), BlockFsdpComm{});
   if (!x.layout.fsdp) return;
@@ -373,12 +374,12 @@ void Estimator::fsdp_block_comm(const ShapeSummary& s, const PlanContext& x, std
     BlockFsdpComm& m = out[b];
     m.ag = collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.shard_group, gathered_bytes, x.shard_link) +
            collective_time_s(cluster_, CollectiveKind::all_gather, x.layout.expert_shard_group, expert * kWorkingBytes, x.expert_link);
-    m.rs = collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.shard_group, dense * kGradBytes, x.shard_link) +
-           collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.expert_shard_group, expert * kGradBytes, x.expert_link);
+    m.rs = collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.shard_group, dense * grad_bytes, x.shard_link) +
+           collective_time_s(cluster_, CollectiveKind::reduce_scatter, x.layout.expert_shard_group, expert * grad_bytes, x.expert_link);
     const int64_t dense_shard = ceil_div(dense, x.layout.shard_group), expert_shard = ceil_div(expert, x.layout.expert_shard_group);
     m.all_reduce = collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate,
-                                     (apart ? dense_shard : dense_shard + expert_shard) * kGradBytes, x.replicate_link) +
-                   (apart ? collective_time_s(cluster_, CollectiveKind::all_reduce, expert_replicas, expert_shard * kGradBytes,
+                                     (apart ? dense_shard : dense_shard + expert_shard) * grad_bytes, x.replicate_link) +
+                   (apart ? collective_time_s(cluster_, CollectiveKind::all_reduce, expert_replicas, expert_shard * grad_bytes,
                                               x.expert_replicate_link)
                           : 0.0);
   }
@@ -470,6 +471,7 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
 
 double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& slowest, int64_t params,
                                        int64_t expert_params, int64_t params_shard, int64_t last_ready_params) const {
+  const int64_t grad_bytes = params_.gradient_bytes;  // per gradient element reduced
   const ir::Plan& plan = x.layout.plan;
   // Routed experts differ across ep (and etp): their gradients reduce over the expert-data-parallel
   // group, the ranks holding the same expert shard, and the dense ones over dp (Megatron-Core
@@ -486,12 +488,12 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
                                                   ceil_div(bytes, buckets), x.link(topology_, group), ddp_bucket_copies(plan.tp));
       return std::pair{double(buckets) * per_bucket, per_bucket};
     };
-    const auto [dense_total, dense_last] = bucketed(ir::MeshGroup::dp, dense_params * kGradBytes);
+    const auto [dense_total, dense_last] = bucketed(ir::MeshGroup::dp, dense_params * grad_bytes);
     const auto [expert_total, expert_last] =
-        own_expert > 0 ? bucketed(ir::MeshGroup::expert_dp, own_expert * kGradBytes) : std::pair{0.0, 0.0};
+        own_expert > 0 ? bucketed(ir::MeshGroup::expert_dp, own_expert * grad_bytes) : std::pair{0.0, 0.0};
     const double hidden_under = params_.concurrent_streams ? slowest.bwd_window * params_.dp_grad_reduce_hidden_fraction : 0.0;
-    const int64_t tail_buckets = std::max<int64_t>(1, ceil_div(std::min(last_ready_params, dense_params) * kGradBytes, kLastBucketBytes));
-    const double tail = double(std::min(tail_buckets, std::max<int64_t>(1, ceil_div(dense_params * kGradBytes, kLastBucketBytes)))) * dense_last;
+    const int64_t tail_buckets = std::max<int64_t>(1, ceil_div(std::min(last_ready_params, dense_params) * grad_bytes, kLastBucketBytes));
+    const double tail = double(std::min(tail_buckets, std::max<int64_t>(1, ceil_div(dense_params * grad_bytes, kLastBucketBytes)))) * dense_last;
     return std::max(dense_total + expert_total - hidden_under, tail + expert_last);
   }
   if (x.layout.zero_stage == 3) return slowest.hsdp;  // per block, inside the FSDP chain of the last micro-batch
@@ -504,8 +506,8 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
     return collective_time_s(cluster_, kind, x.layout.shard_group, dense_bytes, x.shard_link) +
            collective_time_s(cluster_, kind, x.layout.expert_shard_group, expert_bytes, x.expert_link);
   };
-  const int64_t last_bucket = std::min(kLastBucketBytes, dense_params * kGradBytes);
-  const double rs = collective(CollectiveKind::reduce_scatter, dense_params * kGradBytes, own_expert * kGradBytes);
+  const int64_t last_bucket = std::min(kLastBucketBytes, dense_params * grad_bytes);
+  const double rs = collective(CollectiveKind::reduce_scatter, dense_params * grad_bytes, own_expert * grad_bytes);
   const double rs_last = collective(CollectiveKind::reduce_scatter, last_bucket, 0);
   const double ag = collective(CollectiveKind::all_gather, dense_params * kWorkingBytes, own_expert * kWorkingBytes);
   const double ag_last = collective(CollectiveKind::all_gather, std::min(kLastBucketBytes, dense_params * kWorkingBytes), 0);
@@ -517,10 +519,10 @@ double Estimator::data_parallel_time_s(const PlanContext& x, const StageTime& sl
   // The local gradient shard is then all-reduced across the replicas holding the same states: dense
   // over dp_replicate, experts over expert_replicate (the expert-DP ranks outside the shard group).
   const int64_t expert_shard = apart ? ceil_div(expert_params, x.layout.expert_shard_group) : 0;
-  t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, (params_shard - expert_shard) * kGradBytes,
+  t += collective_time_s(cluster_, CollectiveKind::all_reduce, plan.dp_replicate, (params_shard - expert_shard) * grad_bytes,
                          x.replicate_link);
   t += collective_time_s(cluster_, CollectiveKind::all_reduce, x.layout.size(ir::MeshGroup::expert_replicate),
-                         expert_shard * kGradBytes, x.expert_replicate_link);
+                         expert_shard * grad_bytes, x.expert_replicate_link);
   return t;
 }
 

@@ -19,7 +19,6 @@ namespace estimator_detail {
 // et al. 2018, ZeRO stages as in Rajbhandari et al. 2020 §5).
 inline constexpr int64_t kMasterBytes = 4;   // fp32 parameter (master copy)
 inline constexpr int64_t kWorkingBytes = 2;  // bf16 copy the kernels read
-inline constexpr int64_t kGradBytes = 4;     // fp32 gradient (reduce dtype fp32, torchtitan default)
 inline constexpr int64_t kAdamBytes = 8;     // exp_avg + exp_avg_sq, fp32
 // AdamW step traffic per local parameter: read+write master, m, v (24), read grad (4), write bf16 (2).
 inline constexpr int64_t kOptimizerTrafficBytes = 30;

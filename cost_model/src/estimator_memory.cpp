@@ -17,26 +17,27 @@ namespace {
 
 // Parameters, gradients and optimizer state per ZeRO stage (fp32 master + bf16 working params,
 // fp32 grads, Adam moments); `shard_params` is the stage's share after data-parallel sharding.
-void set_model_state_bytes(MemoryBreakdown& sm, int64_t zero_stage, int64_t params, int64_t shard_params) {
+void set_model_state_bytes(MemoryBreakdown& sm, int64_t zero_stage, int64_t params, int64_t shard_params,
+                           int64_t grad_bytes) {
   switch (zero_stage) {
     case 0:
       sm.parameters_bytes = params * (kMasterBytes + kWorkingBytes);
-      sm.gradients_bytes = params * kGradBytes;
+      sm.gradients_bytes = params * grad_bytes;
       sm.optimizer_bytes = params * kAdamBytes;
       break;
     case 1:  // Megatron distributed optimizer: bf16 params, fp32 grads, sharded master + Adam
       sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
-      sm.gradients_bytes = params * kGradBytes;
+      sm.gradients_bytes = params * grad_bytes;
       sm.optimizer_bytes = shard_params * kAdamBytes;
       break;
     case 2:
       sm.parameters_bytes = params * kWorkingBytes + shard_params * kMasterBytes;
-      sm.gradients_bytes = shard_params * kGradBytes;
+      sm.gradients_bytes = shard_params * grad_bytes;
       sm.optimizer_bytes = shard_params * kAdamBytes;
       break;
     default:
       sm.parameters_bytes = shard_params * kMasterBytes;
-      sm.gradients_bytes = shard_params * kGradBytes;
+      sm.gradients_bytes = shard_params * grad_bytes;
       sm.optimizer_bytes = shard_params * kAdamBytes;
       break;
   }
@@ -78,7 +79,7 @@ struct FsdpPeak {
 // one micro-batch.
 FsdpPeak fsdp_peak(const std::vector<StageBlock>& order, const ir::Plan& plan, int64_t largest_layer_block,
                    int64_t largest_block, int64_t logits, int64_t backward_transient, double in_flight,
-                   double per_microbatch_saved, int64_t activations_bytes) {
+                   double per_microbatch_saved, int64_t activations_bytes, int64_t grad_bytes) {
   // FSDP2's buffers peak in backward, copy by copy, and the loss's logits peak only during the head's
   // backward: take the worst moment, not the sum of each one's worst (docs/cost-model.md §4.3).
   // Backward of copy b (P = its unsharded parameters; b-1 the copy before it in forward order,
@@ -119,9 +120,9 @@ FsdpPeak fsdp_peak(const std::vector<StageBlock>& order, const ir::Plan& plan, i
       // run's last copy always is; the others are when each chunk holds a single layer.
       const bool kept_itself = kept > 0 && b.is_layer && (k == 1 || layers_per_chunk == 1);
       const int64_t held_beside = held - (kept_itself ? b.params * kWorkingBytes : 0);
-      consider(transient, held_beside + b.params * 2 * kWorkingBytes + prev * kWorkingBytes + next * kGradBytes,
+      consider(transient, held_beside + b.params * 2 * kWorkingBytes + prev * kWorkingBytes + next * grad_bytes,
                running);
-      consider(0, held + prev * kWorkingBytes + b.params * (kWorkingBytes + kGradBytes),
+      consider(0, held + prev * kWorkingBytes + b.params * (kWorkingBytes + grad_bytes),
                running - b.saved_bytes / double(plan.vpp));
     }
     saved_before += double(b.copies) * b.saved_bytes;
@@ -182,7 +183,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
     params = adapters, expert = 0;
   }
   const int64_t shard_params = ceil_div(params - expert, shard) + ceil_div(expert, expert_shard);
-  set_model_state_bytes(sm, x.layout.zero_stage, params, shard_params);
+  set_model_state_bytes(sm, x.layout.zero_stage, params, shard_params, params_.gradient_bytes);
   sm.parameters_bytes += frozen_bytes;
   const double in_flight = micro_batches_in_flight(plan, x.layout.grad_accum, stage_index);
   sm.activations_bytes = round_bytes(in_flight * per_microbatch_saved);
@@ -198,7 +199,7 @@ MemoryBreakdown Estimator::stage_memory(const ShapeSummary& s, const std::vector
                                                          persistent, plan.dp_replicate * plan.dp_shard);
   } else if (x.layout.zero_stage == 3 && x.layout.fsdp) {
     const FsdpPeak peak = fsdp_peak(order, plan, largest_layer_block, largest_block, logits, backward_transient, in_flight,
-                                    per_microbatch_saved, sm.activations_bytes);
+                                    per_microbatch_saved, sm.activations_bytes, params_.gradient_bytes);
     sm.fsdp_buffers_bytes = peak.fsdp_bytes;
     sm.transient_bytes = peak.transient_bytes;
     sm.activations_bytes = peak.activations_bytes;

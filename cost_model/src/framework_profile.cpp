@@ -11,6 +11,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 
 namespace mgt::cost {
@@ -64,6 +65,9 @@ std::vector<FrameworkProfile> profile_table() {
     // megatron/model/transformer.py ParallelAttention.query_key_value (one ColumnParallelLinear of
     // 3 x projection size) and ParallelMLP.dense_h_to_4h (2 x ffn for swiglu).
     p.fused_projections = true;
+    // Selective recompute (--recompute-activations) arrived with Korthikanti et al. 2022 (Megatron-LM
+    // v3.0); the 2019-21 releases checkpoint whole layers (--checkpoint-activations) or nothing.
+    p.selective_recompute_since_year = 2022;
     // megatron/training.py train_step: model.allreduce_gradients() after the backward of the last
     // micro-batch (no bucketed overlap); the distributed optimizer (2022) all-gathers parameters
     // after optimizer.step(); p2p_communication.py blocks on its sends in the 1F1B schedule.
@@ -120,6 +124,13 @@ std::vector<FrameworkProfile> profile_table() {
     // The 2021-23 megatron-lm profile does not offer it: its --checkpoint-num-layers chunked every
     // layer (block arrived with selective recompute, Korthikanti et al. 2022).
     p.offers_partial_recompute = true;
+    // --recompute-granularity selective with --recompute-modules layernorm moe_act, what `--emit
+    // megatron` writes and the MoE perf recipes set (Megatron-Bridge gpt_oss, qwen3, deepseek): the
+    // MoE pre-MLP norm and the experts' activation are recomputed; TE's fused dense norms and a dense
+    // MLP's activation are kept (transformer_config.py recompute_modules; transformer_layer.py). Its
+    // default module, core_attn, would redo fused attention's forward to save nothing it does not
+    // already keep, so mgt does not price or write it.
+    p.selective_recompute = SelectiveRecompute::megatron_modules;
     // --moe-token-dispatcher-type alltoall (the MoE perf recipes up to container 26.04), dropless:
     // MoEAlltoAllTokenDispatcher.preprocess sets cuda_sync_point = "before_ep_alltoall" (ep > 1 or
     // several local experts; "before_finish" otherwise) and token_permutation calls
@@ -273,8 +284,13 @@ struct Alias {
 };
 // Frameworks that run another profile's code paths, or publish the same techniques.
 const Alias kAliases[] = {
-    {"nemo", "megatron-core"},          // NeMo 2 trains through megatron.core (MegatronStrategy)
-    {"megatron-bridge", "megatron-core"},
+    // NeMo 2 trains through megatron.core (MegatronStrategy). The performance configurations behind
+    // NeMo's and Megatron-Bridge's published tables reduce gradients in bf16: NeMo 2 recipes'
+    // performance_mode and scripts/performance set plugins.grad_reduce_in_fp32 = False, NeMo 1's
+    // launcher examples +training.model.optim.grad_sync_dtype=bf16, Megatron-Bridge's
+    // perf_recipes/_common.py _benchmark_common and _perf_precision grad_reduce_in_fp32 = False.
+    {"nemo", "megatron-core", {"bf16-grad-reduce"}},
+    {"megatron-bridge", "megatron-core", {"bf16-grad-reduce"}},
     {"megatron", "megatron-core"},      // --emit megatron writes Megatron-Core flags
     {"llm-foundry", "pytorch-fsdp"},    // Composer's FSDP integration
     {"accelerate", "pytorch-fsdp"},     // FullyShardedDataParallelPlugin
@@ -339,6 +355,8 @@ bool apply_feature(const std::string& raw, FrameworkProfile& p) {
   } else if (f == "overlap-param-gather") {
     p.overlap_param_gather = true;
     p.offers_zero[1] = true;  // Megatron: needs --use-distributed-optimizer
+  } else if (f == "bf16-grad-reduce" || f == "grad-reduce-in-bf16") {
+    p.gradient_bytes = 2;
   } else if (f == "overlap-p2p" || f == "overlap-p2p-comm") {
     p.p2p_overlap = true;
   } else if (f == "torch.compile" || f == "compile") {
@@ -419,6 +437,22 @@ FrameworkSelection select_framework(const std::string& name, const std::vector<s
 }
 
 FrameworkProfile framework_profile(const std::string& name) { return select_framework(name).profile; }
+
+std::optional<std::string> apply_framework_version(FrameworkProfile& profile, const std::string& version) {
+  if (profile.selective_recompute_since_year == 0) return std::nullopt;
+  // The earliest year (2015-2099) written in the version: a commit date, a paper's year.
+  // A year stands alone: "(2020-09-11)", "v2.4 (2021)"; not inside a number or a commit hash.
+  static const std::regex year_re(R"((?:^|[^0-9A-Za-z])(20[1-9][0-9])(?![0-9A-Za-z]))");
+  int earliest = 0;
+  for (std::sregex_iterator it(version.begin(), version.end(), year_re), end; it != end; ++it) {
+    const int year = std::stoi((*it)[1].str());
+    if (year >= 2015 && (earliest == 0 || year < earliest)) earliest = year;
+  }
+  if (earliest == 0 || earliest >= profile.selective_recompute_since_year) return std::nullopt;
+  profile.offers_selective_recompute = false;
+  return "framework version \"" + version + "\" (" + std::to_string(earliest) + ") predates " + profile.name +
+         "'s selective recompute (" + std::to_string(profile.selective_recompute_since_year) + "): none or full only";
+}
 
 void warn_once(const std::string& message) {
   static std::mutex mutex;
@@ -546,6 +580,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.eager_expert_epilogue = profile.eager_expert_epilogue;
   p.linears_save_quantized_input = profile.linears_save_quantized_input;
   p.selective_recompute = profile.selective_recompute;
+  p.gradient_bytes = profile.gradient_bytes;
   p.host_launch_s = host_launch_s(profile.dispatch);
   p.launches = launch_counts(profile);
   p.fused_projections = profile.fused_projections;

@@ -12,6 +12,7 @@
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/expert_epilogue.hpp"
 #include "einsum_parts.hpp"
+#include "layer_walk.hpp"
 #include "mgt/cost_model/host_dispatch.hpp"
 #include "mgt/cost_model/moe_host_sync.hpp"
 #include "mgt/cost_model/ssm_cost.hpp"
@@ -34,88 +35,8 @@ using einsum_parts::EinsumSpec, einsum_parts::find_dim, einsum_parts::parse_eins
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Everything block_cost needs while walking the ops of one block.
-struct Walk {
-  const ir::Block& block;
-  const ShardContext& ctx;
-  const ir::ClusterSpec& cluster;
-  const CostParams& params;
-  BlockCost cost;
-  std::set<std::string> saved;            // tensors kept for backward
-  std::set<std::string> recomputed;       // outputs selective recompute drops
-  std::set<std::string> gathered_inputs;  // SP all-gathers already issued (q, k, v share one)
-  std::set<std::string> produced;
-  std::set<std::string> expert_weights;   // parameters sharded over ep (routed experts)
-  std::set<std::string> nf4_weights;      // QLoRA: the linear weights bitsandbytes stores in NF4
-  std::set<std::string> quantized;        // activations already quantised for a low-precision GEMM (q, k, v share x)
-  // Inputs of low-precision linears kept quantised for backward (CostParams::linears_save_quantized_input),
-  // with their bytes per element; a tensor another op also saves in bf16 (attention's output) is kept twice.
-  std::map<std::string, double> saved_quantized;
-  // SelectiveRecompute::every_second_matmul: bf16 weight matmuls seen so far, and the outputs kept.
-  int64_t plain_matmuls = 0;
-  std::set<std::string> op_sac_kept;
-  int64_t extra_saved_bytes = 0;          // saved state that is not a declared tensor (lse)
-  int64_t selective_dropped_bytes = 0;    // saved unless selective recompute drops it: eager attention's
-                                          // probabilities, the eager clamp's copy of fc1's output
-  double bwd_weight_s = 0;                // the weight-gradient part of cost.bwd_compute_s
-  double fwd_flops = 0;                   // local forward FLOPs so far
+using layer_walk::Walk, layer_walk::feeds_router, layer_walk::mla_up_proj_policy, layer_walk::op_sac_policy;
 
-  const ir::TensorDecl& tensor(const std::string& name) const {
-    // ir::verify guarantees names resolve; the graph is verified on load.
-    return *ir::find_tensor(block, name);
-  }
-  int64_t act_bytes(const ir::TensorDecl& t) const { return local_elements(t, ctx) * ir::dtype_bytes(ctx.dtype); }
-  int64_t tp_region_bytes(const ir::TensorDecl& t) const {
-    int64_t n = 1;
-    for (const auto& d : t.dims) n *= local_dim_size(d, ctx, /*in_tp_region=*/true);
-    return n * ir::dtype_bytes(ctx.dtype);
-  }
-  void tp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes,
-                     std::vector<std::string> tensors, bool before = false, ir::ReduceOp reduce = ir::ReduceOp::sum) {
-    if (ctx.tp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::tp, kind, bytes, std::move(tensors), before, reduce});
-  }
-  void cp_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes,
-                     std::vector<std::string> tensors, bool before) {
-    if (ctx.cp > 1 && bytes > 0) into.push_back({BlockCollective::Axis::cp, kind, bytes, std::move(tensors), before});
-  }
-  void ep_collective(std::vector<BlockCollective>& into, CollectiveKind kind, int64_t bytes) {
-    if (ctx.ep > 1 && bytes > 0) into.push_back({BlockCollective::Axis::ep, kind, bytes, {}, false, ir::ReduceOp::sum});
-  }
-  double memory_time(int64_t bytes) const { return memory_bound_time_s(bytes, cluster, params); }
-  /// A non-GEMM kernel: `work` / the measured rate of (op, phase) when the cluster's kernel_table
-  /// has it (ir::KernelMeasurement defines the work unit per op), else `bytes` at memory bandwidth.
-  double kernel_time(const char* op, const char* phase, double work, int64_t bytes) const {
-    const double rate = ir::measured_kernel_rate(cluster, op, phase);
-    if (rate > 0) return work > 0 ? work / rate + params.kernel_floor_s : 0.0;
-    return memory_time(int64_t(std::llround(double(bytes) * traffic_factor(op))));
-  }
-  /// The framework's bytes per fused-kernel byte for this op (CostParams::*_traffic_factor).
-  double traffic_factor(const char* op) const {
-    const std::string_view name(op);
-    if (name == "norm") return params.norm_traffic_factor;
-    if (name == "activation") return params.activation_traffic_factor;
-    if (name == "softmax_cross_entropy") return params.loss_traffic_factor;
-    return 1.0;
-  }
-  /// Books a non-GEMM kernel's forward and backward (kernel_time of each phase, over `work`);
-  /// returns the forward seconds, which selective recompute repeats for norms and activations.
-  /// Whether the framework runs the eager expert epilogue at this precision (expert_epilogue.hpp).
-  bool epilogue_runs() const { return eager_expert_epilogue_runs(params.eager_expert_epilogue, ctx.linear_format); }
-  /// Books that epilogue's passes when it runs; returns its forward seconds.
-  double add_epilogue(EpilogueBytes bytes) {
-    if (!epilogue_runs()) return 0.0;
-    const double fwd = memory_time(bytes.fwd);
-    cost.fwd_compute_s += fwd;
-    cost.bwd_compute_s += memory_time(bytes.bwd);
-    return fwd;
-  }
-  double add_kernel(const char* op, double work, int64_t fwd_bytes, int64_t bwd_bytes) {
-    const double fwd = kernel_time(op, "fwd", work, fwd_bytes);
-    cost.fwd_compute_s += fwd;
-    cost.bwd_compute_s += kernel_time(op, "bwd", work, bwd_bytes);
-    return fwd;
-  }
-};
 
 // One operand dim per einsum letter; ir::verify guarantees every letter is a dim of its operand,
 // looked up output first.
@@ -452,26 +373,36 @@ void cost_elementwise(Walk& w, const ir::Op& op) {
   const auto& x = w.tensor(op.inputs[0]);
   const int64_t bytes = w.act_bytes(x);
   const double elements = double(local_elements(x, w.ctx));
+  // Megatron-Core's --recompute-modules layernorm moe_act (SelectiveRecompute::megatron_modules; its
+  // mla_up_proj: mla_up_proj_policy):
+  // "layernorm" recomputes only a norm that is its own module (transformer_layer.py skips an IdentityOp
+  // norm, which a norm fused into TE's LayerNormLinear is), i.e. the one in front of the router;
+  // "moe_act" only the experts' activation. Everything else selective would drop is kept.
+  const bool megatron_modules = w.params.selective_recompute == SelectiveRecompute::megatron_modules;
   switch (op.kind) {
     case ir::OpKind::norm: {
-      w.cost.selective_recompute_s += w.add_kernel("norm", elements, 2 * bytes, 3 * bytes);
+      const double norm_s = w.add_kernel("norm", elements, 2 * bytes, 3 * bytes);
       w.saved.insert(x.name);
-      w.recomputed.insert(op.output);
+      if (!megatron_modules || feeds_router(w.block, op.output)) {
+        w.cost.selective_recompute_s += norm_s;
+        w.recomputed.insert(op.output);
+      }
       break;
     }
     case ir::OpKind::rope: w.add_kernel("rope", elements, 2 * bytes, 2 * bytes); break;
     case ir::OpKind::activation: {
       const int64_t n_in = int64_t(op.inputs.size());
       const int64_t out_bytes = w.act_bytes(w.tensor(op.output));
-      w.cost.selective_recompute_s +=
-          w.add_kernel("activation", elements, n_in * bytes + out_bytes, 2 * n_in * bytes + out_bytes);
+      const bool recompute = !megatron_modules || find_dim(x, 'e');
+      const double act_s = w.add_kernel("activation", elements, n_in * bytes + out_bytes, 2 * n_in * bytes + out_bytes);
+      if (recompute) w.cost.selective_recompute_s += act_s;
       if (op.clamp_limit > 0 && find_dim(x, 'e') && w.epilogue_runs()) {
         // The clamped, concatenated copy is what the fused unit saves for backward (expert_epilogue.hpp).
         w.cost.selective_recompute_s += w.add_epilogue(glu_clamp_bytes(n_in * bytes));
         w.selective_dropped_bytes += n_in * bytes;
       }
       for (const auto& in : op.inputs) w.saved.insert(in);
-      w.recomputed.insert(op.output);
+      if (recompute) w.recomputed.insert(op.output);
       break;
     }
     case ir::OpKind::residual: w.add_kernel("residual", elements, 3 * bytes, 2 * bytes); break;
@@ -597,32 +528,10 @@ void cost_ssm_scan(Walk& w, const ir::Op& op) {
                   false);
 }
 
-}  // namespace
-
-namespace {
-// torchtitan's op-level selective AC (SelectiveRecompute::every_second_matmul), applied after `op`
-// was costed: its policy keeps attention's output and every odd weight matmul's output (aten.mm,
-// counted per block; a float8 linear reaches the policy's dispatch mode as aten.mm on float8 tensor
-// subclasses before they call _scaled_mm) and recomputes every other op, so the op's forward time is
-// what selective recompute redoes unless the op is kept (the norm / activation rule's time is
-// replaced). Grouped-expert GEMMs (_grouped_mm, not in the save list) are recomputed.
-void op_sac_policy(Walk& w, const ir::Op& op, const BlockCost& before) {
-  w.cost.selective_recompute_s = before.selective_recompute_s;
-  bool kept = op.kind == ir::OpKind::attention_core;
-  if (op.kind == ir::OpKind::contraction) {
-    const ir::TensorDecl& b = w.tensor(op.inputs[1]);
-    if (b.is_parameter && !find_dim(b, 'e')) kept = ++w.plain_matmuls % 2 == 1;
-  }
-  if (kept)
-    w.op_sac_kept.insert(op.output);
-  else
-    w.cost.selective_recompute_s += w.cost.fwd_compute_s - before.fwd_compute_s;
-}
-
 // Walks the ops once, recording each op's share as the difference of the running totals.
 Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::ClusterSpec& cluster,
               const CostParams& params, std::vector<OpCost>* per_op) {
-  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, 0, 0, 0, 0};
+  Walk w{block, ctx, cluster, params, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, 0, 0, 0, 0, {}, {}};
   std::vector<double> op_fwd_s;
   std::optional<size_t> router;
   // Host seconds each op's launches take, forward and backward (host_dispatch.hpp).
@@ -647,6 +556,7 @@ Walk walk_ops(const ir::Block& block, const ShardContext& ctx, const ir::Cluster
     }
     if (!op.output.empty()) w.produced.insert(op.output);
     if (params.selective_recompute == SelectiveRecompute::every_second_matmul) op_sac_policy(w, op, before);
+    if (params.selective_recompute == SelectiveRecompute::megatron_modules) mla_up_proj_policy(w, op, before);
     op_fwd_s.push_back(w.cost.fwd_compute_s - before.fwd_compute_s);
     if (per_op) {
       OpCost c;

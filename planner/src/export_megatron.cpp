@@ -66,12 +66,24 @@ std::vector<std::string> megatron_flags(const Resolved& r) {
   if (p.ep > 1) flags.push_back("--expert-model-parallel-size " + std::to_string(p.ep));
   // Megatron defaults the experts' tensor split to tp; said only when the plan differs.
   if (ir::expert_tp(p) != p.tp) flags.push_back("--expert-tensor-parallel-size " + std::to_string(ir::expert_tp(p)));
+  // The experts as the cost model prices them: one grouped GEMM per projection (TE GroupedLinear),
+  // not Megatron's default loop over local experts.
+  if (r.context.num_experts > 0) flags.push_back("--moe-grouped-gemm");
   if (p.tp > 1 && ir::sequence_parallel(p)) flags.push_back("--sequence-parallel");
   flags.push_back("--micro-batch-size " + std::to_string(p.micro_batch));
   flags.push_back("--global-batch-size " + std::to_string(r.global_batch));
   flags.push_back("--seq-length " + std::to_string(r.context.seq_len));
   flags.push_back("--bf16");
-  if (p.recompute == Recompute::selective) flags.push_back("--recompute-granularity selective");
+  if (p.recompute == Recompute::selective) {
+    // What the megatron-core profile prices (cost::SelectiveRecompute::megatron_modules), not Megatron's
+    // default core_attn, which redoes fused attention to save nothing. moe_act needs the grouped GEMM
+    // the profile prices experts with, mla_up_proj latent attention (transformer_config.py).
+    std::string modules = "layernorm";
+    if (r.context.num_experts > 0) modules += " moe_act";
+    if (r.context.has_mla) modules += " mla_up_proj";
+    flags.push_back("--recompute-granularity selective");
+    flags.push_back("--recompute-modules " + modules);
+  }
   if (p.recompute == Recompute::full) {
     flags.push_back("--recompute-granularity full");
     // uniform with 1 layer per chunk checkpoints every layer; block checkpoints the first N layers

@@ -73,7 +73,7 @@ inline int64_t own_params(const State& s, const Unit& u) {
   return frozen_base(s) ? cost.adapter_param_elements_local : cost.param_elements_local - u.tied_elements;
 }
 
-/// FSDP traffic of one copy: bytes all-gathered (dense, expert) and fp32 gradient bytes reduce-scattered
+/// FSDP traffic of one copy: bytes all-gathered (dense, expert) and gradient bytes reduce-scattered
 /// (dense, expert). LoRA gathers the frozen base as stored with the bf16 adapters and reduces the
 /// adapters' gradients only (the estimator's rule, estimator.cpp stage_time).
 struct FsdpBytes {
@@ -81,9 +81,10 @@ struct FsdpBytes {
 };
 inline FsdpBytes fsdp_bytes(const State& s, const cost::BlockCost& cost) {
   const int64_t pel = cost.param_elements_local, expert = cost.expert_param_elements_local;
-  if (!frozen_base(s)) return {(pel - expert) * 2, expert * 2, (pel - expert) * 4, expert * 4};
+  const int64_t g = s.grad_bytes();
+  if (!frozen_base(s)) return {(pel - expert) * 2, expert * 2, (pel - expert) * g, expert * g};
   const int64_t adapters = cost.adapter_param_elements_local;
-  return {adapters * 2 + int64_t(cost::frozen_base_bytes(pel, cost.nf4_param_elements_local)), 0, adapters * 4, 0};
+  return {adapters * 2 + int64_t(cost::frozen_base_bytes(pel, cost.nf4_param_elements_local)), 0, adapters * g, 0};
 }
 
 /// Last node (by key) on `stream` whose key is below `limit`; -1 when none.

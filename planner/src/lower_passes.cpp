@@ -196,7 +196,7 @@ void sp_grad_all_reduce(State& s) {
         elements += n;
       }
       if (names.empty()) return;
-      ir::Collective c = s.collective(ir::CollectiveKind::all_reduce, s.tp_axes, elements * 4, ir::DType::f32, "grads");
+      ir::Collective c = s.collective(ir::CollectiveKind::all_reduce, s.tp_axes, elements * s.grad_bytes(), s.grad_dtype(), "grads");
       c.tensors = std::move(names);
       // Right after the copy's last kernel: before its activations are freed (the runtime reads
       // the op's context from them) and before FSDP reduce-scatters the gradients.
@@ -317,16 +317,16 @@ void fsdp_reduce_scatter_copy(State& s, Stage& st, FsdpStageState& f, size_t t, 
   close_buffer(grad_bf16, key(t, p, end, 9), ir::Stream::compute, {last});
   std::vector<int64_t> wait_previous = f.rs_done.empty() ? std::vector<int64_t>{} : f.rs_done.back();
   wait_previous.push_back(last);
-  BufferUse& g = open_buffer(st, g_name(s, u), pel * 4, ir::BufferKind::fsdp_buffer, key(t, p, end, 8), ir::Stream::compute,
+  BufferUse& g = open_buffer(st, g_name(s, u), pel * s.grad_bytes(), ir::BufferKind::fsdp_buffer, key(t, p, end, 8), ir::Stream::compute,
                              std::move(wait_previous));
   std::vector<int64_t> rs;
   if (fb.reduce_dense > 0 && !s.shard_axes.empty())
     rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                     s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, fb.reduce_dense, ir::DType::f32, g.name),
+                     s.collective(ir::CollectiveKind::reduce_scatter, s.shard_axes, fb.reduce_dense, s.grad_dtype(), g.name),
                      {last}));
   if (fb.reduce_expert > 0 && !s.expert_shard_axes.empty())
     rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                     s.collective(ir::CollectiveKind::reduce_scatter, s.expert_shard_axes, fb.reduce_expert, ir::DType::f32, g.name),
+                     s.collective(ir::CollectiveKind::reduce_scatter, s.expert_shard_axes, fb.reduce_expert, s.grad_dtype(), g.name),
                      {last}));
   close_buffer(g, key(t, p, end, 11), ir::Stream::dp, rs);
   if (!rs.empty()) f.rs_done.push_back(std::move(rs));
@@ -364,12 +364,12 @@ struct DdpBuffer {
   void add_bytes(State& s, Stage& st, Key at, int64_t bytes, int64_t after) {
     if (axes->empty()) return;
     for (pending += bytes; pending >= kBucketBytes; pending -= kBucketBytes)
-      lowering::add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, kBucketBytes, ir::DType::f32, "grads"),
+      lowering::add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, kBucketBytes, s.grad_dtype(), "grads"),
                     {after});
   }
   void flush(State& s, Stage& st, Key at, int64_t after) {
     if (axes->empty() || pending <= 0 || after < 0) return;
-    lowering::add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, pending, ir::DType::f32, "grads"),
+    lowering::add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, pending, s.grad_dtype(), "grads"),
                   {after});
   }
 };
@@ -392,16 +392,17 @@ void dp_pass(State& s) {
       const int64_t expert = frozen_base(s) || !apart ? 0 : cost.expert_param_elements_local;
       const int64_t dense = own_params(s, u) - expert;
       if (ddp) {
-        dense_buffer.add_bytes(s, st, at, dense * 4, last);
-        expert_buffer.add_bytes(s, st, at, expert * 4, last);
+        dense_buffer.add_bytes(s, st, at, dense * s.grad_bytes(), last);
+        expert_buffer.add_bytes(s, st, at, expert * s.grad_bytes(), last);
         last_dep = last;
         last_key = at;
         return;
       }
-      const int64_t dense_bytes = (dense + shard - 1) / shard * 4, expert_bytes = (expert + expert_shard - 1) / expert_shard * 4;
+      const int64_t dense_bytes = (dense + shard - 1) / shard * s.grad_bytes();
+      const int64_t expert_bytes = (expert + expert_shard - 1) / expert_shard * s.grad_bytes();
       for (const auto& [axes, bytes] : {std::pair{&s.replicate_axes, dense_bytes}, std::pair{&s.expert_replicate_axes, expert_bytes}})
         if (bytes > 0 && !axes->empty())
-          add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, bytes, ir::DType::f32, "grads"), {last});
+          add(st, at, ir::Stream::dp, s.collective(ir::CollectiveKind::all_reduce, *axes, bytes, s.grad_dtype(), "grads"), {last});
     });
     if (!ddp) continue;
     dense_buffer.flush(s, st, last_key, last_dep);
@@ -429,18 +430,18 @@ void zero2_reduce_scatters(State& s, Stage& st, bool apart) {
       const Unit& u = unit_at(st, task, p);
       const int64_t own = own_params(s, u), lastu = st.unit_nodes[t][p].last;
       const int64_t expert = apart && !frozen_base(s) ? s.blocks[size_t(u.block)].cost.expert_param_elements_local : 0;
-      const std::pair<const std::vector<std::string>*, int64_t> parts[] = {{&s.shard_axes, (own - expert) * 4},
-                                                                          {&s.expert_shard_axes, expert * 4}};
+      const std::pair<const std::vector<std::string>*, int64_t> parts[] = {{&s.shard_axes, (own - expert) * s.grad_bytes()},
+                                                                          {&s.expert_shard_axes, expert * s.grad_bytes()}};
       if (own <= 0 || lastu < 0) continue;
       if (std::none_of(std::begin(parts), std::end(parts), [](const auto& x) { return x.second > 0 && !x.first->empty(); }))
         continue;
       const int32_t end = end_part(num_ops(s, u));
-      BufferUse& g = open_buffer(st, g_name(s, u), own * 4, ir::BufferKind::gradients, key(t, p, 0, -10), ir::Stream::compute);
+      BufferUse& g = open_buffer(st, g_name(s, u), own * s.grad_bytes(), ir::BufferKind::gradients, key(t, p, 0, -10), ir::Stream::compute);
       std::vector<int64_t> rs;
       for (const auto& [axes, bytes] : parts)
         if (bytes > 0 && !axes->empty())
           rs.push_back(add(st, key(t, p, end, 10), ir::Stream::dp,
-                           s.collective(ir::CollectiveKind::reduce_scatter, *axes, bytes, ir::DType::f32, g.name), {lastu}));
+                           s.collective(ir::CollectiveKind::reduce_scatter, *axes, bytes, s.grad_dtype(), g.name), {lastu}));
       close_buffer(g, key(t, p, end, 11), ir::Stream::dp, rs);
     }
   }
@@ -463,10 +464,11 @@ void zero_pass(State& s) {
       if (g.elements <= 0) continue;
       if (!g.shard_axes->empty() && s.layout.zero_stage == 1)
         add(st, epilogue(st, -20), ir::Stream::dp,
-            s.collective(ir::CollectiveKind::reduce_scatter, *g.shard_axes, g.elements * 4, ir::DType::f32, "grads"), after_last);
+            s.collective(ir::CollectiveKind::reduce_scatter, *g.shard_axes, g.elements * s.grad_bytes(), s.grad_dtype(), "grads"),
+            after_last);
       if (!g.replicate_axes->empty())
         add(st, epilogue(st, -15), ir::Stream::dp,
-            s.collective(ir::CollectiveKind::all_reduce, *g.replicate_axes, g.shard_elements * 4, ir::DType::f32, "grads"),
+            s.collective(ir::CollectiveKind::all_reduce, *g.replicate_axes, g.shard_elements * s.grad_bytes(), s.grad_dtype(), "grads"),
             after_last);
       if (!g.shard_axes->empty())
         st.after_optimizer.push_back(add(
@@ -497,10 +499,10 @@ void memory_pass(State& s) {
     const int64_t params = st.params, shard = st.shard_params;
     int64_t param_bytes = 0, grad_bytes = 0, optim_bytes = shard * 8;
     switch (s.layout.zero_stage) {
-      case 0: param_bytes = params * 6; grad_bytes = params * 4; optim_bytes = params * 8; break;
-      case 1: param_bytes = params * 2 + shard * 4; grad_bytes = params * 4; break;
-      case 2: param_bytes = params * 2 + shard * 4; grad_bytes = shard * 4; break;
-      default: param_bytes = shard * 4; grad_bytes = shard * 4; break;
+      case 0: param_bytes = params * 6; grad_bytes = params * s.grad_bytes(); optim_bytes = params * 8; break;
+      case 1: param_bytes = params * 2 + shard * 4; grad_bytes = params * s.grad_bytes(); break;
+      case 2: param_bytes = params * 2 + shard * 4; grad_bytes = shard * s.grad_bytes(); break;
+      default: param_bytes = shard * 4; grad_bytes = shard * s.grad_bytes(); break;
     }
     param_bytes += st.frozen_bytes;
     const Key start{0, 0, 0, 0, 0};

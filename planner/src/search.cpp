@@ -221,6 +221,8 @@ SearchResult search(const cost::Estimator& estimator, const SearchOptions& optio
   target.seq_len = estimator.settings().seq_len;
   target.num_layers = estimator.graph().info.num_layers;
   target.mtp_depths = facts.mtp_depths;
+  target.num_experts = estimator.graph().info.num_experts;
+  target.has_mla = estimator.graph().info.has_mla;
   target.task = estimator.settings().task;
   target.lora = estimator.settings().lora;
   target.non_causal_model = non_causal_model_of(estimator.graph());

@@ -153,6 +153,7 @@ ir::Recompute parse_recompute(const json& row, RowSetup& s) {
   std::optional<int64_t>& layers = s.plan.recompute_layers;
   if (r.empty() || contains(r, "not stated")) {
     s.recompute_choices = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
+    if (!s.framework.offers_selective_recompute) s.recompute_choices = {ir::Recompute::none, ir::Recompute::full};
     s.recompute_layers_choice = s.framework.offers_partial_recompute;
     return ir::Recompute::none;
   }
@@ -535,6 +536,9 @@ cost::FrameworkProfile row_framework(const ValidationSource& source, const json&
     throw RowSkipped(where + " is " + field.dump() + ": expected {\"name\": ..., \"features\": [...]}");
   }
   cost::FrameworkSelection selected = cost::select_framework(name, features);
+  if (field.is_object() && field.contains("version") && field["version"].is_string())
+    if (auto note = cost::apply_framework_version(selected.profile, field["version"].get<std::string>()))
+      selected.notes.push_back(*note);
   if (!selected.known)
     cost::warn_once("validation framework \"" + name + "\" has no profile; the default " + selected.profile.name +
                     " profile is used (docs/cost-model.md §9 lists the profiles)");

@@ -220,6 +220,54 @@ TEST(FrameworkProfile, TorchtitanPipelinedFsdpIsZero1) {
   EXPECT_DOUBLE_EQ(estimate(once, flat).step_time_s, estimate(each, flat).step_time_s);
 }
 
+// NeMo's and Megatron-Bridge's published configurations keep and reduce gradients in bf16
+// (grad_reduce_in_fp32 = False): their names imply bf16-grad-reduce, Megatron-Core's own defaults
+// (Megatron-LM's --bf16 reduces in fp32) do not. On a ZeRO-1 plan the gradient buffer halves and the
+// rest of the model state does not move; the gradient reduce-scatter moves half the bytes.
+TEST(FrameworkProfile, NemoAndMegatronBridgeReduceGradientsInBf16) {
+  EXPECT_EQ(framework_profile("megatron-core").gradient_bytes, 4);
+  EXPECT_EQ(framework_profile("megatron-lm").gradient_bytes, 4);
+  EXPECT_EQ(framework_profile("pytorch-fsdp").gradient_bytes, 4);
+  for (const char* name : {"nemo", "Megatron-Bridge"}) {
+    const FrameworkSelection s = select_framework(name);
+    EXPECT_EQ(s.profile.name, "megatron-core") << name;
+    EXPECT_EQ(s.profile.gradient_bytes, 2) << name;
+    ASSERT_EQ(s.notes.size(), 2u) << name;
+    EXPECT_NE(s.notes[1].find("implies bf16-grad-reduce"), std::string::npos) << s.notes[1];
+  }
+  EXPECT_EQ(select_framework("pytorch-fsdp", {"bf16-grad-reduce"}).profile.gradient_bytes, 2);
+  const ir::GpuSpec gpu = ir::cluster_preset("h100-sxm").gpu;
+  EXPECT_EQ(cost_params_for(gpu, framework_profile("nemo")).gradient_bytes, 2);
+  CostParams fp32 = round::params(), bf16 = round::params();
+  bf16.gradient_bytes = 2;
+  ir::Plan plan = plan_of(1, 8, 1, 1);
+  plan.zero_stage = 1;
+  const auto estimate = [&plan](const CostParams& params) {
+    return Estimator(tiny::graph(4), round::cluster(), 8, round::settings(8), params).estimate(plan);
+  };
+  const Estimate a = estimate(fp32), b = estimate(bf16);
+  EXPECT_EQ(a.memory.gradients_bytes, 2 * b.memory.gradients_bytes);
+  EXPECT_EQ(a.memory.parameters_bytes, b.memory.parameters_bytes);
+  EXPECT_EQ(a.memory.optimizer_bytes, b.memory.optimizer_bytes);
+  EXPECT_EQ(a.memory.activations_bytes, b.memory.activations_bytes);
+}
+
+// A stated framework version from before the profile's selective recompute (Megatron-LM: 2022,
+// Korthikanti et al.) offers none and full only; a later or undated version keeps it.
+TEST(FrameworkProfile, SelectiveRecomputeOnlyFromTheVersionThatHasIt) {
+  for (const auto& [version, offered] : std::vector<std::pair<std::string, bool>>{
+           {"GitHub README, commit 5281919420 (2020-09-11)", false}, {"v2.4 (2021)", false},
+           {"Korthikanti et al. 2022", true}, {"core_r0.13", true}, {"", true}, {"2023-06, commit 2021abcd", true}}) {
+    FrameworkProfile p = framework_profile("megatron-lm");
+    const auto note = apply_framework_version(p, version);
+    EXPECT_EQ(p.offers_selective_recompute, offered) << version;
+    EXPECT_EQ(note.has_value(), !offered) << version;
+  }
+  FrameworkProfile core = framework_profile("megatron-core");  // no year limit: every version has it
+  EXPECT_FALSE(apply_framework_version(core, "2020").has_value());
+  EXPECT_TRUE(core.offers_selective_recompute);
+}
+
 // Eager attention (Megatron-LM 2021's fused softmax): one micro-batch of 1 x 1024 tokens, 4 heads of
 // 16 on the round GPU (GEMMs at 0.5 of 1 PFLOP/s, HBM 1 TB/s, no floor). Forward: Q.K^T and P.V over
 // the full 1024 x 1024 square, 2 x 4096 x 1024 x 16 FLOPs each, and the softmax's 4 bytes per score;

@@ -262,6 +262,24 @@ TEST(ExportPlan, MegatronSelectiveNoSharding) {
   // gather to overlap (validate_args refuses --overlap-param-gather without one).
   EXPECT_TRUE(has_line(text, "  --overlap-grad-reduce")) << text;
   EXPECT_EQ(text.find("--overlap-param-gather"), std::string::npos) << text;
+  // The modules the megatron-core profile prices (not Megatron's default core_attn); a dense model
+  // has neither experts (moe_act) nor latent attention (mla_up_proj), which Megatron would refuse.
+  EXPECT_TRUE(has_line(text, "  --recompute-modules layernorm")) << text;
+  EXPECT_EQ(text.find("--moe-grouped-gemm"), std::string::npos) << text;
+}
+
+TEST(ExportPlan, MegatronSelectiveModulesOfAnMoeWithLatentAttention) {
+  ExportContext context = make_context(make_plan(4, 1, 2, 1, 1, 2, 2, Recompute::selective));
+  context.num_experts = 256;
+  context.has_mla = true;
+  const std::string text = export_plan(ExportFormat::megatron, context);
+  EXPECT_TRUE(has_line(text, "  --recompute-modules layernorm moe_act mla_up_proj")) << text;
+  // moe_act needs the grouped GEMM (transformer_config.py), which is how experts are priced anyway.
+  EXPECT_TRUE(has_line(text, "  --moe-grouped-gemm")) << text;
+  context.plan.recompute = Recompute::none;
+  const std::string none = export_plan(ExportFormat::megatron, context);
+  EXPECT_EQ(none.find("--recompute"), std::string::npos) << none;
+  EXPECT_TRUE(has_line(none, "  --moe-grouped-gemm")) << none;
 }
 
 TEST(ExportPlan, DeepSpeedBatchRule) {

@@ -346,20 +346,39 @@ TEST(LowerToSchedule, ComputeFlopsEqualModelFlopsPlusRecompute) {
 TEST(LowerToSchedule, ModelStateBuffersMatchEstimatorMemory) {
   const auto& g = model("Llama-3.1-8B");
   const TrainingSettings st = settings(256, 16);
-  for (int64_t zero : {0, 1, 2, 3}) {
-    Plan plan;
-    plan.dp_shard = 4;
-    plan.tp = 2;
-    plan.zero_stage = zero;
-    const Schedule s = lower_to_schedule(g, plan, st, 8, h100(), checked());
-    const auto e = mgt::cost::Estimator(g, h100(), 8, st).estimate(plan);
-    std::map<mgt::ir::BufferKind, int64_t> bytes;
-    for (const auto& in : s.programs[0].instructions)
-      if (const auto* a = std::get_if<mgt::ir::Alloc>(&in.op); a && (a->buffer == "params" || a->buffer == "grads" || a->buffer == "optim"))
-        bytes[a->kind] += a->bytes;
-    EXPECT_EQ(bytes[mgt::ir::BufferKind::parameters], e.memory.parameters_bytes) << zero;
-    EXPECT_EQ(bytes[mgt::ir::BufferKind::gradients], e.memory.gradients_bytes) << zero;
-    EXPECT_EQ(bytes[mgt::ir::BufferKind::optimizer], e.memory.optimizer_bytes) << zero;
+  // fp32 gradients, and bf16 ones (cost::CostParams::gradient_bytes, the bf16-grad-reduce feature of
+  // the nemo and megatron-bridge profiles): half the gradient buffer and half the bytes reduced.
+  for (int64_t grad_bytes : {4, 2}) {
+    mgt::cost::CostParams params = mgt::cost::default_cost_params(h100().gpu);
+    params.gradient_bytes = grad_bytes;
+    LowerOptions options = checked();
+    options.params = params;
+    for (int64_t zero : {0, 1, 2, 3}) {
+      Plan plan;
+      plan.dp_shard = 4;
+      plan.tp = 2;
+      plan.zero_stage = zero;
+      const Schedule s = lower_to_schedule(g, plan, st, 8, h100(), options);
+      const auto e = mgt::cost::Estimator(g, h100(), 8, st, params).estimate(plan);
+      std::map<mgt::ir::BufferKind, int64_t> bytes;
+      int64_t grads_reduced = 0;
+      for (const auto& in : s.programs[0].instructions) {
+        if (const auto* a = std::get_if<mgt::ir::Alloc>(&in.op); a && (a->buffer == "params" || a->buffer == "grads" || a->buffer == "optim"))
+          bytes[a->kind] += a->bytes;
+        if (const auto* c = std::get_if<mgt::ir::Collective>(&in.op); c && c->buffer == "grads" && zero == 1) {
+          EXPECT_EQ(c->dtype, grad_bytes == 2 ? mgt::ir::DType::bf16 : mgt::ir::DType::f32);
+          if (c->kind == mgt::ir::CollectiveKind::reduce_scatter) grads_reduced += c->bytes;
+        }
+      }
+      EXPECT_EQ(bytes[mgt::ir::BufferKind::parameters], e.memory.parameters_bytes) << zero;
+      EXPECT_EQ(bytes[mgt::ir::BufferKind::gradients], e.memory.gradients_bytes) << zero;
+      EXPECT_EQ(bytes[mgt::ir::BufferKind::optimizer], e.memory.optimizer_bytes) << zero;
+      // ZeRO-1: every local gradient element held and reduce-scattered once, grad_bytes each.
+      if (zero == 1) {
+        EXPECT_EQ(e.memory.gradients_bytes % grad_bytes, 0);
+        EXPECT_EQ(grads_reduced, e.memory.gradients_bytes) << grad_bytes;
+      }
+    }
   }
 }
 

@@ -168,6 +168,24 @@ TEST(ValidationFramework, UnstatedRecomputeTakesTheFewestBlockLayersThatFit) {
   EXPECT_LT(results.front().estimate->step_time_s, estimator.estimate(every).step_time_s);
 }
 
+// A row whose framework version predates selective recompute (Megatron-LM before 2022) chooses its
+// unstated recompute from none and full, and says why; a later version keeps selective as a choice.
+TEST(ValidationFramework, UnstatedRecomputeOffersOnlyWhatTheStatedVersionHad) {
+  json row = gpt_row();
+  row["recompute"] = "not stated";
+  using mgt::ir::Recompute;
+  const json old = {{"name", "megatron-lm"}, {"version", "GitHub README, commit 5281919420 (2020-09-11)"}};
+  const auto s = mgt::plan::setup_row(source_with(row, old), row);
+  EXPECT_EQ(s.recompute_choices, (std::vector<Recompute>{Recompute::none, Recompute::full}));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "predates megatron-lm's selective recompute (2022)"));
+  const json later = {{"name", "megatron-lm"}, {"version", "Korthikanti et al. 2022"}};
+  EXPECT_EQ(mgt::plan::setup_row(source_with(row, later), row).recompute_choices,
+            (std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}));
+  const auto results = mgt::plan::validate_row(source_with(row, old), row);
+  ASSERT_TRUE(results.front().estimate.has_value()) << results.front().skipped.value_or("");
+  EXPECT_NE(results.front().estimate->plan.recompute, Recompute::selective);
+}
+
 TEST(ValidationFramework, UnknownNameIsTheDefaultProfileListed) {
   const json fw = {{"name", "someones-trainer"}};
   auto s = mgt::plan::setup_row(source_with(gpt_row(), fw), gpt_row());

@@ -19,7 +19,11 @@ namespace mgt::cost {
 ///   every_second_matmul: torchtitan's op-level selective AC: the layer input, attention's output and
 ///     the output of every odd weight matmul are kept; every even one, the grouped-expert GEMMs (not
 ///     in its save list) and every other op are recomputed.
-enum class SelectiveRecompute { norms_and_activations, every_second_matmul };
+///   megatron_modules: Megatron-Core's --recompute-modules layernorm moe_act mla_up_proj: the norm in
+///     front of a router (the only norm TE does not fuse into the next GEMM), the experts' activation,
+///     and MLA's up-projections with their RoPE are recomputed; everything else is kept (a dense MLP's
+///     activation too: Megatron-Core has no module for it, "mlp" checkpoints the whole MLP).
+enum class SelectiveRecompute { norms_and_activations, every_second_matmul, megatron_modules };
 
 /// DeepSpeed ZeRO-3's limits on what a rank holds gathered and reduces at once, in parameter
 /// elements (deepspeed/runtime/zero/config.py; the keys `--emit deepspeed` writes). ZeRO-3 there
@@ -98,6 +102,9 @@ struct CostParams {
   bool linears_save_quantized_input = false;
   /// What selective recompute keeps (FrameworkProfile::selective_recompute; layer_cost.cpp).
   SelectiveRecompute selective_recompute = SelectiveRecompute::norms_and_activations;
+  /// Bytes per element of the gradient buffer and of its data-parallel reduction
+  /// (FrameworkProfile::gradient_bytes): 4 = fp32, 2 = bf16.
+  int64_t gradient_bytes = 4;
   /// Host seconds per kernel launch under the framework's dispatch (FrameworkProfile::dispatch): an
   /// eager step pays Python, ATen dispatch and autograd bookkeeping per launch; CUDA graphs replay
   /// without the host (0). A block phase whose kernels take less than its launches' host time runs at

@@ -74,6 +74,15 @@ struct FrameworkProfile {
   /// Full recompute of only some layers per (virtual) pipeline stage, the rest keeping their
   /// activations (Megatron-Core --recompute-method block --recompute-num-layers N; ir::Plan::recompute_layers).
   bool offers_partial_recompute = false;
+  /// The first year its releases offer selective recompute, 0 = every version it describes: a stated
+  /// version from an earlier year (apply_framework_version) offers none and full only.
+  int selective_recompute_since_year = 0;
+  /// Bytes per element of the gradient buffer and its data-parallel reduction. 4: fp32 (Megatron-LM's
+  /// --bf16 turns on --accumulate-allreduce-grads-in-fp32; FSDP and DeepSpeed keep fp32 gradients for
+  /// the optimizer). 2: bf16, the "bf16-grad-reduce" feature (NeMo's and Megatron-Bridge's
+  /// performance configurations: grad_reduce_in_fp32 = False).
+  int64_t gradient_bytes = 4;
+  bool offers_selective_recompute = true;
   /// ZeRO-3 gathers per submodule under these limits (DeepSpeed; `--emit deepspeed` writes them);
   /// none: whole blocks with the next one prefetched (FSDP2).
   std::optional<Zero3SubmoduleLimits> zero3_submodule_limits;
@@ -151,6 +160,11 @@ FrameworkSelection select_framework(const std::string& name, const std::vector<s
 
 /// The profile without features; unknown names give the default profile.
 FrameworkProfile framework_profile(const std::string& name);
+
+/// What a stated framework version changes: a version from before the profile's
+/// selective_recompute_since_year (the earliest year written in it, e.g. "README, commit 5281919420
+/// (2020-09-11)") turns offers_selective_recompute off. Returns a note saying so, or nullopt.
+std::optional<std::string> apply_framework_version(FrameworkProfile& profile, const std::string& version);
 
 /// The default for a caller that names no framework: pytorch-fsdp (what the calibration set mostly
 /// measured, and what default_cost_params describes).

@@ -42,6 +42,10 @@ struct ExportContext {
   std::string non_causal_model{};
   /// Multi-token prediction depths (ir::mtp_depths): Megatron's layout puts them on the last chunk.
   int64_t mtp_depths = 0;
+  /// Routed experts and latent attention (ir::ModelInfo): which of Megatron's --recompute-modules
+  /// apply (moe_act needs experts, mla_up_proj multi-latent attention; Megatron refuses them otherwise).
+  int64_t num_experts = 0;
+  bool has_mla = false;
 };
 
 /// "" when `graph` is a causal language model (every attention causal, a loss); else a short

@@ -132,6 +132,9 @@ struct State {
   const ir::Graph* graph = nullptr;
   const ir::ClusterSpec* cluster = nullptr;
   cost::CostParams params;  ///< per-op times of the pipeline dry run (LowerOptions::params)
+  /// The gradient buffers' element size and dtype (cost::CostParams::gradient_bytes: fp32 or bf16).
+  int64_t grad_bytes() const { return params.gradient_bytes; }
+  ir::DType grad_dtype() const { return params.gradient_bytes == 2 ? ir::DType::bf16 : ir::DType::f32; }
   ir::TrainingSettings settings;
   ir::Layout layout;  ///< the plan's meaning (ir::resolve): resolved plan, grad_accum, zero stage, groups
   cost::ShardContext ctx;
