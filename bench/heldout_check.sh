@@ -11,8 +11,10 @@ mgt="${1:-$here/../build/mgt-plan}"
 [[ -x "$mgt" ]] || { echo "heldout_check: $mgt is not built (bash scripts/build.sh, or pass the mgt-plan path)" >&2; exit 2; }
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
-# Each held-out file on its own: NVIDIA's Megatron-Bridge / NeMo tables, then torchtitan's pages.
-for data in "$here/heldout/megatron_bridge_perf.json" "$here/heldout/torchtitan_perf.json"; do
+# Each held-out file on its own: NVIDIA's Megatron-Bridge / NeMo tables, torchtitan's pages, then
+# single-node tensor-parallel runs (A100, two H100 comparison rows).
+for data in "$here/heldout/megatron_bridge_perf.json" "$here/heldout/torchtitan_perf.json" \
+            "$here/heldout/single_node_tp_runs.json"; do
   echo "=== $(basename "$data")"
   "$mgt" validate "$data"
   "$mgt" validate --json "$data" > "$out"
