@@ -91,6 +91,9 @@ std::vector<std::string> megatron_flags(const Resolved& r) {
     flags.push_back(p.recompute_layers ? "--recompute-method block" : "--recompute-method uniform");
     flags.push_back("--recompute-num-layers " + std::to_string(p.recompute_layers.value_or(1)));
   }
+  // Gradients held and reduced in bf16 where the plan was priced so (the nemo and megatron-bridge
+  // profiles); Megatron-LM's --bf16 otherwise accumulates and reduces them in fp32.
+  if (r.context.gradient_bytes == 2) flags.push_back("--grad-reduce-in-bf16");
   if (stage >= 1 && stage < 3) flags.push_back("--use-distributed-optimizer");
   // Shard optimizer state within dp_shard and keep dp_replicate copies (HSDP-like).
   if (stage >= 1 && p.dp_replicate > 1 && p.dp_shard > 1)

@@ -7,6 +7,7 @@
 // attention's fp32 log-sum-exp per head.
 #include "mgt/cost_model/layer_cost.hpp"
 
+#include "hf_tiny.hpp"
 #include "round_hardware.hpp"
 
 #include "mgt/ir/model_loader.hpp"
@@ -23,18 +24,8 @@ using nlohmann::json;
 
 constexpr int64_t kSeq = 512;
 
-ShardContext context() {
-  ShardContext ctx;
-  ctx.micro_batch = 1;
-  ctx.seq_len = kSeq;
-  return ctx;
-}
-
-ir::Graph build(const json& config) {
-  ir::Graph g = ir::graph_from_hf_config(config, "tiny.json");
-  ir::verify(g, "tiny.json");
-  return g;
-}
+ShardContext context() { return hf_tiny::context(kSeq); }
+using hf_tiny::build;
 
 BlockCost cost_of(const ir::Block& b) { return block_cost(b, context(), round::cluster(), round::params()); }
 

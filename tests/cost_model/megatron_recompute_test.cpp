@@ -4,9 +4,9 @@
 #include "mgt/cost_model/framework_profile.hpp"
 #include "mgt/cost_model/layer_cost.hpp"
 
+#include "hf_tiny.hpp"
 #include "round_hardware.hpp"
 
-#include "mgt/ir/model_loader.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -22,19 +22,6 @@ using nlohmann::json;
 
 constexpr int64_t kSeq = 256;
 
-ShardContext context() {
-  ShardContext ctx;
-  ctx.micro_batch = 1;
-  ctx.seq_len = kSeq;
-  return ctx;
-}
-
-ir::Graph build(const json& config) {
-  ir::Graph g = ir::graph_from_hf_config(config, "tiny.json");
-  ir::verify(g, "tiny.json");
-  return g;
-}
-
 CostParams megatron() {
   CostParams p = round::params();
   p.selective_recompute = SelectiveRecompute::megatron_modules;
@@ -44,7 +31,7 @@ CostParams megatron() {
 // The ops whose forward selective recompute repeats.
 std::set<std::string> redone(const ir::Block& block, const CostParams& params) {
   std::set<std::string> names;
-  const auto costs = op_costs(block, context(), round::cluster(), params);
+  const auto costs = op_costs(block, hf_tiny::context(kSeq), round::cluster(), params);
   for (size_t i = 0; i < block.ops.size(); ++i) {
     if (costs[i].selective_recompute_s > 0) names.insert(block.ops[i].name);
     EXPECT_LE(costs[i].selective_recompute_s, costs[i].fwd_s * (1 + 1e-12)) << block.ops[i].name;
@@ -75,19 +62,19 @@ TEST(megatron_recompute_modules, dense_llama_layer_keeps_everything) {
   const json llama = {{"model_type", "llama"}, {"hidden_size", 64}, {"num_hidden_layers", 1},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 128},
                       {"vocab_size", 100}};
-  const ir::Graph g = build(llama);
+  const ir::Graph g = hf_tiny::build(llama);
   const ir::Block& layer = last_layer(g);
-  const BlockCost c = block_cost(layer, context(), round::cluster(), megatron());
+  const BlockCost c = block_cost(layer, hf_tiny::context(kSeq), round::cluster(), megatron());
   EXPECT_EQ(c.saved_bytes_selective, c.saved_bytes_none);
   EXPECT_EQ(c.selective_recompute_s, 0.0);
   EXPECT_TRUE(redone(layer, megatron()).empty());
   // The default policy drops the two norm outputs (64 each) and the activation output (128), bf16.
-  const BlockCost generic = block_cost(layer, context(), round::cluster(), round::params());
+  const BlockCost generic = block_cost(layer, hf_tiny::context(kSeq), round::cluster(), round::params());
   EXPECT_EQ(generic.saved_bytes_none - generic.saved_bytes_selective, (64 + 64 + 128) * 2 * kSeq);
 }
 
 TEST(megatron_recompute_modules, moe_layer_redoes_router_norm_expert_activation_and_mla_up_projections) {
-  const ir::Graph g = build(tiny_deepseek());
+  const ir::Graph g = hf_tiny::build(tiny_deepseek());
   const ir::Block& layer = last_layer(g);
   ASSERT_EQ(layer.name, "moe_layer");
   const std::set<std::string> names = redone(layer, megatron());
@@ -96,8 +83,8 @@ TEST(megatron_recompute_modules, moe_layer_redoes_router_norm_expert_activation_
   const std::set<std::string> expected{"mlp_norm", "expert_act", "q_b_proj", "k_b_proj", "v_b_proj",
                                        "q_rope"};
   EXPECT_EQ(names, expected);
-  const BlockCost none = block_cost(layer, context(), round::cluster(), round::params());
-  const BlockCost c = block_cost(layer, context(), round::cluster(), megatron());
+  const BlockCost none = block_cost(layer, hf_tiny::context(kSeq), round::cluster(), round::params());
+  const BlockCost c = block_cost(layer, hf_tiny::context(kSeq), round::cluster(), megatron());
   EXPECT_EQ(c.saved_bytes_none, none.saved_bytes_none);
   // Dropped per token, bf16: the normed MLP input 64, the experts' activation output 2 x 32 (top 2),
   // q after RoPE 4 x 16, k 4 x 8, v 4 x 8.

@@ -116,7 +116,8 @@ const Names kMegatronFlags{
     "--global-batch-size", "--seq-length", "--bf16", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--use-distributed-optimizer", "--num-distributed-optimizer-instances",
     "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--no-gradient-accumulation-fusion",
-    "--ckpt-format", "--overlap-grad-reduce", "--overlap-param-gather", "--recompute-modules", "--moe-grouped-gemm"};
+    "--ckpt-format", "--overlap-grad-reduce", "--overlap-param-gather", "--recompute-modules", "--moe-grouped-gemm",
+    "--grad-reduce-in-bf16"};
 
 // ---- names read back from an export ----
 

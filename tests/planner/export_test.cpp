@@ -280,6 +280,11 @@ TEST(ExportPlan, MegatronSelectiveModulesOfAnMoeWithLatentAttention) {
   const std::string none = export_plan(ExportFormat::megatron, context);
   EXPECT_EQ(none.find("--recompute"), std::string::npos) << none;
   EXPECT_TRUE(has_line(none, "  --moe-grouped-gemm")) << none;
+  // Priced with fp32 gradients (Megatron-LM's own --bf16 rule): no flag; with bf16 ones (the nemo and
+  // megatron-bridge profiles) the flag that makes Megatron reduce them so.
+  EXPECT_EQ(none.find("--grad-reduce-in-bf16"), std::string::npos) << none;
+  context.gradient_bytes = 2;
+  EXPECT_TRUE(has_line(export_plan(ExportFormat::megatron, context), "  --grad-reduce-in-bf16"));
 }
 
 TEST(ExportPlan, DeepSpeedBatchRule) {

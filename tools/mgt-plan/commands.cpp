@@ -487,7 +487,8 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
     plan::ExportContext ctx{best.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
                             l.run.settings.task, l.run.settings.lora, plan::non_causal_model_of(l.graph),
-                            ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla};
+                            ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla,
+                            l.params.gradient_bytes};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_recommendation(best, hbm);
     warn_if_absurd(l, o, best, format);
@@ -562,7 +563,8 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
     plan::ExportContext ctx{e.plan, o.model_path, l.graph.info.name, o.gpus, l.cluster.gpus_per_node,
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
                             l.run.settings.task, l.run.settings.lora, plan::non_causal_model_of(l.graph),
-                            ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla};
+                            ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla,
+                            l.params.gradient_bytes};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_breakdown(e, hbm);
     if (e.memory.peak_bytes > hbm)

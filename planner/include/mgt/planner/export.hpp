@@ -46,6 +46,9 @@ struct ExportContext {
   /// apply (moe_act needs experts, mla_up_proj multi-latent attention; Megatron refuses them otherwise).
   int64_t num_experts = 0;
   bool has_mla = false;
+  /// Bytes per gradient element the plan was priced with (cost::CostParams::gradient_bytes): 2 when
+  /// the framework reduces in bf16 (nemo, megatron-bridge), which --emit megatron writes.
+  int64_t gradient_bytes = 4;
 };
 
 /// "" when `graph` is a causal language model (every attention causal, a loss); else a short
