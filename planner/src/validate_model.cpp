@@ -93,12 +93,17 @@ void choose_family(ModelShape& m, bool moe, const std::string& act, const std::s
       assumptions.push_back("model: gated MLP \"" + act + "\" modelled as SwiGLU (same GEMMs)");
     if (!norm.empty() && !contains(norm, "rms")) assumptions.push_back("model: \"" + norm + "\" modelled as RMSNorm (HF llama)");
     assumptions.push_back("model: gated MLP -> HF model_type llama (rotary positions, no biases)");
+  } else if (m.kv_heads != m.heads) {
+    // A plain MLP with grouped-query attention (Nemotron-4: LayerNorm, squared ReLU, GQA, rotary, no
+    // biases): transformers' starcoder2 decoder is that layer (LayerNorm, plain MLP, rotary, GQA), its
+    // biases off. gpt2 would give every head its own K and V, 12x Nemotron-4 340B's K/V weights.
+    m.family = "starcoder2";
+    if (!act.empty() && !contains(act, "gelu")) assumptions.push_back("model: \"" + act + "\" MLP modelled as GeLU (same GEMMs)");
+    if (contains(norm, "rms")) assumptions.push_back("model: RMSNorm modelled as LayerNorm (starcoder2 family)");
+    assumptions.push_back("model: plain MLP with grouped-query attention -> HF model_type starcoder2 (LayerNorm, rotary "
+                          "positions, " + std::to_string(m.kv_heads) + " K/V heads, no biases)");
   } else {
     m.family = "gpt2";
-    if (m.kv_heads != m.heads) {
-      assumptions.push_back("model: grouped-query attention modelled as multi-head (gpt2 family has no GQA)");
-      m.kv_heads = m.heads;
-    }
     if (m.head_dim * m.heads != m.hidden) {
       assumptions.push_back("model: head_dim " + std::to_string(m.head_dim) + " x heads != hidden_size; gpt2 family uses " +
                             std::to_string(m.hidden / m.heads));
@@ -228,7 +233,7 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
 
   read_attention_pattern(m, lower(opt_string(model, "attention_pattern")), assumptions);
   choose_family(m, moe, act, norm, assumptions);
-  if (m.sliding_window > 0 && (m.family == "gpt2" || m.family == "deepseek_v3")) {
+  if (m.sliding_window > 0 && (m.family == "gpt2" || m.family == "starcoder2" || m.family == "deepseek_v3")) {
     assumptions.push_back("model.attention_pattern: the " + m.family + " family has no sliding window; full attention "
                           "priced (an upper bound)");
     m.sliding_window = 0;
@@ -266,6 +271,10 @@ json hf_config(const ModelShape& m, int64_t seq_len) {
   }
   if (m.glu_clamped && m.family != "gpt2") c["swiglu_limit"] = 7.0;
   if (m.family == "gpt_oss") c["attention_bias"] = true;
+  if (m.family == "starcoder2") {
+    c["use_bias"] = false;
+    c["head_dim"] = m.head_dim;
+  }
   if (m.family == "mixtral" || m.family == "gpt_oss") {
     c["num_local_experts"] = m.experts;
     c["num_experts_per_tok"] = m.top_k;

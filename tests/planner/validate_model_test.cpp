@@ -64,6 +64,43 @@ TEST(Validation, AttentionPatternGivesTheRowsSlidingWindowPerLayer) {
   EXPECT_TRUE(any_assumption_has(s.assumptions, "gpt2 family has no sliding window"));
 }
 
+// A plain MLP with grouped-query attention (Nemotron-4 340B: squared ReLU, LayerNorm, 96 heads of 192,
+// 8 K/V groups) keeps its K/V groups (the starcoder2 layer, no biases), where gpt2 would give every head
+// its own K and V. Per layer: q and o 2 x h x h, k and v 2 x h x 8 x 192, up and down 2 x h x f, two
+// LayerNorms 2 x 2h.
+TEST(Validation, PlainMlpWithGroupedQueryAttentionKeepsItsKvGroups) {
+  json row = gpt_row();
+  row["model"]["num_layers"] = 2;
+  row["model"]["hidden_size"] = 1536;
+  row["model"]["num_attention_heads"] = 8;
+  row["model"]["num_kv_heads"] = 2;
+  row["model"]["head_dim"] = 192;
+  row["model"]["ffn_hidden_size"] = 6144;
+  row["model"]["activation"] = "squared_relu";
+  row["model"]["normalization"] = "layernorm1p";
+  ValidationSource src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  EXPECT_EQ(s.shape.family, "starcoder2");
+  EXPECT_EQ(s.shape.kv_heads, 2);
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "2 K/V heads, no biases"));
+  EXPECT_TRUE(any_assumption_has(s.assumptions, "\"squared_relu\" MLP modelled as GeLU"));
+  const int64_t h = 1536, f = 6144, kv = 2 * 192;
+  const int64_t per_layer = 2 * h * h + 2 * h * kv + 2 * h * f + 2 * 2 * h;
+  int64_t layer_params = 0;
+  for (const auto& b : s.graph.blocks) {
+    if (!b.is_layer) continue;
+    int64_t one = 0;
+    for (const auto& t : b.tensors)
+      if (t.is_parameter) {
+        int64_t n = 1;
+        for (const auto& d : t.dims) n *= d.size;
+        one += n;
+      }
+    layer_params += one * b.repeat;
+  }
+  EXPECT_EQ(layer_params, 2 * per_layer);
+}
+
 TEST(Validation, ClampedActivationClampsTheGatedUnit) {
   json row = llama_row();
   row["model"]["activation"] = "swiglu (clamped)";

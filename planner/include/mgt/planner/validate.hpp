@@ -52,7 +52,7 @@ ValidationSource read_validation_source(const std::string& path);
 /// Sizes of a row's inline `model` object, as the graph and the FLOP conventions need them.
 struct ModelShape {
   std::string name;
-  std::string family;  ///< the Hugging Face model_type used: llama, gpt2, mixtral, deepseek_v3
+  std::string family;  ///< the Hugging Face model_type used: llama, gpt2, starcoder2, mixtral, gpt_oss, deepseek_v3
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
   bool gated = false;  ///< gated MLP (SwiGLU/GeGLU: three matrices) vs plain (two)
   /// model.activation says "clamped" (GPT-OSS): the gated unit's inputs are clamped (HF swiglu_limit;
