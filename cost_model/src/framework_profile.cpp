@@ -124,10 +124,11 @@ std::vector<FrameworkProfile> profile_table() {
     // The 2021-23 megatron-lm profile does not offer it: its --checkpoint-num-layers chunked every
     // layer (block arrived with selective recompute, Korthikanti et al. 2022).
     p.offers_partial_recompute = true;
-    // --recompute-granularity selective with --recompute-modules layernorm moe_act, what `--emit
-    // megatron` writes and the MoE perf recipes set (Megatron-Bridge gpt_oss, qwen3, deepseek): the
-    // MoE pre-MLP norm and the experts' activation are recomputed; TE's fused dense norms and a dense
-    // MLP's activation are kept (transformer_config.py recompute_modules; transformer_layer.py). Its
+    // --recompute-granularity selective with --recompute-modules layernorm moe_act mla_up_proj, what
+    // `--emit megatron` writes and the MoE perf recipes set (Megatron-Bridge gpt_oss: layernorm moe_act;
+    // deepseek: mla_up_proj): the MoE pre-MLP norm, the experts' activation and MLA's up-projections
+    // are recomputed; TE's fused dense norms and a dense MLP's activation are kept
+    // (transformer_config.py recompute_modules; transformer_layer.py; multi_latent_attention.py). Its
     // default module, core_attn, would redo fused attention's forward to save nothing it does not
     // already keep, so mgt does not price or write it.
     p.selective_recompute = SelectiveRecompute::megatron_modules;
