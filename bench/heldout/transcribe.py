@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Transcribe NVIDIA's published Megatron-Bridge / NeMo pre-training performance tables into the
-validation-file schema (../shared/validation/README.md) as bench/heldout/megatron_bridge_perf.json.
+validation-file schema (../shared/validation/README.md) as bench/heldout/megatron_bridge_perf.json
+(--out), and the same pages' fine-tuning (SFT / LoRA) tables as
+bench/heldout/megatron_bridge_finetune.json (--finetune-out).
 
 The held-out file is NEVER fitted on (bench/heldout/README.md). This script only copies numbers:
 every cell is taken verbatim from the page source (markdown) of the published pages; nothing is
@@ -13,7 +15,8 @@ Inputs (page sources, not committed here; see README.md for how to get them):
   --catalog-models / --catalog-hardware   ../shared/validation/catalog_*.json
 
 Usage: python3 bench/heldout/transcribe.py --mbridge-summary A.md --mbridge-archive B.md \
-         --nemo-2407 C.md --catalog-models M.json --catalog-hardware H.json --out FILE.json
+         --nemo-2407 C.md --catalog-models M.json --catalog-hardware H.json --out FILE.json \
+         [--finetune-out FT.json]        (either output alone is fine)
 """
 import argparse
 import copy
@@ -142,9 +145,11 @@ def build_row(catalog, page, ctx, cells, alt, notes):
     model = copy.deepcopy(catalog[ckey])
     model["seq_length"] = seq
     model["catalog_key"] = ckey
-    gpus, tp, pp, cp = num(cells["#-GPUs"]), num(cells["TP"]), num(cells["PP"]), num(cells["CP"])
+    # A table without a CP column (the NeMo 24.07 Finetuning table): cp null (not stated), dp over TP x PP.
+    gpus, tp, pp = num(cells["#-GPUs"]), num(cells["TP"]), num(cells["PP"])
+    cp = num(cells["CP"]) if "CP" in cells else None
     gbs = num(cells["GBS"])
-    par = {"num_gpus": gpus, "dp": gpus // (tp * pp * cp), "tp": tp, "pp": pp, "cp": cp,
+    par = {"num_gpus": gpus, "dp": gpus // (tp * pp * (cp or 1)), "tp": tp, "pp": pp, "cp": cp,
            "vpp": num(cells["VP"]) if "VP" in cells else None,
            "ep": num(cells["EP"]) if "EP" in cells else None,
            "sequence_parallel": None, "zero_stage": None}
@@ -169,7 +174,7 @@ def build_row(catalog, page, ctx, cells, alt, notes):
         derived.append("training.micro_batch_size")
         notes = notes + [f"The MBS cell has no parenthesised value; GBS {gbs} / (dp {par['dp']} x GA {ga}) = "
                          f"{training['micro_batch_size']} is used for this alternative."]
-    stage_ranks = par["dp"] * cp * tp
+    stage_ranks = par["dp"] * (cp or 1) * tp
     if alt and par["ep"] and stage_ranks % par["ep"] != 0:
         notes = notes + [f"As published this alternative cannot run: the shared EP cell {par['ep']} does not divide the "
                          f"{stage_ranks} ranks of a pipeline stage implied by its parenthesised PP; the page gives no EP for it."]
@@ -314,13 +319,164 @@ def nemo_2407_rows(text, catalog, skipped):
     return rows
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    for a in ("--mbridge-summary", "--mbridge-archive", "--nemo-2407", "--catalog-models", "--catalog-hardware", "--out"):
-        ap.add_argument(a, required=True)
-    args = ap.parse_args()
-    catalog = json.load(open(args.catalog_models))["models"]
-    hw = json.load(open(args.catalog_hardware))["systems"]
+# ---- Fine-tuning tables (--finetune-out, bench/heldout/megatron_bridge_finetune.json) ----------------------
+# The same parsing and row building as the pre-training tables; `task` comes from the section heading
+# (Megatron-Bridge '### SFT Performance' / '### LoRA Performance') or the NeMo 24.07 table's Task column.
+FT_SECTIONS = {"sft performance": "sft", "lora performance": "lora"}
+FT_TASK_CELLS = {"sft": "sft", "lora": "lora"}
+MBRIDGE_RECIPES_QUOTE = ("These results were obtained using performance recipes available "
+                         "[here](https://github.com/NVIDIA-NeMo/Megatron-Bridge/tree/main/scripts/performance).")
+NEMO_FT_QUOTES = ("The results in the table below show finetuning performance of LLAMA2 models with SFT (supervised "
+                  "fine-tuning), and LoRA (Low-rank adaptors) at FP8 precision.",
+                  "For fine-tuning, we use `SQuAD-v1.1 <https://rajpurkar.github.io/SQuAD-explorer/>`__ dataset, and "
+                  "the inputs are packed to 4096 tokens.")
+FT_ALT_NOTE = ("Parenthesised alternative of the published cell pair (the page does not say what the parentheses mean "
+               "in this table). Cells without parentheses are shared with the main entry; a measured cell without "
+               "parentheses is not attributed to the alternative.")
+
+
+def lora_unstated(task):
+    return (" LoRA rank: not stated. LoRA target modules: not stated. Which weights are frozen: not stated."
+            if task == "lora" else "")
+
+
+def mbridge_finetune_rows(text, url, catalog, skipped, found):
+    assert MBRIDGE_RECIPES_QUOTE in text, f"{url}: the recipes sentence changed; re-read the page"
+    src = "performance-summary-archive" if "archive" in url else "performance-summary"
+    notes_by_mark = footnotes(text)
+    page = {"name": url,
+            "table": lambda ctx: f"{url} | {ctx['container']} NeMo Container | {ctx['task']} | {ctx['heading']}",
+            "row_note": lambda ctx, cells, alt: (
+                f"Megatron-Bridge performance summary, {ctx['container']} NeMo Container, {ctx['task']}, table "
+                f"'{ctx['heading']}' (page source docs/{src}.md, NVIDIA-NeMo/Megatron-Bridge commit {MBRIDGE_COMMIT[:10]}); "
+                f"task '{FT_SECTIONS[ctx['task'].lower()]}' from the section heading. All the page says of the setup: "
+                f"'{MBRIDGE_RECIPES_QUOTE}' Not stated on the page: the dataset, whether sequences are packed (the "
+                "'Sequence Length' column is training.seq_length), recompute, sequence parallel, distributed optimizer, "
+                "communication overlap, CUDA graphs." + lora_unstated(FT_SECTIONS[ctx['task'].lower()])
+                + ("" if "FSDP" in cells else " The table has no FSDP column."))}
+    rows = []
+    for ctx, header, table in parse_tables(text):
+        task = FT_SECTIONS.get((ctx["task"] or "").lower())
+        if task is None:
+            continue
+        found.append(f"{ctx['container']} {ctx['task']} ({ctx['heading']}) in docs/{src}.md")
+        kind, _, name = ctx["heading"].partition(": ")
+        page["prefix"] = f"mb_{task}"
+        for raw in table:
+            main, alt, paren_cols, marks = pick(header, raw)
+            for cells, is_alt in ((main, False), (alt, True)):
+                if cells is None:
+                    continue
+                cells = dict(cells)
+                cells[kind] = name
+                if "Precision" not in cells:
+                    raise SystemExit(f"{url} {ctx}: fine-tuning table without a precision column; transcribe by hand")
+                c = rename(cells, paren_cols if is_alt else None)
+                c["_paren"] = paren_cols if is_alt else set()
+                if c["tok"] is None and c["tfl"] is None:
+                    continue
+                extra = [f"Page footnote: '{notes_by_mark[m]}'" for m in marks if m in notes_by_mark and m != "moe-training-note"]
+                if is_alt:
+                    extra.append(FT_ALT_NOTE)
+                if catalog.get(MODEL_KEYS.get(label_key(c["Model"])[0], ""), {}).get("type") == "moe":
+                    extra.append(MOE_NOTE)
+                row, why = build_row(catalog, page, ctx, c, is_alt, extra)
+                if row is None:
+                    skipped.add(f"{ctx['container']} {ctx['task']} {why}")
+                    continue
+                row["task"] = task
+                row["framework"] = {"name": "megatron-bridge", "version": ctx["container"], "features": []}
+                rows.append(row)
+    return rows
+
+
+def nemo_2407_finetune_rows(text, catalog, skipped, found):
+    for q in NEMO_FT_QUOTES:
+        assert q in text, "NeMo 24.07 page: the Finetuning notes changed; re-read the page"
+    page = {"name": NEMO_URL,
+            "table": lambda ctx: f"{NEMO_URL} | Finetuning (SFT / LoRA, FP8, Container NeMo24.07, System DGX-H100)",
+            "row_note": lambda ctx, cells, alt: (
+                "NeMo performance summary, 'Finetuning' table, Container NeMo24.07, System DGX-H100 (NVIDIA/NeMo "
+                "docs/source/performance/performance_summary.md at commit 9c5c5e9709, '24.07 perf numbers'); task "
+                f"'{cells['Task']}' from the table's Task column. The page: '{NEMO_FT_QUOTES[0]}' and "
+                f"'{NEMO_FT_QUOTES[1]}' The 'Packed Sequence Length' column is training.seq_length. The table has no "
+                "CP, VP, EP, GA or FSDP column: cp and vpp are null (not stated) and dp = #-GPUs / (TP x PP). Not stated: "
+                "recompute, sequence parallel, distributed optimizer, communication overlap, CUDA graphs."
+                + lora_unstated(FT_TASK_CELLS[cells["Task"].lower()]).replace(
+                    "LoRA target modules: not stated.", "LoRA target modules: not stated (the page says only 'LoRA "
+                    "(Low-rank adaptors)')."))}
+    rows = []
+    for _, header, table in parse_tables(text):
+        if "Task" not in header:  # the Pretraining table: megatron_bridge_perf.json
+            continue
+        found.append("NeMo 24.07 Finetuning table")
+        ctx = {"container": "24.07", "task": "Finetuning", "heading": "System: DGX-H100"}
+        for raw in table:
+            main, alt, _, _ = pick(header, raw)
+            if alt is not None:
+                raise SystemExit(f"NeMo 24.07 Finetuning: parenthesised cell in {raw}; transcribe by hand")
+            c = rename(main)
+            c["Sequence Length"] = c.pop("Packed Sequence Length")
+            c["System"], c["Precision"] = "DGX-H100", "FP8"
+            task = FT_TASK_CELLS[c["Task"].lower()]
+            page["prefix"] = f"nemo_{task}"
+            row, why = build_row(catalog, page, ctx, c, False, [])
+            if row is None:
+                skipped.add(f"24.07 Finetuning {why}")
+                continue
+            row["task"] = task
+            row["framework"] = {"name": "nemo", "version": "24.07", "features": []}
+            rows.append(row)
+    return rows
+
+
+def write_finetune(args, catalog, hw):
+    """The fine-tuning file (--finetune-out), bench/heldout/megatron_bridge_finetune.json."""
+    skipped, found = set(), []
+    rows = (mbridge_finetune_rows(open(args.mbridge_summary).read(), MBRIDGE_URL, catalog, skipped, found)
+            + mbridge_finetune_rows(open(args.mbridge_archive).read(), MBRIDGE_ARCHIVE_URL, catalog, skipped, found)
+            + nemo_2407_finetune_rows(open(args.nemo_2407).read(), catalog, skipped, found))
+    assert len({r["id"] for r in rows}) == len(rows), "duplicate ids"
+    used = sorted({r["system"] for r in rows})
+    containers = sorted({r["container"] for r in rows if r["framework"]["name"] == "megatron-bridge"})
+    doc = {
+        "source": "NVIDIA Megatron-Bridge performance summary archive (SFT and LoRA tables, NeMo container "
+                  f"{', '.join(containers)}) and NeMo Framework performance summary (NeMo 24.07, DGX-H100, Finetuning "
+                  "table). HELD-OUT: never used for fitting.",
+        "source_url": [MBRIDGE_URL, MBRIDGE_ARCHIVE_URL, NEMO_URL],
+        "source_snapshot": {"megatron_bridge": f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and "
+                                               f"docs/performance-summary-archive.md at commit {MBRIDGE_COMMIT} (2026-08-11)",
+                            "nemo": "NVIDIA/NeMo docs/source/performance/performance_summary.md at commit "
+                                    "9c5c5e9709407d3511005fc966e45374998bb478 (2024-11-05)"},
+        "source_notes": (
+            "Held-out validation file (bench/heldout/README.md): fine-tuning rows transcribed by bench/heldout/transcribe.py "
+            "--finetune-out from the page sources, every table cell verbatim; never add it to ../shared/validation, a fit or "
+            "--cv. Pre-training rows are in megatron_bridge_perf.json. Tables read: " + "; ".join(found) + ". The latest "
+            "Megatron-Bridge page (26.08) has no SFT or LoRA table. Row `task` is 'sft' or 'lora' from the section "
+            "heading (Megatron-Bridge) or the Task column (NeMo 24.07). What the pages say about the fine-tuning setup: "
+            f"Megatron-Bridge, only '{MBRIDGE_RECIPES_QUOTE}' (dataset, packing, LoRA rank, LoRA target modules and "
+            "frozen weights: not stated); NeMo 24.07, '" + "' and '".join(NEMO_FT_QUOTES) + "' (LoRA rank and target "
+            "modules: not stated). Tokens/sec/GPU and Model TFLOP/sec/GPU as published; the pages do not define Model "
+            "TFLOP/s for LoRA (observation here, not on the pages: per token the LoRA rows quote about 2/3 of the SFT "
+            "rows' FLOPs for the same model, as if the frozen weights' weight-gradient GEMMs were not counted); "
+            "`validate` compares tokens/s/GPU. The NeMo 24.07 column 'Est. time to finetune in mins (10M tokens)' is a "
+            "projection and is not transcribed. Pages name only the DGX system: hardware blocks are catalog_hardware.json "
+            "reference specs. Unstated knobs (recompute, sequence parallel, distributed optimizer, overlap, CUDA graphs) "
+            "are set by the Megatron-Bridge / NeMo perf recipes of each container, not by the page. Left out: "
+            + ("; ".join(sorted(skipped)) if skipped else "no row (every fine-tuning model is in the catalog)") + "."),
+        "framework": {"name": "megatron-bridge", "version": f"NeMo container {', '.join(containers)} (row `container`)",
+                      "features": []},
+        "hardware": {k: hw[k] for k in used},
+        "rows": rows,
+    }
+    with open(args.finetune_out, "w") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"{len(rows)} fine-tuning rows -> {args.finetune_out}; left out: {len(skipped)} rows", file=sys.stderr)
+
+
+def write_pretrain(args, catalog, hw):
+    """The pre-training file (--out), bench/heldout/megatron_bridge_perf.json."""
     skipped = set()
     rows = (mbridge_rows(open(args.mbridge_summary).read(), MBRIDGE_URL, catalog, skipped)
             + mbridge_rows(open(args.mbridge_archive).read(), MBRIDGE_ARCHIVE_URL, catalog, skipped)
@@ -359,6 +515,23 @@ def main():
         json.dump(doc, f, indent=1, ensure_ascii=False)
         f.write("\n")
     print(f"{len(rows)} rows -> {args.out}; left out: {len(skipped)} tables/rows", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("--mbridge-summary", "--mbridge-archive", "--nemo-2407", "--catalog-models", "--catalog-hardware"):
+        ap.add_argument(a, required=True)
+    ap.add_argument("--out", help="pre-training rows (bench/heldout/megatron_bridge_perf.json)")
+    ap.add_argument("--finetune-out", help="SFT / LoRA rows (bench/heldout/megatron_bridge_finetune.json)")
+    args = ap.parse_args()
+    if not args.out and not args.finetune_out:
+        ap.error("give --out, --finetune-out or both")
+    catalog = json.load(open(args.catalog_models))["models"]
+    hw = json.load(open(args.catalog_hardware))["systems"]
+    if args.out:
+        write_pretrain(args, catalog, hw)
+    if args.finetune_out:
+        write_finetune(args, catalog, hw)
 
 
 if __name__ == "__main__":

@@ -48,10 +48,10 @@ std::optional<double> spearman(const std::vector<double>& x, const std::vector<d
 std::optional<std::pair<double, double>> throughput_per_gpu(const ValidationResult& r) {
   if (r.skipped || r.kind != MetricKind::throughput || !r.error || !r.estimate) return std::nullopt;
   // Every throughput metric is tokens/s/GPU times a factor of the row (GPUs, FLOPs per token, peak),
-  // the same for prediction and measurement, except the iteration time, its inverse.
+  // the same for prediction and measurement, except the times (iteration, days), its inverse.
   const double predicted = r.estimate->tokens_per_s_per_gpu;
   const double ratio = 1.0 + *r.error;  // predicted / measured in the metric's units
-  const double measured = r.metric == "iteration_time_s" ? predicted * ratio : predicted / ratio;
+  const double measured = time_metric(r.metric) ? predicted * ratio : predicted / ratio;
   return std::make_pair(measured, predicted);
 }
 

@@ -35,10 +35,13 @@ std::optional<MetricKind> metric_kind_from_string(std::string_view text) {
 }
 
 namespace {
+// The validation README's throughput keys. The whole-job PFLOP/s and the days for 300B tokens come
+// last: Narayanan et al. 2021 derive the days from their own FLOP count, not from a measured time.
 const char* const kThroughputPriority[] = {"iteration_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_total",
                                             "samples_per_sec",  "samples_per_sec_total",  "model_tflops_per_gpu",
                                             "tflops_per_gpu",   "mfu",                    "hfu",
-                                            "pct_of_peak"};
+                                            "pct_of_peak",      "aggregate_pflops",       "training_days_300B_tokens",
+                                            "est_training_days_300B_tokens"};
 const char* const kMemoryKeys[] = {"peak_memory_GiB", "peak_memory_GB", "param_and_optimizer_memory_GiB",
                                    "activation_memory_GiB"};
 
@@ -49,14 +52,29 @@ bool positive_number(const json& measured, const char* key) {
 }
 }  // namespace
 
+std::string_view metric_key(std::string_view metric) {
+  return metric.ends_with(kApproxSuffix) ? metric.substr(0, metric.size() - kApproxSuffix.size()) : metric;
+}
+
+bool time_metric(std::string_view metric) {
+  const std::string_view key = metric_key(metric);
+  return key == "iteration_time_s" || key == "training_days_300B_tokens" || key == "est_training_days_300B_tokens";
+}
+
 std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const json& measured) {
   std::vector<std::pair<std::string, MetricKind>> out;
   if (!measured.is_object()) return out;
-  for (const char* key : kThroughputPriority)
-    if (positive_number(measured, key)) {
-      out.push_back({key, MetricKind::throughput});
-      break;
-    }
+  // A value the source gives as approximate ("~15 PFLOP/s") is still its measurement: `<key>_approx`
+  // is compared as <key> when no exact throughput key is there.
+  const auto first_throughput = [&](std::string_view suffix) {
+    for (const char* key : kThroughputPriority)
+      if (const std::string k = std::string(key) + std::string(suffix); positive_number(measured, k.c_str())) {
+        out.push_back({k, MetricKind::throughput});
+        return true;
+      }
+    return false;
+  };
+  if (!first_throughput("")) first_throughput(kApproxSuffix);
   for (const char* key : kMemoryKeys)
     if (positive_number(measured, key)) out.push_back({key, MetricKind::memory});
   if (measured.contains("oom") && measured["oom"].is_boolean() && measured["oom"].get<bool>())
@@ -67,12 +85,26 @@ std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const json& m
 namespace {
 
 /// The prediction in the units of `metric`, with a note saying how.
+double predict_key(const std::string& metric, const json& measured, const std::string& citation, const std::string& notes,
+                   const RowSetup& s, const cost::Estimate& e, std::string& conversion, std::vector<std::string>& assumptions);
+
 double predict(const std::string& metric, const json& measured, const std::string& citation, const std::string& notes,
                const RowSetup& s, const cost::Estimate& e, std::string& conversion, std::vector<std::string>& assumptions) {
+  if (metric != metric_key(metric))
+    assumptions.push_back("measured." + metric + ": approximate as published, compared as " + std::string(metric_key(metric)));
+  return predict_key(std::string(metric_key(metric)), measured, citation, notes, s, e, conversion, assumptions);
+}
+
+double predict_key(const std::string& metric, const json& measured, const std::string& citation, const std::string& notes,
+                   const RowSetup& s, const cost::Estimate& e, std::string& conversion, std::vector<std::string>& assumptions) {
   const double tps_gpu = e.tokens_per_s_per_gpu;
   const double gpus = double(s.num_gpus), seq = double(s.settings.seq_len);
   constexpr double kGiB = double(1ll << 30);
   if (metric == "iteration_time_s") return e.step_time_s;
+  if (metric == "training_days_300B_tokens" || metric == "est_training_days_300B_tokens") {
+    conversion = "300e9 tokens / (tokens/s/GPU x " + std::to_string(s.num_gpus) + " GPUs) / 86400 s";
+    return 300e9 / (tps_gpu * gpus) / 86400.0;
+  }
   if (metric == "tokens_per_sec_per_gpu") return tps_gpu;
   if (metric == "tokens_per_sec_total") {
     conversion = "tokens/s/GPU x " + std::to_string(s.num_gpus) + " GPUs";
@@ -110,6 +142,10 @@ double predict(const std::string& metric, const json& measured, const std::strin
   conversion = to_string(c) + (hardware ? ", hardware (incl. recompute)" : "") + ": " + fmt("%.4g", f) + " FLOPs/token";
   const double rate = tps_gpu * f;
   if (metric == "model_tflops_per_gpu" || metric == "tflops_per_gpu") return rate / 1e12;
+  if (metric == "aggregate_pflops") {
+    conversion += " x " + std::to_string(s.num_gpus) + " GPUs";
+    return rate * gpus / 1e15;
+  }
   conversion += ", peak " + fmt("%.1f", s.peak_flops_per_s / 1e12) + " TFLOP/s";
   return rate / s.peak_flops_per_s;  // mfu, hfu, pct_of_peak
 }

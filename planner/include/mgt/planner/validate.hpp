@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -161,8 +162,17 @@ struct ValidationResult {
   int64_t hbm_bytes = 0;
 };
 
+/// A measured key the source gives as approximate ends in this; it is compared as the key without it.
+inline constexpr std::string_view kApproxSuffix = "_approx";
+/// `metric` without its kApproxSuffix: the key whose units it has.
+std::string_view metric_key(std::string_view metric);
+/// Returns true for a throughput metric that is a time, lower when faster: the iteration time and
+/// the days to train 300B tokens.
+bool time_metric(std::string_view metric);
+
 /// The metrics of `measured` that can be compared, in order: the first time/throughput metric by
-/// priority, then memory metrics, then "oom" (only when true).
+/// priority (a key's `_approx` variant only when no exact key is there), then memory metrics, then
+/// "oom" (only when true).
 std::vector<std::pair<std::string, MetricKind>> comparable_metrics(const nlohmann::json& measured);
 
 /// The cost constants to estimate with, per GPU and framework profile: cost::cost_params_for unless a
