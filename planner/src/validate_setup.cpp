@@ -145,26 +145,61 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
 
 namespace {
 
-/// The row's recompute; an unstated one is a knob (s.recompute_choices: none, selective, full, and
-/// full on the fewest layers that fit where the framework offers it; the fastest that fits is taken).
+/// The row's recompute; an unstated one ("not stated", "n/a", null) is a knob (s.recompute_choices:
+/// none, selective, full, and full on the fewest layers that fit where the framework offers it; the
+/// fastest that fits is taken). Words are read as words: "none", "no", "off", "disabled", false →
+/// none; "full…" / "partial…" with "N layers" → full on N layers per stage; torchtitan's "selective
+/// layer" → full on every second layer; any other "selective…" → selective; "activation
+/// checkpointing", "enabled", "yes", true → full (a boolean is what FSDP / Hugging Face configs
+/// write: every block checkpointed).
 ir::Recompute parse_recompute(const json& row, RowSetup& s) {
-  const std::string raw = row.contains("recompute") && row["recompute"].is_string() ? row["recompute"].get<std::string>() : "";
-  const std::string r = lower(raw);
   std::optional<int64_t>& layers = s.plan.recompute_layers;
-  if (r.empty() || contains(r, "not stated")) {
+  const json& field = row.contains("recompute") ? row["recompute"] : json();
+  if (field.is_boolean()) {
+    // `activation_checkpointing: true` (PyTorch FSDP, Hugging Face gradient_checkpointing, DeepSpeed):
+    // every block checkpointed, the full recompute of each layer.
+    s.assumptions.push_back(std::string("recompute ") + (field.get<bool>() ? "true: full (every layer checkpointed)" : "false: none"));
+    return field.get<bool>() ? ir::Recompute::full : ir::Recompute::none;
+  }
+  const std::string raw = field.is_string() ? field.get<std::string>() : "";
+  const std::string r = lower(raw);
+  const auto is_any = [&r](std::initializer_list<const char*> words) {
+    return std::any_of(words.begin(), words.end(), [&r](const char* w) { return r == w; });
+  };
+  static const std::regex layer_count(R"((\d+)\s*(?:transformer\s*)?(?:layer|block))");
+  std::smatch match;
+  if (r.empty() || contains(r, "not stated") || is_any({"n/a", "na", "unknown", "unspecified", "?"})) {
     s.recompute_choices = {ir::Recompute::none, ir::Recompute::selective, ir::Recompute::full};
     if (!s.framework.offers_selective_recompute) s.recompute_choices = {ir::Recompute::none, ir::Recompute::full};
     s.recompute_layers_choice = s.framework.offers_partial_recompute;
     return ir::Recompute::none;
   }
-  if (r.rfind("none", 0) == 0 || r == "no") return ir::Recompute::none;
-  if (r.rfind("selective", 0) == 0) return ir::Recompute::selective;
-  if (r.rfind("full", 0) == 0) {
-    static const std::regex re(R"((\d+)\s*layer)");
-    std::smatch match;
-    if (std::regex_search(r, match, re)) layers = std::stoll(match[1].str());
+  if (r.rfind("none", 0) == 0 || r.rfind("no ", 0) == 0 || is_any({"no", "off", "false", "disabled", "0"}))
+    return ir::Recompute::none;
+  const auto full_with_count = [&] {
+    if (std::regex_search(r, match, layer_count)) layers = std::stoll(match[1].str());
+    if (r.rfind("partial", 0) == 0 && !layers) throw RowSkipped("recompute \"" + raw + "\" names no layer count to recompute");
+    return ir::Recompute::full;
+  };
+  if (r.rfind("full", 0) == 0 || r.rfind("partial", 0) == 0) return full_with_count();
+  // torchtitan's "selective layer" checkpointing is whole blocks, every selective_ac_option-th one
+  // (default "2": half the layers), not Korthikanti's selective attention-core recompute, which its
+  // "selective op" is closest to.
+  static const std::regex op_level(R"(\bop\b|op[- ]level|per[- ]op)");
+  if (contains(r, "selective") && contains(r, "layer") && !std::regex_search(r, op_level)) {
+    static const std::regex every(R"(every\s*(\d+))");
+    const int64_t n = std::regex_search(r, match, every) ? std::max<int64_t>(1, std::stoll(match[1].str())) : 2;
+    const int64_t stages = std::max<int64_t>(1, s.plan.pp) * std::max<int64_t>(1, s.plan.vpp);
+    const int64_t per_stage = (s.shape.layers + stages - 1) / stages;
+    layers = (per_stage + n - 1) / n;
+    s.assumptions.push_back("recompute \"" + raw + "\": torchtitan's layer checkpointing (one block in " + std::to_string(n) +
+                            "), full recompute of " + std::to_string(*layers) + " layers per stage");
     return ir::Recompute::full;
   }
+  if (contains(r, "selective")) return ir::Recompute::selective;
+  if (contains(r, "disabled") || contains(r, "without")) return ir::Recompute::none;  // "checkpointing disabled"
+  if (contains(r, "checkpointing") || contains(r, "recomput") || is_any({"yes", "on", "true", "enabled"}))
+    return full_with_count();
   throw RowSkipped("recompute \"" + raw + "\" does not map to none, selective or full");
 }
 
@@ -173,7 +208,9 @@ ir::Recompute parse_recompute(const json& row, RowSetup& s) {
 /// sharded. Never a stray digit (a section number). nullopt for "not stated"; RowSkipped otherwise.
 std::optional<int64_t> zero_stage_from_words(const std::string& raw) {
   const std::string z = lower(raw);
-  if (z.empty() || contains(z, "not stated")) return std::nullopt;
+  if (z.empty() || contains(z, "not stated") || z == "n/a" || z == "unknown") return std::nullopt;
+  // "none" / "disabled": nothing sharded, plain data parallel.
+  if (z == "none" || z == "no" || z == "off" || z == "false" || z == "disabled" || contains(z, "no sharding")) return 0;
   static const std::regex named(R"((?:zero|stage)[\s_-]*(?:stage[\s_-]*)?([0-3])(?![0-9.]))");
   std::smatch match;
   if (std::regex_search(z, match, named)) return std::stoll(match[1].str());

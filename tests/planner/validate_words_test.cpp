@@ -1,0 +1,94 @@
+// How validate reads a row's recompute and ZeRO stage when the source writes them as words or
+// booleans. Each expectation is the plan a reader of the phrase would write by hand.
+#include "mgt/planner/validate.hpp"
+#include "validation_rows.hpp"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+using mgt::ir::Recompute;
+using mgt::test::llama_row;
+using mgt::test::source_with;
+using nlohmann::json;
+
+namespace {
+
+struct Read {
+  Recompute recompute;
+  std::optional<int64_t> layers;
+  bool tuned;  ///< left to validate's search (recompute_choices)
+};
+
+Read read_recompute(const json& value) {
+  json row = llama_row();  // 2 layers, pp 1
+  row["recompute"] = value;
+  const auto src = source_with({row});
+  const auto s = mgt::plan::setup_row(src, src.rows[0]);
+  return {s.plan.recompute, s.plan.recompute_layers, !s.recompute_choices.empty()};
+}
+
+}  // namespace
+
+TEST(ValidationWords, RecomputeWordsAndBooleans) {
+  for (const json& none : {json("none"), json("no"), json("off"), json("disabled"), json("No recompute"),
+                           json("activation checkpointing disabled"), json(false)}) {
+    SCOPED_TRACE(none.dump());
+    const Read r = read_recompute(none);
+    EXPECT_EQ(r.recompute, Recompute::none);
+    EXPECT_FALSE(r.tuned);
+  }
+  for (const json& full : {json("full"), json("activation checkpointing"), json("gradient checkpointing enabled"),
+                           json("yes"), json("enabled"), json(true)}) {
+    SCOPED_TRACE(full.dump());
+    const Read r = read_recompute(full);
+    EXPECT_EQ(r.recompute, Recompute::full);
+    EXPECT_FALSE(r.layers);
+    EXPECT_FALSE(r.tuned);
+  }
+  for (const json& selective : {json("selective"), json("selective activation recomputation"), json("op-level selective"),
+                                json("torchtitan selective op AC")}) {
+    SCOPED_TRACE(selective.dump());
+    EXPECT_EQ(read_recompute(selective).recompute, Recompute::selective);
+  }
+  // A layer count, however it is phrased, is the block recompute of that many layers.
+  EXPECT_EQ(read_recompute("partial (4 layers)").layers, 4);
+  EXPECT_EQ(read_recompute("full, block method, 5 layers").layers, 5);
+  EXPECT_EQ(read_recompute("full recompute of 8 transformer blocks").layers, 8);
+  // torchtitan's "selective layer" AC checkpoints one block in two: of 2 layers, 1; "every 1" all.
+  const Read layer = read_recompute("selective layer");
+  EXPECT_EQ(layer.recompute, Recompute::full);
+  EXPECT_EQ(layer.layers, 1);
+  EXPECT_EQ(read_recompute("selective layer AC, every 1 block").layers, 2);
+  // Unknowns are the tuned knob, not a guess.
+  for (const json& unstated : {json("not stated"), json("N/A"), json(nullptr)}) {
+    SCOPED_TRACE(unstated.dump());
+    EXPECT_TRUE(read_recompute(unstated).tuned);
+  }
+  // "partial" without a count cannot be priced: a skip naming it.
+  json row = llama_row();
+  row["recompute"] = "partial";
+  const auto src = source_with({row});
+  const auto results = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_TRUE(results.at(0).skipped);
+  EXPECT_NE(results[0].skipped->find("names no layer count"), std::string::npos) << *results[0].skipped;
+}
+
+TEST(ValidationWords, ZeroStageNoneIsPlainDataParallel) {
+  for (const char* words : {"none", "disabled", "no sharding (DDP)"}) {
+    SCOPED_TRACE(words);
+    json row = llama_row();
+    row["parallel"]["zero_stage"] = words;
+    row["parallel"]["fsdp"] = false;
+    const auto src = source_with({row});
+    const auto s = mgt::plan::setup_row(src, src.rows[0]);
+    EXPECT_EQ(s.plan.zero_stage, 0);
+    EXPECT_EQ(s.plan.dp_replicate, 8);
+    EXPECT_TRUE(s.zero_stage_choices.empty());
+  }
+  json row = llama_row();
+  row["parallel"]["zero_stage"] = "N/A";
+  row["parallel"]["fsdp"] = false;
+  const auto src = source_with({row});
+  EXPECT_FALSE(mgt::plan::setup_row(src, src.rows[0]).zero_stage_choices.empty());  // unstated: tuned
+}
