@@ -342,6 +342,40 @@ std::string canonical(const std::string& raw) {
   return a ? a->profile : normalized_name(raw);
 }
 
+// Returns true when `word` stands in `text` as a word of its own: not inside a longer name
+// ("deepspeed" in "megatron-deepspeed" does not count), a version number may follow ("fsdp2").
+bool has_word(const std::string& text, const std::string& word) {
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const bool starts = at == 0 || !std::isalnum(static_cast<unsigned char>(text[at - 1]));
+    const size_t end = at + word.size();
+    const bool ends = end == text.size() || !std::isalpha(static_cast<unsigned char>(text[end]));
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+// A name that is a phrase ("Megatron-LM (Megatron-Core)", "PyTorch FSDP2", "DeepSpeed ZeRO-3",
+// "torchtitan + torch.compile"): the known name it contains, the product before the library it is
+// built on (NeMo and Megatron-Bridge run megatron.core; GPT-NeoX Megatron-DeepSpeed), Megatron-Core
+// before Megatron-LM (the repository that ships it), and the features it names. nullopt when none.
+std::optional<std::pair<std::string, std::vector<std::string>>> name_in_phrase(const std::string& raw) {
+  static const char* const kByPriority[] = {
+      "megatron-bridge", "nemo", "megascale", "meta-internal", "gpt-neox", "megatron-deepspeed", "pai-megatron-patch",
+      "megatron-core", "mcore", "megatron-lm", "torchtitan", "nanotron", "llm-foundry", "composer", "axolotl", "accelerate",
+      "litgpt", "lit-gpt", "olmo", "metaseq", "fairscale", "deepspeed", "pytorch-fsdp", "fsdp", "megatron"};
+  static const char* const kFeatures[] = {"torch.compile", "float8", "fsdp2", "cuda-graphs", "transformer-engine",
+                                          "tp-comm-overlap", "fa3"};
+  const std::string n = normalized_name(raw);
+  for (const char* name : kByPriority) {
+    if (!has_word(n, name)) continue;
+    std::vector<std::string> features;
+    for (const char* f : kFeatures)
+      if (has_word(n, f)) features.push_back(f);
+    return std::pair{std::string(name), features};
+  }
+  return std::nullopt;
+}
+
 // A stated feature: what it changes. Returns false when the feature is not one we know.
 bool apply_feature(const std::string& raw, FrameworkProfile& p) {
   const std::string f = lower(raw);
@@ -417,6 +451,14 @@ FrameworkSelection select_framework(const std::string& name, const std::vector<s
   const std::string c = canonical(name);
   const auto it = std::find_if(table().begin(), table().end(), [&c](const FrameworkProfile& p) { return p.name == c; });
   if (it == table().end()) {
+    if (const auto found = name_in_phrase(name)) {
+      std::vector<std::string> all = found->second;
+      all.insert(all.end(), features.begin(), features.end());
+      out = select_framework(found->first, all);
+      out.notes.insert(out.notes.begin(), "framework \"" + name + "\" read as " + found->first +
+                                              (found->second.empty() ? "" : " with the features it names"));
+      return out;
+    }
     out.known = false;
     out.profile = default_framework_profile();
     out.notes.push_back("framework \"" + name + "\" has no profile: the default " + out.profile.name + " is used");

@@ -63,8 +63,29 @@ TEST(FrameworkProfile, SpellingsAndDerivedFrameworksFindTheirProfile) {
   EXPECT_FALSE(select_framework("gpt neo x").known);           // not a word-for-word spelling
 }
 
+// A name that is a phrase: the known name inside it, the product before the library it runs, the
+// features it names; a known name inside a longer one does not count.
+TEST(FrameworkProfile, APhraseIsReadForTheNameAndFeaturesItContains) {
+  for (const auto& [name, profile] : std::vector<std::pair<std::string, std::string>>{
+           {"Megatron-LM (Megatron-Core)", "megatron-core"}, {"Megatron-LM v2.5", "megatron-lm"},
+           {"DeepSpeed ZeRO-3", "deepspeed"}, {"PyTorch FSDP2", "pytorch-fsdp"}, {"NVIDIA NeMo Megatron", "megatron-core"},
+           {"torchtitan + torch.compile", "torchtitan"}, {"megascale-internal-2030", "megatron-core"}}) {
+    const FrameworkSelection s = select_framework(name);
+    EXPECT_TRUE(s.known) << name;
+    EXPECT_EQ(s.profile.name, profile) << name;
+    ASSERT_FALSE(s.notes.empty()) << name;
+    EXPECT_NE(s.notes.front().find("read as"), std::string::npos) << s.notes.front();
+  }
+  // NeMo's own implied behaviour comes with it (bf16 gradients), and named features apply.
+  EXPECT_EQ(select_framework("NVIDIA NeMo Megatron").profile.gradient_bytes, 2);
+  EXPECT_EQ(select_framework("torchtitan + torch.compile").profile.dispatch, HostDispatch::torch_compile);
+  EXPECT_EQ(select_framework("torchtitan").profile.dispatch, HostDispatch::eager);
+  // "deepspeed" inside "Megatron-DeepSpeed" is not DeepSpeed's own profile.
+  EXPECT_EQ(select_framework("Microsoft Megatron-DeepSpeed fork").profile.name, "megatron-deepspeed");
+}
+
 TEST(FrameworkProfile, UnknownNameGetsTheDefaultAndSaysSo) {
-  const FrameworkSelection s = select_framework("megascale-internal-2030");
+  const FrameworkSelection s = select_framework("ColossalAI 0.3");
   EXPECT_FALSE(s.known);
   EXPECT_EQ(s.profile.name, "pytorch-fsdp");
   ASSERT_FALSE(s.notes.empty());
