@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <regex>
 #include <string>
 
 namespace mgt::plan::detail {
@@ -43,8 +44,40 @@ inline std::optional<double> number_in(const json& v) {
 
 inline std::string fmt(const char* format, double value) { return ir::format_number(format, value); }
 
+/// An integer written with its annotation, as sources write them: "1,024" (thousands separators),
+/// "8k" / "4M" for a token count (powers of two: 8k tokens = 8192, as the CLI reads K/M), "64 (8
+/// nodes)" (a parenthesis after the number), "64 GPUs" / "512 sequences" / "4096 tokens" (the field's
+/// own unit). nullopt for anything else: "<=16", "96..4608", "4-8", "8 nodes" for a GPU count.
+inline std::optional<int64_t> annotated_int(const std::string& key, const std::string& text) {
+  static const std::regex re(R"(^\s*(\d{1,3}(?:,\d{3})+|\d+)\s*([km](?![a-z]))?\s*(.*?)\s*$)");
+  const std::string t = lower(text);
+  std::smatch m;
+  if (!std::regex_match(t, m, re)) return std::nullopt;
+  std::string digits = m[1].str();
+  std::erase(digits, ',');
+  if (digits.size() > 15) return std::nullopt;
+  int64_t value = std::stoll(digits);
+  const bool token_count = key == "seq_length" || contains(key, "tokens");
+  if (m[2].matched) {
+    if (!token_count) return std::nullopt;
+    value *= m[2].str() == "k" ? (int64_t(1) << 10) : (int64_t(1) << 20);
+  }
+  const std::string rest = m[3].str();
+  if (rest.empty() || rest.front() == '(') return value;
+  const auto unit_is = [&rest](std::initializer_list<const char*> units) {
+    for (const char* u : units)
+      if (rest == u) return true;
+    return false;
+  };
+  if (key == "num_gpus" && unit_is({"gpu", "gpus"})) return value;
+  if (token_count && unit_is({"token", "tokens"})) return value;
+  if ((contains(key, "seqs") || contains(key, "batch_size")) && unit_is({"sequence", "sequences", "seqs", "samples"}))
+    return value;
+  return std::nullopt;
+}
+
 /// An integer field: nullopt when unstated; RowSkipped when it is a string that says something
-/// else ("<=16", "96..4608") or a non-integral number.
+/// else ("<=16", "96..4608") or a non-integral number. Annotated integers: annotated_int.
 inline std::optional<int64_t> opt_int(const json& obj, const std::string& key, const std::string& where) {
   if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return std::nullopt;
   const json& v = obj[key];
@@ -55,6 +88,7 @@ inline std::optional<int64_t> opt_int(const json& obj, const std::string& key, c
   if (v.is_string()) {
     const std::string s = lower(v.get<std::string>());
     if (s.empty() || contains(s, "not stated") || s == "n/a" || s == "null") return std::nullopt;
+    if (const auto annotated = annotated_int(key, s)) return annotated;
   }
   throw RowSkipped(where + "." + key + " is not one integer (" + v.dump() + ")");
 }

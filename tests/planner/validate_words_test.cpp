@@ -92,3 +92,30 @@ TEST(ValidationWords, ZeroStageNoneIsPlainDataParallel) {
   const auto src = source_with({row});
   EXPECT_FALSE(mgt::plan::setup_row(src, src.rows[0]).zero_stage_choices.empty());  // unstated: tuned
 }
+
+TEST(ValidationWords, IntegersWithTheirAnnotationsAreIntegers) {
+  // llama_row: 16 GPUs (dp 8 x tp 2), sequence 4096, 64 sequences per step.
+  const auto read = [](const char* section, const char* key, const json& value) {
+    json row = llama_row();
+    row[section][key] = value;
+    const auto src = source_with({row});
+    return mgt::plan::setup_row(src, src.rows[0]);
+  };
+  EXPECT_EQ(read("parallel", "num_gpus", "16 (2 nodes of 8)").num_gpus, 16);
+  EXPECT_EQ(read("parallel", "num_gpus", "16 GPUs").num_gpus, 16);
+  EXPECT_EQ(read("parallel", "tp", "2 (intra-node)").plan.tp, 2);
+  EXPECT_EQ(read("training", "seq_length", "4k").settings.seq_len, 4096);  // K = 1024, as the CLI reads it
+  EXPECT_EQ(read("training", "seq_length", "4,096 tokens").settings.seq_len, 4096);
+  EXPECT_EQ(read("training", "global_batch_size_seqs", "64 sequences").settings.global_batch_seqs(), 64);
+  // What is not one integer of the field's unit stays a skip naming the field.
+  for (const auto& [key, value] : std::vector<std::pair<const char*, const char*>>{
+           {"num_gpus", "2 nodes"}, {"num_gpus", "16k"}, {"tp", "<=8"}, {"tp", "2-4"}, {"num_gpus", "1,0240"}}) {
+    SCOPED_TRACE(value);
+    json row = llama_row();
+    row["parallel"][key] = value;
+    const auto src = source_with({row});
+    const auto results = mgt::plan::validate_row(src, src.rows[0]);
+    ASSERT_TRUE(results.at(0).skipped);
+    EXPECT_NE(results[0].skipped->find("is not one integer"), std::string::npos) << *results[0].skipped;
+  }
+}
