@@ -145,6 +145,21 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
 
 namespace {
 
+/// A yes / no field as sources write it: a boolean, 1 / 0, or the words "yes", "on", "true",
+/// "enabled" (also "sp", what a sequence-parallel column writes) and "no", "off", "false", "none",
+/// "disabled". nullopt for anything else ("not stated", null): the field is unstated.
+std::optional<bool> switch_in(const json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) return v.get<int64_t>() == 1;
+  if (!v.is_string()) return std::nullopt;
+  const std::string w = lower(v.get<std::string>());
+  for (const char* yes : {"yes", "on", "true", "enabled", "sp", "1"})
+    if (w == yes) return true;
+  for (const char* no : {"no", "off", "false", "none", "disabled", "0"})
+    if (w == no) return false;
+  return std::nullopt;
+}
+
 /// The row's recompute; an unstated one ("not stated", "n/a", null) is a knob (s.recompute_choices:
 /// none, selective, full, and full on the fewest layers that fit where the framework offers it; the
 /// fastest that fits is taken). Words are read as words: "none", "no", "off", "disabled", false →
@@ -310,8 +325,16 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
   int64_t vpp = 1;
   const std::string vpp_words = lower(opt_string(par, "vpp"));
   bool interleaved_unstated = false;
-  if (contains(vpp_words, "interleav") && !opt_number(par, "vpp")) {
+  static const std::regex stated_v(R"((?:^|[^a-z])(?:v|vpp|virtual[a-z ]*)\s*[=:]?\s*(\d+))");
+  std::smatch v_match;
+  if (const auto leading = annotated_int("vpp", vpp_words); leading && !opt_number(par, "vpp")) {
+    vpp = *leading;  // "5 (interleaved)"
+  } else if (contains(vpp_words, "interleav") && std::regex_search(vpp_words, v_match, stated_v)) {
+    vpp = std::stoll(v_match[1].str());  // "interleaved (V=5)"
+  } else if (contains(vpp_words, "interleav") && !opt_number(par, "vpp")) {
     interleaved_unstated = true;  // "interleaved (V not stated)": an unstated knob, not vpp 1
+  } else if (contains(vpp_words, "1f1b") || (!vpp_words.empty() && switch_in(par["vpp"]) == false)) {
+    vpp = 1;  // "1F1B", "no", "none": not interleaved
   } else if (const auto v = opt_int(par, "vpp", "parallel")) {
     vpp = *v;
   } else if (pp > 1 && contains(lower(opt_string(par, "pipeline_schedule")), "interleav")) {
@@ -425,8 +448,8 @@ void setup_sharding(const json& par, int64_t dp, RowSetup& s) {
       }
     }
   }
-  if (par.contains("sequence_parallel") && par["sequence_parallel"].is_boolean()) {
-    p.sequence_parallel = par["sequence_parallel"].get<bool>();
+  if (const auto stated = switch_in(par.contains("sequence_parallel") ? par["sequence_parallel"] : json())) {
+    p.sequence_parallel = *stated;
   } else if (tp > 1) {
     p.sequence_parallel = true;
     s.sequence_parallel_choices = {true, false};

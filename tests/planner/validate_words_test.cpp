@@ -119,3 +119,36 @@ TEST(ValidationWords, IntegersWithTheirAnnotationsAreIntegers) {
     EXPECT_NE(results[0].skipped->find("is not one integer"), std::string::npos) << *results[0].skipped;
   }
 }
+
+TEST(ValidationWords, SequenceParallelAndInterleavingInWords) {
+  const auto sp = [](const json& value) {
+    json row = llama_row();  // tp 2
+    row["parallel"]["sequence_parallel"] = value;
+    const auto src = source_with({row});
+    const auto s = mgt::plan::setup_row(src, src.rows[0]);
+    return std::pair{s.plan.sequence_parallel, !s.sequence_parallel_choices.empty()};
+  };
+  for (const json& on : {json(true), json("yes"), json("on"), json("enabled"), json("SP"), json(1)})
+    EXPECT_EQ(sp(on), std::pair(std::optional<bool>(true), false)) << on.dump();
+  for (const json& off : {json(false), json("no"), json("off"), json("disabled"), json(0)})
+    EXPECT_EQ(sp(off), std::pair(std::optional<bool>(false), false)) << off.dump();
+  EXPECT_TRUE(sp("not stated").second);  // unstated: tuned
+
+  // An 8-layer row on pp 2: V 2 and 4 split it.
+  const auto vpp = [](const json& value) {
+    json row = llama_row();
+    row["model"]["num_layers"] = 8;
+    row["parallel"]["pp"] = 2;
+    row["parallel"]["dp"] = 4;
+    row["parallel"]["vpp"] = value;
+    const auto src = source_with({row});
+    const auto s = mgt::plan::setup_row(src, src.rows[0]);
+    return std::pair{s.plan.vpp, !s.vpp_choices.empty()};
+  };
+  EXPECT_EQ(vpp("interleaved (V=4)"), std::pair(int64_t(4), false));
+  EXPECT_EQ(vpp("4 (interleaved)"), std::pair(int64_t(4), false));
+  EXPECT_EQ(vpp("interleaved, vpp: 2"), std::pair(int64_t(2), false));
+  EXPECT_EQ(vpp("1F1B"), std::pair(int64_t(1), false));
+  EXPECT_EQ(vpp("none"), std::pair(int64_t(1), false));
+  EXPECT_TRUE(vpp("interleaved (V not stated)").second);  // interleaved, V open: tuned over 2, 4
+}
