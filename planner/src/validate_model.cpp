@@ -160,7 +160,12 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
   m.hidden = require_row_int(model, "hidden_size", "model");
   m.heads = require_row_int(model, "num_attention_heads", "model");
   m.vocab = require_row_int(model, "vocab_size", "model");
-  if (const auto kv = opt_int(model, "num_kv_heads", "model")) {
+  const std::string kv_words = lower(opt_string(model, "num_kv_heads"));
+  if (kv_words == "mha" || contains(kv_words, "multi-head") || contains(kv_words, "multi head")) {
+    m.kv_heads = m.heads;  // one K/V head per query head
+  } else if (kv_words == "mqa" || contains(kv_words, "multi-query") || contains(kv_words, "multi query")) {
+    m.kv_heads = 1;  // one K/V head shared by all
+  } else if (const auto kv = opt_int(model, "num_kv_heads", "model")) {
     m.kv_heads = *kv;
   } else {
     m.kv_heads = m.heads;
@@ -170,14 +175,14 @@ ModelShape model_shape(const json& model, std::vector<std::string>& assumptions)
     throw RowSkipped("model.num_kv_heads " + std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
                      std::to_string(m.heads));
   if (auto p = opt_number(model, "params_B")) m.published_params = *p * 1e9;
-  m.tied = model.contains("tied_embeddings") && model["tied_embeddings"].is_boolean() && model["tied_embeddings"].get<bool>();
-  if (!model.contains("tied_embeddings") || !model["tied_embeddings"].is_boolean())
-    assumptions.push_back("model.tied_embeddings not stated: untied");
+  const std::optional<bool> tied = switch_in(model.contains("tied_embeddings") ? model["tied_embeddings"] : json());
+  m.tied = tied.value_or(false);
+  if (!tied) assumptions.push_back("model.tied_embeddings not stated: untied");
 
   const std::string act = lower(opt_string(model, "activation"));
   const std::string norm = lower(opt_string(model, "normalization"));
   if (act.empty()) assumptions.push_back("model.activation not stated: plain GeLU MLP (Megatron GPT default)");
-  m.gated = contains(act, "glu") || (contains(act, "silu") && !contains(act, "relu"));
+  m.gated = contains(act, "glu") || contains(act, "gated") || (contains(act, "silu") && !contains(act, "relu"));
   m.glu_clamped = m.gated && contains(act, "clamp");
   if (m.glu_clamped)
     assumptions.push_back("model.activation \"" + act + "\": inputs of the gated unit clamped (swiglu_limit 7.0, GPT-OSS's; "

@@ -145,21 +145,6 @@ ir::ClusterSpec cluster_from_hardware(const std::string& system_id, const json& 
 
 namespace {
 
-/// A yes / no field as sources write it: a boolean, 1 / 0, or the words "yes", "on", "true",
-/// "enabled" (also "sp", what a sequence-parallel column writes) and "no", "off", "false", "none",
-/// "disabled". nullopt for anything else ("not stated", null): the field is unstated.
-std::optional<bool> switch_in(const json& v) {
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) return v.get<int64_t>() == 1;
-  if (!v.is_string()) return std::nullopt;
-  const std::string w = lower(v.get<std::string>());
-  for (const char* yes : {"yes", "on", "true", "enabled", "sp", "1"})
-    if (w == yes) return true;
-  for (const char* no : {"no", "off", "false", "none", "disabled", "0"})
-    if (w == no) return false;
-  return std::nullopt;
-}
-
 /// The row's recompute; an unstated one ("not stated", "n/a", null) is a knob (s.recompute_choices:
 /// none, selective, full, and full on the fewest layers that fit where the framework offers it; the
 /// fastest that fits is taken). Words are read as words: "none", "no", "off", "disabled", false →

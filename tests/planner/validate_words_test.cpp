@@ -152,3 +152,23 @@ TEST(ValidationWords, SequenceParallelAndInterleavingInWords) {
   EXPECT_EQ(vpp("none"), std::pair(int64_t(1), false));
   EXPECT_TRUE(vpp("interleaved (V not stated)").second);  // interleaved, V open: tuned over 2, 4
 }
+
+TEST(ValidationWords, ModelFieldsInWords) {
+  const auto shape = [](const char* key, const json& value) {
+    json row = llama_row();  // 32 heads, 8 K/V heads, SwiGLU, untied
+    row["model"][key] = value;
+    const auto src = source_with({row});
+    return mgt::plan::setup_row(src, src.rows[0]);
+  };
+  EXPECT_TRUE(shape("tied_embeddings", "yes").shape.tied);
+  EXPECT_TRUE(shape("tied_embeddings", true).shape.tied);
+  const auto untied = shape("tied_embeddings", "no");
+  EXPECT_FALSE(untied.shape.tied);
+  EXPECT_FALSE(mgt::test::any_assumption_has(untied.assumptions, "tied_embeddings not stated"));  // stated: no
+  EXPECT_TRUE(mgt::test::any_assumption_has(shape("tied_embeddings", "unknown").assumptions, "tied_embeddings not stated"));
+  EXPECT_TRUE(shape("activation", "gated-gelu").shape.gated);
+  EXPECT_FALSE(shape("activation", "GeLU (tanh approximation)").shape.gated);
+  EXPECT_EQ(shape("num_kv_heads", "MHA").shape.kv_heads, 32);
+  EXPECT_EQ(shape("num_kv_heads", "multi-query").shape.kv_heads, 1);
+  EXPECT_EQ(shape("num_kv_heads", "8 (GQA)").shape.kv_heads, 8);
+}
