@@ -239,6 +239,32 @@ def precision_2509(system, alt):
     return "MXFP8 (32x32 granularity)" if system in ("DGX-GB200", "DGX-B200") else "FP8 blockwise (128x128 weights, 1x128 activations)"
 
 
+def moe_note(catalog, cells):
+    """The page's MoE footnote for a row whose model is a mixture of experts."""
+    return [MOE_NOTE] if catalog.get(MODEL_KEYS.get(label_key(cells["Model"])[0], ""), {}).get("type") == "moe" else []
+
+
+def table_entries(header, table, kind, name, notes_by_mark, precision):
+    """Each measured entry of a Megatron-Bridge table, main and parenthesised alternative: (cells, is_alt,
+    footnote notes). `kind: name` is the table heading's column (e.g. Model: LLAMA3_70B); `precision(cells,
+    is_alt)` gives the precision where the table has no column for it."""
+    for raw in table:
+        main, alt, paren_cols, marks = pick(header, raw)
+        for cells, is_alt in ((main, False), (alt, True)):
+            if cells is None:
+                continue
+            cells = dict(cells)
+            cells[kind] = name
+            if "Precision" not in cells:
+                cells["Precision"] = precision(cells, is_alt)
+            c = rename(cells, paren_cols if is_alt else None)
+            c["_paren"] = paren_cols if is_alt else set()
+            if c["tok"] is None and c["tfl"] is None:
+                continue
+            yield c, is_alt, [f"Page footnote: '{notes_by_mark[m]}'" for m in marks
+                              if m in notes_by_mark and m != "moe-training-note"]
+
+
 def mbridge_rows(text, url, catalog, skipped):
     notes_by_mark = footnotes(text)
     page = {"name": url, "prefix": "mb",
@@ -256,35 +282,22 @@ def mbridge_rows(text, url, catalog, skipped):
                 skipped.add(f"{ctx['container']} {ctx['task']} ({ctx['heading']}): not pre-training")
             continue
         kind, _, name = ctx["heading"].partition(": ")
-        for raw in table:
-            main, alt, paren_cols, marks = pick(header, raw)
-            for cells, is_alt in ((main, False), (alt, True)):
-                if cells is None:
-                    continue
-                cells = dict(cells)
-                cells[kind] = name
-                if "Precision" not in cells:
-                    cells["Precision"] = precision_2509(cells["System"], is_alt)
-                c = rename(cells, paren_cols if is_alt else None)
-                c["_paren"] = paren_cols if is_alt else set()
-                if c["tok"] is None and c["tfl"] is None:
-                    continue
-                extra = [f"Page footnote: '{notes_by_mark[m]}'" for m in marks if m in notes_by_mark and m != "moe-training-note"]
-                if is_alt:
-                    extra.append(ALT_NOTE_2509_2511 + " Cells without parentheses are shared with the main entry; "
-                                 "a measured cell without parentheses is not attributed to the alternative.")
-                if ctx["container"] == "25.09" and not is_alt:
-                    extra.append("The 25.09 table has no precision column; the unparenthesised numbers are taken as FP8 "
-                                 "per-tensor current scaling (the 25.11 table's 'FP8-CS (FP8-MX)' convention for the same rows).")
-                if MODEL_KEYS.get(label_key(c["Model"])[0]) == "kimi_k2":
-                    extra.append(KIMI_NOTE)
-                if catalog.get(MODEL_KEYS.get(label_key(c["Model"])[0], ""), {}).get("type") == "moe":
-                    extra.append(MOE_NOTE)
-                row, why = build_row(catalog, page, ctx, c, is_alt, extra)
-                if row is None:
-                    skipped.add(f"{ctx['container']} {why}")
-                else:
-                    rows.append(row)
+        for c, is_alt, extra in table_entries(header, table, kind, name, notes_by_mark,
+                                              lambda cells, is_alt: precision_2509(cells["System"], is_alt)):
+            if is_alt:
+                extra.append(ALT_NOTE_2509_2511 + " Cells without parentheses are shared with the main entry; "
+                             "a measured cell without parentheses is not attributed to the alternative.")
+            if ctx["container"] == "25.09" and not is_alt:
+                extra.append("The 25.09 table has no precision column; the unparenthesised numbers are taken as FP8 "
+                             "per-tensor current scaling (the 25.11 table's 'FP8-CS (FP8-MX)' convention for the same rows).")
+            if MODEL_KEYS.get(label_key(c["Model"])[0]) == "kimi_k2":
+                extra.append(KIMI_NOTE)
+            extra += moe_note(catalog, c)
+            row, why = build_row(catalog, page, ctx, c, is_alt, extra)
+            if row is None:
+                skipped.add(f"{ctx['container']} {why}")
+            else:
+                rows.append(row)
     return rows
 
 
@@ -362,31 +375,21 @@ def mbridge_finetune_rows(text, url, catalog, skipped, found):
         found.append(f"{ctx['container']} {ctx['task']} ({ctx['heading']}) in docs/{src}.md")
         kind, _, name = ctx["heading"].partition(": ")
         page["prefix"] = f"mb_{task}"
-        for raw in table:
-            main, alt, paren_cols, marks = pick(header, raw)
-            for cells, is_alt in ((main, False), (alt, True)):
-                if cells is None:
-                    continue
-                cells = dict(cells)
-                cells[kind] = name
-                if "Precision" not in cells:
-                    raise SystemExit(f"{url} {ctx}: fine-tuning table without a precision column; transcribe by hand")
-                c = rename(cells, paren_cols if is_alt else None)
-                c["_paren"] = paren_cols if is_alt else set()
-                if c["tok"] is None and c["tfl"] is None:
-                    continue
-                extra = [f"Page footnote: '{notes_by_mark[m]}'" for m in marks if m in notes_by_mark and m != "moe-training-note"]
-                if is_alt:
-                    extra.append(FT_ALT_NOTE)
-                if catalog.get(MODEL_KEYS.get(label_key(c["Model"])[0], ""), {}).get("type") == "moe":
-                    extra.append(MOE_NOTE)
-                row, why = build_row(catalog, page, ctx, c, is_alt, extra)
-                if row is None:
-                    skipped.add(f"{ctx['container']} {ctx['task']} {why}")
-                    continue
-                row["task"] = task
-                row["framework"] = {"name": "megatron-bridge", "version": ctx["container"], "features": []}
-                rows.append(row)
+
+        def no_precision(cells, is_alt, ctx=ctx):
+            raise SystemExit(f"{url} {ctx}: fine-tuning table without a precision column; transcribe by hand")
+
+        for c, is_alt, extra in table_entries(header, table, kind, name, notes_by_mark, no_precision):
+            if is_alt:
+                extra.append(FT_ALT_NOTE)
+            extra += moe_note(catalog, c)
+            row, why = build_row(catalog, page, ctx, c, is_alt, extra)
+            if row is None:
+                skipped.add(f"{ctx['container']} {ctx['task']} {why}")
+                continue
+            row["task"] = task
+            row["framework"] = {"name": "megatron-bridge", "version": ctx["container"], "features": []}
+            rows.append(row)
     return rows
 
 
@@ -430,6 +433,18 @@ def nemo_2407_finetune_rows(text, catalog, skipped, found):
     return rows
 
 
+SOURCE_SNAPSHOT = {"megatron_bridge": f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and "
+                                      f"docs/performance-summary-archive.md at commit {MBRIDGE_COMMIT} (2026-08-11)",
+                   "nemo": "NVIDIA/NeMo docs/source/performance/performance_summary.md at commit "
+                           "9c5c5e9709407d3511005fc966e45374998bb478 (2024-11-05)"}
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
 def write_finetune(args, catalog, hw):
     """The fine-tuning file (--finetune-out), bench/heldout/megatron_bridge_finetune.json."""
     skipped, found = set(), []
@@ -444,10 +459,7 @@ def write_finetune(args, catalog, hw):
                   f"{', '.join(containers)}) and NeMo Framework performance summary (NeMo 24.07, DGX-H100, Finetuning "
                   "table). HELD-OUT: never used for fitting.",
         "source_url": [MBRIDGE_URL, MBRIDGE_ARCHIVE_URL, NEMO_URL],
-        "source_snapshot": {"megatron_bridge": f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and "
-                                               f"docs/performance-summary-archive.md at commit {MBRIDGE_COMMIT} (2026-08-11)",
-                            "nemo": "NVIDIA/NeMo docs/source/performance/performance_summary.md at commit "
-                                    "9c5c5e9709407d3511005fc966e45374998bb478 (2024-11-05)"},
+        "source_snapshot": SOURCE_SNAPSHOT,
         "source_notes": (
             "Held-out validation file (bench/heldout/README.md): fine-tuning rows transcribed by bench/heldout/transcribe.py "
             "--finetune-out from the page sources, every table cell verbatim; never add it to ../shared/validation, a fit or "
@@ -469,9 +481,7 @@ def write_finetune(args, catalog, hw):
         "hardware": {k: hw[k] for k in used},
         "rows": rows,
     }
-    with open(args.finetune_out, "w") as f:
-        json.dump(doc, f, indent=1, ensure_ascii=False)
-        f.write("\n")
+    write_json(args.finetune_out, doc)
     print(f"{len(rows)} fine-tuning rows -> {args.finetune_out}; left out: {len(skipped)} rows", file=sys.stderr)
 
 
@@ -494,10 +504,7 @@ def write_pretrain(args, catalog, hw):
         "source": "NVIDIA Megatron-Bridge performance summary (latest + archive: NeMo containers 25.09 to 26.08) and "
                   "NeMo Framework performance summary (NeMo 24.07, DGX-H100). HELD-OUT: never used for fitting.",
         "source_url": [MBRIDGE_URL, MBRIDGE_ARCHIVE_URL, NEMO_URL],
-        "source_snapshot": {"megatron_bridge": f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and "
-                                               f"docs/performance-summary-archive.md at commit {MBRIDGE_COMMIT} (2026-08-11)",
-                            "nemo": "NVIDIA/NeMo docs/source/performance/performance_summary.md at commit "
-                                    "9c5c5e9709407d3511005fc966e45374998bb478 (2024-11-05)"},
+        "source_snapshot": SOURCE_SNAPSHOT,
         "source_notes": (
             "Held-out validation file (bench/heldout/README.md): transcribed by bench/heldout/transcribe.py from the page "
             "sources, every table cell verbatim; never add it to ../shared/validation, a fit or --cv. Pre-training rows only "
@@ -511,9 +518,7 @@ def write_pretrain(args, catalog, hw):
         "hardware": {k: hw[k] for k in used},
         "rows": rows,
     }
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1, ensure_ascii=False)
-        f.write("\n")
+    write_json(args.out, doc)
     print(f"{len(rows)} rows -> {args.out}; left out: {len(skipped)} tables/rows", file=sys.stderr)
 
 
