@@ -177,7 +177,7 @@ ir::Recompute parse_recompute(const json& row, RowSetup& s) {
   if (r.rfind("none", 0) == 0 || r.rfind("no ", 0) == 0 || is_any({"no", "off", "false", "disabled", "0"}))
     return ir::Recompute::none;
   const auto full_with_count = [&] {
-    if (std::regex_search(r, match, layer_count)) layers = std::stoll(match[1].str());
+    if (std::regex_search(r, match, layer_count)) layers = count_in_words(match[1].str(), "recompute \"" + raw + "\"");
     if (r.rfind("partial", 0) == 0 && !layers) throw RowSkipped("recompute \"" + raw + "\" names no layer count to recompute");
     return ir::Recompute::full;
   };
@@ -188,7 +188,7 @@ ir::Recompute parse_recompute(const json& row, RowSetup& s) {
   static const std::regex op_level(R"(\bop\b|op[- ]level|per[- ]op)");
   if (contains(r, "selective") && contains(r, "layer") && !std::regex_search(r, op_level)) {
     static const std::regex every(R"(every\s*(\d+))");
-    const int64_t n = std::regex_search(r, match, every) ? std::max<int64_t>(1, std::stoll(match[1].str())) : 2;
+    const int64_t n = std::regex_search(r, match, every) ? std::max<int64_t>(1, count_in_words(match[1].str(), "recompute \"" + raw + "\"")) : 2;
     const int64_t stages = std::max<int64_t>(1, s.plan.pp) * std::max<int64_t>(1, s.plan.vpp);
     const int64_t per_stage = (s.shape.layers + stages - 1) / stages;
     layers = (per_stage + n - 1) / n;
@@ -315,7 +315,7 @@ int64_t setup_parallel_sizes(const json& par, RowSetup& s) {
   if (const auto leading = annotated_int("vpp", vpp_words); leading && !opt_number(par, "vpp")) {
     vpp = *leading;  // "5 (interleaved)"
   } else if (contains(vpp_words, "interleav") && std::regex_search(vpp_words, v_match, stated_v)) {
-    vpp = std::stoll(v_match[1].str());  // "interleaved (V=5)"
+    vpp = count_in_words(v_match[1].str(), "parallel.vpp \"" + vpp_words + "\"");  // "interleaved (V=5)"
   } else if (contains(vpp_words, "interleav") && !opt_number(par, "vpp")) {
     interleaved_unstated = true;  // "interleaved (V not stated)": an unstated knob, not vpp 1
   } else if (contains(vpp_words, "1f1b") || (!vpp_words.empty() && switch_in(par["vpp"]) == false)) {

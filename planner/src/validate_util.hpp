@@ -57,6 +57,13 @@ inline std::optional<bool> switch_in(const json& v) {
   return std::nullopt;
 }
 
+/// A count written in a row's words ("8 layers", "V=4", "every 2"): the digits as a number, or
+/// RowSkipped naming `what` when there are more than 9 of them (no layer, stage or block count is).
+inline int64_t count_in_words(const std::string& digits, const std::string& what) {
+  if (digits.empty() || digits.size() > 9) throw RowSkipped(what + ": the count " + digits.substr(0, 24) + " is not a plausible count");
+  return std::stoll(digits);
+}
+
 inline std::string fmt(const char* format, double value) { return ir::format_number(format, value); }
 
 /// An integer written with its annotation, as sources write them: "1,024" (thousands separators),

@@ -172,3 +172,25 @@ TEST(ValidationWords, ModelFieldsInWords) {
   EXPECT_EQ(shape("num_kv_heads", "multi-query").shape.kv_heads, 1);
   EXPECT_EQ(shape("num_kv_heads", "8 (GQA)").shape.kv_heads, 8);
 }
+
+TEST(ValidationWords, AnImplausibleCountInWordsIsASkipNotACrash) {
+  for (const auto& [field, value] : std::vector<std::pair<const char*, const char*>>{
+           {"recompute", "full on 99999999999999999999999 layers"},
+           {"recompute", "selective layer, every 99999999999999999999999"},
+           {"vpp", "interleaved (V=99999999999999999999999)"}}) {
+    SCOPED_TRACE(value);
+    json row = llama_row();
+    if (std::string(field) == "vpp") {
+      row["model"]["num_layers"] = 8;
+      row["parallel"]["pp"] = 2;
+      row["parallel"]["dp"] = 4;
+      row["parallel"]["vpp"] = value;
+    } else {
+      row[field] = value;
+    }
+    const auto src = source_with({row});
+    const auto results = mgt::plan::validate_row(src, src.rows[0]);
+    ASSERT_TRUE(results.at(0).skipped);
+    EXPECT_NE(results[0].skipped->find("is not a plausible count"), std::string::npos) << *results[0].skipped;
+  }
+}
