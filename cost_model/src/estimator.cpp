@@ -106,11 +106,7 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
       switch (axis) {
         case BlockCollective::Axis::tp: total += collective_time_s(cluster_, c.kind, plan.tp, c.bytes, tp_link); break;
         case BlockCollective::Axis::cp: total += collective_time_s(cluster_, c.kind, plan.cp, c.bytes, cp_link); break;
-        case BlockCollective::Axis::ep:
-          total += c.kind == CollectiveKind::all_to_all
-                       ? ep_dispatch_time_s(cluster_, plan.ep, c.bytes, ep_link, routing_, params_.moe_hierarchical_dispatch)
-                       : collective_time_s(cluster_, c.kind, plan.ep, c.bytes, ep_link);
-          break;
+        case BlockCollective::Axis::ep: break;  // ep_phase_times
       }
     }
     return total;
@@ -126,8 +122,7 @@ const Estimator::ShapeSummary& Estimator::summary_for(const PlanContext& x) cons
     b.tp_bwd_s = tp.bwd_exposed_s;
     b.cp_fwd_s = price(b.cost.fwd_collectives, BlockCollective::Axis::cp);
     b.cp_bwd_s = price(b.cost.bwd_collectives, BlockCollective::Axis::cp);
-    b.ep_s = price(b.cost.fwd_collectives, BlockCollective::Axis::ep) +
-             price(b.cost.bwd_collectives, BlockCollective::Axis::ep);
+    b.ep = ep_phase_times(b.cost, cluster_, plan.ep, ep_link, routing_, params_);
     summary->blocks.push_back(std::move(b));
   }
   // A tied weight on a rank holds its own local shape (the vocab dim padded per rank).
@@ -391,6 +386,8 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
   const ir::Plan& plan = x.layout.plan;
   StageTime st;
   const double full_fraction = full_recompute_fraction(plan, stage_layers);
+  // Under EP A2A overlap the steady state's merged passes hide part of each dispatch / combine.
+  const double ep_merged = ep_merged_fraction(plan, x.layout.grad_accum, params_.ep_comm_hidden_fraction);
   // Per-thread scratch, per graph block: the search times every stage of every candidate.
   static thread_local std::vector<FsdpRun> runs;  // one copy's FSDP collectives and windows
   runs.assign(s.blocks.size(), FsdpRun{0, 0, 0, 0, 0, 0});
@@ -408,13 +405,13 @@ Estimator::StageTime Estimator::stage_time(const ShapeSummary& s, const std::vec
     if (blk.is_layer && full_fraction > 0)
       st.bwd_window += full_fraction * r * (c.fwd_compute_s + blk.tp_fwd_s + blk.cp_fwd_s);
     st.tp += r * (blk.tp_fwd_s + blk.tp_bwd_s);
-    st.ep += r * blk.ep_s;
+    st.ep += r * (blk.ep.fwd_exposed_s(ep_merged) + blk.ep.bwd_exposed_s(ep_merged));
     if (blk.is_layer && plan.recompute == ir::Recompute::selective) st.recompute += r * c.selective_recompute_s;
     if (blk.is_layer && full_fraction > 0) {
       st.recompute += full_fraction * r * c.fwd_compute_s;
       st.tp += full_fraction * r * blk.tp_fwd_s;  // the recomputed forward repeats its collectives
       st.cp += full_fraction * r * blk.cp_fwd_s;  // ... the K/V all-gather included
-      st.ep += full_fraction * r * blk.ep_s / 2;  // ... and its dispatch / combine
+      st.ep += full_fraction * r * (blk.ep.fwd_comm_s + blk.ep.bwd_comm_s) / 2;  // ... and its dispatch / combine
     }
     // All-gather CP (Llama 3, Dubey et al. 2024 §3.3.2; what the schedule lowers and the runtime
     // runs): the attention kernel waits for the gathered K/V, so the exchange is exposed. A ring

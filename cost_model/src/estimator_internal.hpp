@@ -3,6 +3,7 @@
 // and per-layout structures, and small helpers. Private to cost_model/src.
 #pragma once
 
+#include "mgt/cost_model/ep_overlap.hpp"
 #include "mgt/cost_model/estimator.hpp"
 #include "mgt/cost_model/topology.hpp"
 #include "mgt/ir/plan.hpp"
@@ -44,7 +45,8 @@ struct Estimator::ShapeSummary {
   struct Block {
     bool is_layer = true;
     BlockCost cost;
-    double tp_fwd_s = 0, tp_bwd_s = 0, cp_fwd_s = 0, cp_bwd_s = 0, ep_s = 0;
+    double tp_fwd_s = 0, tp_bwd_s = 0, cp_fwd_s = 0, cp_bwd_s = 0;
+    EpPhaseTimes ep;  // expert-parallel collectives, all and under a merged pass (ep_overlap.hpp)
   };
   std::vector<Block> blocks;
   std::vector<int64_t> tied_local;  // per tied parameter: elements on one rank

@@ -364,7 +364,7 @@ std::optional<std::pair<std::string, std::vector<std::string>>> name_in_phrase(c
       "megatron-core", "mcore", "megatron-lm", "torchtitan", "nanotron", "llm-foundry", "composer", "axolotl", "accelerate",
       "litgpt", "lit-gpt", "olmo", "metaseq", "fairscale", "deepspeed", "pytorch-fsdp", "fsdp", "megatron"};
   static const char* const kFeatures[] = {"torch.compile", "float8", "fsdp2", "cuda-graphs", "transformer-engine",
-                                          "tp-comm-overlap", "fa3"};
+                                          "tp-comm-overlap", "ep-a2a-overlap", "fa3"};
   const std::string n = normalized_name(raw);
   for (const char* name : kByPriority) {
     if (!has_word(n, name)) continue;
@@ -392,6 +392,10 @@ bool apply_feature(const std::string& raw, FrameworkProfile& p) {
     p.offers_zero[1] = true;  // Megatron: needs --use-distributed-optimizer
   } else if (f == "bf16-grad-reduce" || f == "grad-reduce-in-bf16") {
     p.gradient_bytes = 2;
+  } else if (f == "ep-a2a-overlap" || f == "moe-a2a-overlap" || f == "overlap-moe-expert-parallel-comm") {
+    // Megatron-Core's merged forward-backward passes (ep_overlap.hpp); no other framework has it.
+    if (p.name != "megatron-core") return false;
+    p.ep_a2a_overlap = true;
   } else if (f == "overlap-p2p" || f == "overlap-p2p-comm") {
     p.p2p_overlap = true;
   } else if (f == "torch.compile" || f == "compile") {
@@ -616,6 +620,7 @@ CostParams cost_params_for(const ir::GpuSpec& gpu, const FrameworkProfile& profi
   p.dp_grad_reduce_hidden_fraction = profile.overlap_grad_reduce ? hidden : 0.0;
   p.dp_param_gather_hidden_fraction = profile.overlap_param_gather ? hidden : 0.0;
   p.p2p_hidden_fraction = profile.p2p_overlap ? hidden : 0.0;
+  p.ep_comm_hidden_fraction = profile.ep_a2a_overlap ? hidden : 0.0;
   p.pipeline_scatter_gather = profile.pipeline_scatter_gather;
   p.per_microbatch_overhead_s = profile.host_overhead_per_microbatch_s;
   p.moe_dispatch_host_sync = profile.moe_dispatch_host_sync;

@@ -11,6 +11,7 @@
 #include "mgt/cost_model/compute.hpp"
 #include "mgt/cost_model/layer_cost.hpp"
 #include "mgt/cost_model/topology.hpp"
+#include "mgt/cost_model/ep_overlap.hpp"
 #include "mgt/cost_model/tp_overlap.hpp"
 #include "mgt/ir/error.hpp"
 
@@ -183,6 +184,11 @@ void price(Run& r, const Topology& topology) {
   // schedule has no chunked GEMMs for it to hide under); the phase is the program's latest kernel's
   // (the forward's sequence-parallel gather follows the previous layer's last kernel).
   TpExposedShares tp_shares(sim.graph, sim.cluster, sim.params, ctx);
+  // Under EP A2A overlap each expert-parallel collective takes its block phase's exposed share over the
+  // steady state's merged passes (ep_overlap.hpp): the schedule keeps one micro-batch's phases in order,
+  // so the share stands in for the partner micro-batch's kernels.
+  EpExposedShares ep_shares(sim.graph, sim.cluster, sim.params, ctx, sim.routing,
+                            ep_merged_fraction(plan, plan.grad_accum.value_or(1), sim.params.ep_comm_hidden_fraction));
   // Each program's first rank: its pinned coordinates, every other axis at 0.
   std::vector<int64_t> program_rank(r.s.programs.size(), 0);
   for (size_t p = 0; p < r.s.programs.size(); ++p)
@@ -233,6 +239,8 @@ void price(Run& r, const Topology& topology) {
         else
           t = collective_time_s(sim.cluster, c->kind, n, c->bytes, it->second,
                                 ddp_bucket ? ddp_bucket_copies(r.s.plan.tp) : HostCopies::scratch);
+        if (sim.params.ep_comm_hidden_fraction > 0 && kernel_block && in.stream == ir::Stream::ep)
+          t *= ep_shares.share(*kernel_block, kernel_forward, n, it->second);
         if (sim.params.tp_comm_hidden_fraction > 0 && kernel_block && c->axes == std::vector<std::string>{"tp"})
           t *= tp_shares.share(*kernel_block, kernel_forward, it->second);
       } else if (ir::kind(in) == ir::InstrKind::send || ir::kind(in) == ir::InstrKind::recv) {

@@ -3,6 +3,7 @@
 // megatron/core/transformer/transformer_config.py, as docs/exports.md cites.
 #include "export_common.hpp"
 
+#include "mgt/cost_model/ep_overlap.hpp"
 #include "mgt/ir/error.hpp"
 
 #include <algorithm>
@@ -112,6 +113,14 @@ std::vector<std::string> megatron_flags(const Resolved& r) {
   if (p.dp_replicate * p.dp_shard > 1) {
     flags.push_back("--overlap-grad-reduce");
     if (stage >= 1) flags.push_back("--overlap-param-gather");
+  }
+  // EP A2A overlap where the plan was priced with it and Megatron accepts it (transformer_config.py:
+  // ep > 1, no full recompute, vpp when pp > 1); --delay-wgrad-compute splits the weight gradients out
+  // of the merged backward, as the MoE README pairs them, except under Megatron-FSDP, whose v2 adapter
+  // refuses it (mcore_fsdp_adapter.py: "MFSDP v2 does not support delay_wgrad_compute").
+  if (r.context.ep_a2a_overlap && cost::ep_a2a_overlap_allowed(p)) {
+    flags.push_back("--overlap-moe-expert-parallel-comm");
+    if (stage < 3) flags.push_back("--delay-wgrad-compute");
   }
   return flags;
 }

@@ -287,6 +287,30 @@ TEST(ExportPlan, MegatronSelectiveModulesOfAnMoeWithLatentAttention) {
   EXPECT_TRUE(has_line(export_plan(ExportFormat::megatron, context), "  --grad-reduce-in-bf16"));
 }
 
+// Priced with Megatron-Core's EP A2A overlap: the flags that run it, where transformer_config.py
+// accepts it (ep > 1, no full recompute, vpp under pp > 1), with --delay-wgrad-compute except under
+// Megatron-FSDP, whose v2 adapter refuses that. Not priced with it: neither flag.
+TEST(ExportPlan, MegatronEpA2aOverlapWhereMegatronAcceptsIt) {
+  ExportContext context = make_context(make_plan(1, 8, 1, 1, 1, 1, 4));
+  context.plan.ep = 8;
+  context.plan.zero_stage = 1;
+  context.num_experts = 128;
+  EXPECT_EQ(export_plan(ExportFormat::megatron, context).find("--overlap-moe-expert-parallel-comm"), std::string::npos);
+  context.ep_a2a_overlap = true;
+  std::string text = export_plan(ExportFormat::megatron, context);
+  EXPECT_TRUE(has_line(text, "  --overlap-moe-expert-parallel-comm")) << text;
+  EXPECT_TRUE(has_line(text, "  --delay-wgrad-compute")) << text;
+  context.plan.zero_stage = 3;
+  text = export_plan(ExportFormat::megatron, context);
+  EXPECT_TRUE(has_line(text, "  --overlap-moe-expert-parallel-comm")) << text;
+  EXPECT_EQ(text.find("--delay-wgrad-compute"), std::string::npos) << text;
+  context.plan.zero_stage = 1;
+  context.plan.recompute = Recompute::full;
+  text = export_plan(ExportFormat::megatron, context);
+  EXPECT_EQ(text.find("--overlap-moe-expert-parallel-comm"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--delay-wgrad-compute"), std::string::npos) << text;
+}
+
 TEST(ExportPlan, DeepSpeedBatchRule) {
   const Plan plan = make_plan(1, 8, 1, 1, 1, 2, 4, Recompute::full);
   const std::string text = export_plan(ExportFormat::deepspeed, make_context(plan));

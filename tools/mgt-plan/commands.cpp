@@ -488,7 +488,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
                             l.run.settings.task, l.run.settings.lora, plan::non_causal_model_of(l.graph),
                             ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla,
-                            l.params.gradient_bytes};
+                            l.params.gradient_bytes, l.params.ep_comm_hidden_fraction > 0};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_recommendation(best, hbm);
     warn_if_absurd(l, o, best, format);
@@ -564,7 +564,7 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
                             l.run.settings.seq_len, l.run.settings.global_batch_seqs(), l.graph.info.num_layers,
                             l.run.settings.task, l.run.settings.lora, plan::non_causal_model_of(l.graph),
                             ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla,
-                            l.params.gradient_bytes};
+                            l.params.gradient_bytes, l.params.ep_comm_hidden_fraction > 0};
     std::cout << plan::export_plan(*format, ctx);
     std::cerr << format_breakdown(e, hbm);
     if (e.memory.peak_bytes > hbm)

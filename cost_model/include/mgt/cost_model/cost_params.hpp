@@ -140,6 +140,9 @@ struct CostParams {
   double dp_param_gather_hidden_fraction = 1.0;
   ///   Pipeline sends / receives beside compute; 0 = exposed.
   double p2p_hidden_fraction = 0.0;
+  ///   Expert-parallel dispatch / combine beside the kernels of another micro-batch's opposite phase
+  ///   (Megatron-Core's EP A2A overlap, ep_overlap.hpp), in the phases that run merged; 0 = exposed.
+  double ep_comm_hidden_fraction = 0.0;
   /// A stage boundary without sequence parallel crosses as 1/tp per TP rank
   /// (FrameworkProfile::pipeline_scatter_gather; layer_cost.cpp boundary_bytes).
   bool pipeline_scatter_gather = false;

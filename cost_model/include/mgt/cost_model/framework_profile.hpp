@@ -61,6 +61,11 @@ struct FrameworkProfile {
   bool overlap_grad_reduce = true;    ///< DP gradient reduction under backward (DDP buckets, FSDP, --overlap-grad-reduce)
   bool overlap_param_gather = true;   ///< ZeRO-1/2 parameter all-gather under the next forward
   bool p2p_overlap = false;           ///< pipeline sends / receives beside compute
+  /// Expert-parallel all-to-alls beside another micro-batch's kernels: Megatron-Core's EP A2A overlap
+  /// (--overlap-moe-expert-parallel-comm --delay-wgrad-compute; ep_overlap.hpp), the "ep-a2a-overlap"
+  /// feature. Off by default: Megatron-Core's default is off, and Megatron-Bridge's performance
+  /// recipes set it per model, GPU and precision.
+  bool ep_a2a_overlap = false;
   /// Without sequence parallel, each TP rank sends its 1/tp slice of the stage boundary and the
   /// receivers all-gather it over the TP group (Megatron-LM's scatter/gather optimisation).
   bool pipeline_scatter_gather = false;

@@ -49,6 +49,9 @@ struct ExportContext {
   /// Bytes per gradient element the plan was priced with (cost::CostParams::gradient_bytes): 2 when
   /// the framework reduces in bf16 (nemo, megatron-bridge), which --emit megatron writes.
   int64_t gradient_bytes = 4;
+  /// The plan was priced with Megatron-Core's EP A2A overlap (the megatron-core profile's
+  /// "ep-a2a-overlap" feature), which --emit megatron writes where Megatron accepts it.
+  bool ep_a2a_overlap = false;
 };
 
 /// "" when `graph` is a causal language model (every attention causal, a loss); else a short
