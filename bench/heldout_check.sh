@@ -12,9 +12,10 @@ mgt="${1:-$here/../build/mgt-plan}"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 # Each held-out file on its own: NVIDIA's Megatron-Bridge / NeMo tables, torchtitan's pages, then
-# single-node tensor-parallel runs (A100, two H100 comparison rows).
+# single-node tensor-parallel runs (A100, two H100 comparison rows), fine-tuning, long-sequence CP runs.
 for data in "$here/heldout/megatron_bridge_perf.json" "$here/heldout/torchtitan_perf.json" \
-            "$here/heldout/single_node_tp_runs.json" "$here/heldout/megatron_bridge_finetune.json"; do
+            "$here/heldout/single_node_tp_runs.json" "$here/heldout/megatron_bridge_finetune.json" \
+            "$here/heldout/nemo_long_sequence.json"; do
   echo "=== $(basename "$data")"
   "$mgt" validate "$data"
   "$mgt" validate --json "$data" > "$out"
