@@ -297,7 +297,13 @@ PreparedRow prepare_row(const ValidationSource& source, const json& row) {
     }
   }
   try {
-    p.setup = setup_row(source, row);
+    if (auto tuned = tuned_layouts(source, row)) {
+      p.layouts = std::move(tuned->setups);
+      p.layout_note = std::move(tuned->note);
+      p.setup = p.layouts.front();
+    } else {
+      p.setup = setup_row(source, row);
+    }
   } catch (const RowSkipped& e) {
     p.skipped = skipped_result(p, e.what());
     return p;
@@ -309,15 +315,44 @@ PreparedRow prepare_row(const ValidationSource& source, const json& row) {
 
 std::vector<ValidationResult> validate_prepared(const PreparedRow& p, const cost::CostParams& params) {
   if (p.skipped) return *p.skipped;
-  const RowSetup& s = p.setup;
   ValidationResult base = p.base;
   cost::Estimate e;
-  try {
-    const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings, params);
-    e = estimate_best(estimator, s, base.assumptions);
-  } catch (const std::exception& ex) {
-    return skipped_result(p, "estimator: " + estimator_reason(ex));
+  const RowSetup* chosen = &p.setup;
+  if (p.layouts.empty()) {
+    try {
+      const cost::Estimator estimator(p.setup.graph, p.setup.cluster, p.setup.num_gpus, p.setup.settings, params);
+      e = estimate_best(estimator, p.setup, base.assumptions);
+    } catch (const std::exception& ex) {
+      return skipped_result(p, "estimator: " + estimator_reason(ex));
+    }
+  } else {
+    // A tuned layout: each layout's best knobs, then the fastest layout that fits (else the fastest).
+    std::optional<std::string> first_error;
+    std::vector<std::string> best_assumptions;
+    bool have = false, best_fits = false;
+    for (const RowSetup& s : p.layouts) {
+      try {
+        std::vector<std::string> assumptions = s.assumptions;
+        const cost::Estimator estimator(s.graph, s.cluster, s.num_gpus, s.settings, params);
+        cost::Estimate candidate = estimate_best(estimator, s, assumptions);
+        const bool fits = candidate.memory.peak_bytes <= s.cluster.gpu.hbm_bytes;
+        if (!have || (fits && !best_fits) || (fits == best_fits && candidate.tokens_per_s_per_gpu > e.tokens_per_s_per_gpu)) {
+          e = std::move(candidate);
+          chosen = &s;
+          have = true;
+          best_fits = fits;
+          best_assumptions = std::move(assumptions);
+        }
+      } catch (const std::exception& ex) {
+        if (!first_error) first_error = estimator_reason(ex);
+      }
+    }
+    if (!have) return skipped_result(p, "estimator: " + first_error.value_or("no layout to estimate"));
+    base.assumptions = std::move(best_assumptions);
+    base.assumptions.push_back(p.layout_note + "; chosen tp " + std::to_string(chosen->plan.tp) + ", pp " +
+                               std::to_string(chosen->plan.pp) + ", " + (best_fits ? "the fastest that fits" : "the fastest (none fits)"));
   }
+  const RowSetup& s = *chosen;
   std::vector<ValidationResult> out;
   for (const auto& [metric, kind] : p.metrics) {
     ValidationResult r = base;

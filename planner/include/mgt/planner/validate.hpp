@@ -114,6 +114,16 @@ struct RowSetup {
   std::vector<bool> sequence_parallel_choices;   ///< sequence_parallel unstated, tp > 1: on, off
 };
 
+/// The setups of a row that leaves tp or pp unstated (validate_layout.cpp): the same row with each
+/// (tp, pp) stated that its num_gpus, cp and any stated degree allow, the framework runs and the
+/// planner's rules accept; `note` says what was tuned over how many layouts. nullopt when the row
+/// states both (or lacks num_gpus: setup_row then says so); RowSkipped when no layout can run.
+struct TunedLayouts {
+  std::vector<RowSetup> setups;
+  std::string note;
+};
+std::optional<TunedLayouts> tuned_layouts(const ValidationSource& source, const nlohmann::json& row);
+
 /// The framework a row ran under: the row's "framework" object, else the file's, else none stated
 /// (the default profile, listed in `assumptions`). An unknown name gets the default profile and a
 /// warning on stderr (once per name).
@@ -191,6 +201,10 @@ struct PreparedRow {
   std::vector<std::pair<std::string, MetricKind>> metrics;  ///< comparable_metrics(measured)
   std::optional<std::vector<ValidationResult>> skipped;     ///< set: the row is not compared, these are its results
   RowSetup setup;
+  /// tp or pp unstated (tuned_layouts): every layout's setup (`setup` is the first) and what was
+  /// tuned; validate_prepared keeps the fastest that fits. Empty: the row states its layout.
+  std::vector<RowSetup> layouts;
+  std::string layout_note;
   std::string citation, notes;  ///< the source's, for its FLOP convention
 };
 PreparedRow prepare_row(const ValidationSource& source, const nlohmann::json& row);
