@@ -178,5 +178,31 @@ TEST(CliFramework, HostBoundPlansSayHowMuchOfComputeWaitsForLaunches) {
   EXPECT_EQ(parse_json_or_fail(large)["host_wait_s"].get<double>(), 0.0);
 }
 
+// A framework named with its features as words: the EP all-to-all overlap of Megatron-Core hides
+// part of the MoE dispatch, so the same expert-parallel plan estimates faster, and stderr says how the
+// phrase was read (a misspelt feature shows as read without it, changing nothing).
+TEST(CliFramework, FeaturesNamedInThePhraseAreAppliedAndSaid) {
+  const std::string moe = std::string(MGT_SOURCE_DIR) + "/examples/models/Qwen3-30B-A3B.json";
+  const std::vector<std::string> base{"estimate", moe, "--gpus", "8", "--cluster", "b200", "--seq-len", "2048", "--global-batch", "64",
+                                      "--plan", R"({"dp_shard":8,"ep":8,"zero_stage":1})", "--json", "--framework"};
+  auto with = [&base](const std::string& framework) {
+    std::vector<std::string> args = base;
+    args.push_back(framework);
+    return run_cli(args);
+  };
+  const Result plain = with("megatron-core"), overlap = with("megatron-core ep-a2a-overlap"),
+               typo = with("megatron-core ep-a2a-overlp");
+  ASSERT_EQ(plain.exit_code, 0) << describe(plain);
+  ASSERT_EQ(overlap.exit_code, 0) << describe(overlap);
+  ASSERT_EQ(typo.exit_code, 0) << describe(typo);
+  const auto exposed_ep = [](const Result& r) { return parse_json_or_fail(r)["time"]["exposed_ep_s"].get<double>(); };
+  EXPECT_LT(exposed_ep(overlap), exposed_ep(plain));
+  EXPECT_LT(step_time(overlap), step_time(plain));
+  EXPECT_EQ(step_time(typo), step_time(plain));
+  EXPECT_TRUE(contains(overlap.err, "megatron-core with ep-a2a-overlap")) << overlap.err;
+  EXPECT_TRUE(contains(typo.err, "read as megatron-core")) << typo.err;
+  EXPECT_FALSE(contains(typo.err, "with ep-a2a-overlap")) << typo.err;
+}
+
 }  // namespace
 }  // namespace mgt_cli_test

@@ -171,6 +171,10 @@ std::optional<cost::FrameworkProfile> resolve_framework(const PlanOptions& o, co
     cost::warn_once("--framework " + name + " has no profile; the default " + selected.profile.name +
                     " profile is used (profiles: " + names + ")");
   }
+  // A phrase ("megatron-core ep-a2a-overlap") says how it was read, so a misspelt feature is seen.
+  for (const auto& note : selected.notes)
+    if (note.find(" read as ") != std::string::npos) cost::warn_once("--framework: " + note);
+  if (selected.profile.ep_a2a_overlap) cost::warn_once("--framework: " + selected.profile.name + " with ep-a2a-overlap");
   return selected.profile;
 }
 

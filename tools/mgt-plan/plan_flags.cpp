@@ -36,8 +36,9 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
   app.add_option("--framework", f.options.framework,
                  "the training software whose kernels, overlap and overheads price the plans: megatron-lm, "
                  "megatron-core (also nemo, megatron-bridge), megatron-deepspeed (also gpt-neox), deepspeed, pytorch-fsdp "
-                 "(also llm-foundry, accelerate, axolotl, metaseq, olmo, litgpt), torchtitan, nanotron (default: "
-                 "--emit's framework, "
+                 "(also llm-foundry, accelerate, axolotl, metaseq, olmo, litgpt), torchtitan, nanotron; features may "
+                 "follow as words, e.g. \"megatron-core ep-a2a-overlap\" (Megatron-Core's EP all-to-all overlap), "
+                 "\"torchtitan torch.compile float8\" (default: --emit's framework, "
                  "else the pytorch-fsdp constants with every plan shape searched)");
 }
 
