@@ -317,12 +317,17 @@ void cost_attention(Walk& w, const ir::Op& op) {
                  : (ir::is_symbolic_dim(t.dims[i].name) ? (t.dims[i].name == 'b' ? w.ctx.micro_batch : w.ctx.seq_len)
                                                         : t.dims[i].size);
   };
+  // The keys a query can reach: the sequence (gathered over cp: every query block sees all keys), or
+  // under packing its own document, so a sequence of s tokens costs what s/d sequences of d cost.
+  const int64_t doc = w.ctx.document_tokens;
+  const int64_t span = doc > 0 && doc < w.ctx.seq_len ? doc : w.ctx.seq_len;
+  const bool windowed = op.sliding_window > 0 && op.sliding_window < span;
   auto fwd_flops = [&](bool local) {
     const double batch = double(size_at(q, 0, local));
     const double s_q = double(size_at(q, 1, local));
-    double s_kv = double(w.ctx.seq_len);  // keys are gathered over cp: every query block sees all keys
+    double s_kv = double(span);
     double mask_fraction = op.causal ? 0.5 : 1.0;
-    if (op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len) {
+    if (windowed) {
       s_kv = double(op.sliding_window);
       mask_fraction = 1.0;
     }
@@ -336,9 +341,10 @@ void cost_attention(Walk& w, const ir::Op& op) {
   // FlashAttention-2 (Dao 2023, §3.1): backward does 5 GEMM-like products to forward's 2.
   const double fwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "fwd");
   const double bwd_rate = ir::measured_kernel_rate(w.cluster, "attention_core", "bwd");
-  const bool windowed = op.sliding_window > 0 && op.sliding_window < w.ctx.seq_len;
   const AttentionDims dims{double(size_at(q, 0, true)) * double(size_at(q, 2, true)), double(size_at(q, 1, true)),
-                           windowed ? double(op.sliding_window) : double(w.ctx.seq_len),
+                           // an eager (materialised) square covers the whole sequence: a packing mask skips nothing
+                           windowed ? double(op.sliding_window)
+                                    : double(w.params.attention_materialised ? w.ctx.seq_len : span),
                            double(q.dims[3].size), double(v.dims[3].size),
                            windowed ? AttentionMask::window : (op.causal ? AttentionMask::causal : AttentionMask::none)};
   const auto [fwd_model_s, bwd_model_s] = attention_model_times(w, dims, local_flops);

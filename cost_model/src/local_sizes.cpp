@@ -24,7 +24,7 @@ ShardContext shard_context(const ir::Plan& plan, const ir::TrainingSettings& set
   const ir::LinearFormat format = settings.linear_gemm_format();
   return ShardContext{plan.micro_batch, settings.seq_len, plan.tp, plan.cp, ir::sequence_parallel(plan),
                       settings.compute_dtype, plan.ep, format != ir::LinearFormat::none, format, settings.task,
-                      settings.lora, ir::expert_tp(plan)};
+                      settings.lora, ir::expert_tp(plan), settings.document_tokens};
 }
 
 int64_t local_dim_size(const ir::Dim& dim, const ShardContext& ctx, bool in_tp_region) {

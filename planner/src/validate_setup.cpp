@@ -509,6 +509,13 @@ void setup_batch(const json& training, int64_t seq, RowSetup& s) {
                  std::to_string(seqs / (replicas * mb)) + "; the latter is used");
   s.settings.seq_len = seq;
   s.settings.global_batch_tokens = seqs * seq;
+  // Packed sequences (mgt's own field; docs/validation.md §5): documents of this many tokens.
+  if (const auto d = opt_int(training, "document_tokens", "training")) {
+    if (*d <= 0 || *d > seq)
+      throw RowSkipped("training.document_tokens " + std::to_string(*d) + " is not within 1.." + std::to_string(seq) +
+                       " (the sequence length)");
+    s.settings.document_tokens = *d;
+  }
 }
 
 /// Compute dtype, fp8 linears and the MFU denominator.

@@ -140,6 +140,7 @@ RunRecord run_record_from_json(const json& doc, const std::string& path) {
   r.seed = doc.at("seed").get<uint64_t>();
   r.adamw = read_adamw(doc, path);
   r.grad_clip = ir::optional_number(doc, "grad_clip", 0.0, path);
+  r.document_tokens = ir::optional_nonnegative_int(doc, "document_tokens", 0, path);
   check_optimizer_settings(r.adamw, r.grad_clip, path, /*command_line=*/false);
   if (doc.contains("data_checksum")) {
     r.data_checksum = ir::require_string(doc, "data_checksum", path);
@@ -187,6 +188,7 @@ json to_json(const RunRecord& r) {
             {"weight_decay", r.adamw.weight_decay}}},
           {"grad_clip", r.grad_clip},
           {"plan", ir::to_json(r.plan)}};
+  if (r.document_tokens > 0) doc["document_tokens"] = r.document_tokens;
   if (!r.data_checksum.empty()) {
     doc["data_size_bytes"] = r.data_size_bytes;
     doc["data_checksum"] = r.data_checksum;

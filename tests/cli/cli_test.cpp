@@ -522,4 +522,26 @@ TEST(CliSimulate, JsonHasAnalyticFiguresAndWhatIsLiveAtThePeak) {
   EXPECT_LE(listed, memory.at("peak_allocated_bytes").get<int64_t>());
 }
 
+// --document-tokens on the planning commands: packed documents make attention cheaper (the same plan
+// estimates faster at the same tokens), the settings line says so, and a document longer than a
+// sequence is one clear error.
+TEST(CliPlanning, PackedDocumentsAreAnInputOfThePlanningCommands) {
+  const std::vector<std::string> base{"estimate", kLlama8B, "--gpus", "8", "--seq-len", "8192", "--global-batch", "32",
+                                      "--plan", R"({"dp_shard":8})", "--json"};
+  std::vector<std::string> packed_args = base;
+  packed_args.insert(packed_args.end(), {"--document-tokens", "512"});
+  const Result whole = run_cli(base), packed = run_cli(packed_args);
+  ASSERT_EQ(whole.exit_code, 0) << describe(whole);
+  ASSERT_EQ(packed.exit_code, 0) << describe(packed);
+  EXPECT_LT(parse_json_or_fail(packed)["step_time_s"].get<double>(), parse_json_or_fail(whole)["step_time_s"].get<double>());
+  const Result table = run_cli({kLlama8B, "--gpus", "8", "--seq-len", "8192", "--document-tokens", "1K", "--top", "1"});
+  ASSERT_EQ(table.exit_code, 0) << describe(table);
+  EXPECT_TRUE(contains(table.out, "packed: documents of 1024 tokens")) << table.out;
+  const Result bad = run_cli({"estimate", kLlama8B, "--gpus", "8", "--seq-len", "4096", "--document-tokens", "8192",
+                              "--plan", R"({"dp_shard":8})"});
+  EXPECT_EQ(bad.exit_code, 2) << describe(bad);
+  EXPECT_TRUE(contains(bad.err, "--document-tokens")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "longer than a sequence")) << bad.err;
+}
+
 }  // namespace

@@ -209,6 +209,34 @@ TEST(CliRun, UnusableCheckpointsAreOneLineErrors) {
   EXPECT_EQ(ok.exit_code, 0) << describe(ok);
 }
 
+// Packed training (--document-tokens): 2 sequences of 16 tokens in documents of 4 train as 8
+// sequences of 4 tokens (the same token stream, attention within each document); the checkpoint
+// records the documents and a resume keeps them, refusing another length with one line.
+TEST(CliRun, PackedSequencesTrainAsTheirDocumentsAndResumeWithThem) {
+  TempDir d;
+  const std::string model = d.write("config.json", kTinyLlama);
+  const Result packed = run_cli({"run", model, "--seq-len", "16", "--global-batch", "2", "--document-tokens", "4",
+                                 "--steps", "2", "--log", d.file("packed.jsonl"), "--save", d.file("ckpt")});
+  ASSERT_EQ(packed.exit_code, 0) << describe(packed);
+  const Result documents = run_cli({"run", model, "--seq-len", "4", "--global-batch", "8", "--steps", "2", "--log",
+                                    d.file("documents.jsonl")});
+  ASSERT_EQ(documents.exit_code, 0) << describe(documents);
+  const auto want = losses(read_log(d.file("documents.jsonl"))), got = losses(read_log(d.file("packed.jsonl")));
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i].second, want[i].second, 1e-5 * want[i].second) << i;
+  EXPECT_EQ(json::parse(slurp(d.file("ckpt/run.json"))).at("document_tokens").get<int64_t>(), 4);
+  const Result other = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "1", "--document-tokens", "8"});
+  EXPECT_EQ(other.exit_code, 2) << describe(other);
+  EXPECT_EQ(nonempty_lines(other.err).size(), 1u) << describe(other);
+  EXPECT_TRUE(contains(other.err, "--document-tokens 4")) << other.err;
+  const Result resumed = run_cli({"run", model, "--resume", d.file("ckpt"), "--steps", "1"});
+  EXPECT_EQ(resumed.exit_code, 0) << describe(resumed);
+  const Result too_long = run_cli({"run", model, "--seq-len", "16", "--global-batch", "2", "--document-tokens", "32",
+                                   "--steps", "1"});
+  EXPECT_EQ(too_long.exit_code, 2) << describe(too_long);
+  EXPECT_TRUE(contains(too_long.err, "longer than a sequence")) << too_long.err;
+}
+
 TEST(CliRun, TraceIsChromeTraceOfTheLastStepBesideTheSimulation) {
   TempDir d;
   const std::string model = d.write("config.json", kTinyLlama);

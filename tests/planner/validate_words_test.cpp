@@ -194,3 +194,17 @@ TEST(ValidationWords, AnImplausibleCountInWordsIsASkipNotACrash) {
     EXPECT_NE(results[0].skipped->find("is not a plausible count"), std::string::npos) << *results[0].skipped;
   }
 }
+
+// A row's packed documents (training.document_tokens, mgt's own field): the setting the estimate
+// takes; a length outside 1..seq_length is a skip naming the field.
+TEST(ValidationWords, PackedDocumentsAreReadAndBounded) {
+  json row = llama_row();  // sequence 4096
+  row["training"]["document_tokens"] = "512 tokens";
+  auto src = source_with({row});
+  EXPECT_EQ(mgt::plan::setup_row(src, src.rows[0]).settings.document_tokens, 512);
+  row["training"]["document_tokens"] = 8192;
+  src = source_with({row});
+  const auto r = mgt::plan::validate_row(src, src.rows[0]);
+  ASSERT_TRUE(r.at(0).skipped);
+  EXPECT_NE(r.at(0).skipped->find("training.document_tokens 8192"), std::string::npos) << *r.at(0).skipped;
+}

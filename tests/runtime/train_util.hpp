@@ -30,6 +30,7 @@ struct TinyRun {
   uint64_t data_seed = 5;  ///< synthetic tokens
   int64_t data_vocab = 512;
   bool backend_memory = true;  ///< parameters in kernels->memory() (else the default resource)
+  int64_t document_tokens = 0;  ///< packed documents per sequence (0: one per sequence)
 };
 
 /// The StepStats of `run.steps` AdamW steps (grad clip 1.0, the config's numerics) of a fresh model on
@@ -40,6 +41,7 @@ inline std::vector<StepStats> train_tiny(const std::string& config, const std::s
   cost::TrainingSettings settings;
   settings.seq_len = run.seq_len;
   settings.global_batch_tokens = run.batch_seqs * run.seq_len;
+  settings.document_tokens = run.document_tokens;
   const ir::Schedule schedule = plan::lower_to_schedule(
       graph, ir::plan_from_json(ir::parse_json_text(plan_json, "p"), "p"), settings, 1, ir::cluster_preset("h100-sxm"));
   ModelState state(graph, 1,
@@ -49,6 +51,7 @@ inline std::vector<StepStats> train_tiny(const std::string& config, const std::s
   options.numerics = read_model_numerics(config);
   options.grad_clip = 1.0;
   options.kernels = kernels;
+  options.document_tokens = run.document_tokens;
   Executor executor(schedule, graph, state, options);
   const TokenSource data = TokenSource::synthetic(run.data_seed, run.data_vocab);
   std::vector<StepStats> stats;

@@ -194,6 +194,14 @@ Loaded load(const PlanOptions& o, const std::string& emit = "") {
   } else {
     settings.global_batch_tokens = default_global_batch_tokens(settings.seq_len);
   }
+  if (o.document_tokens) {
+    settings.document_tokens = parse_size(*o.document_tokens, "--document-tokens");
+    if (settings.document_tokens > settings.seq_len)
+      throw ir::InputError("--document-tokens", "",
+                           std::to_string(settings.document_tokens) + " is longer than a sequence (--seq-len " +
+                               std::to_string(settings.seq_len) + ")",
+                           "give documents of at most --seq-len tokens, or leave the flag out (one document per sequence)");
+  }
   if (settings.global_batch_tokens % settings.seq_len != 0)
     throw ir::InputError("--global-batch-tokens", "",
                          std::to_string(settings.global_batch_tokens) + " tokens is not a whole number of " +

@@ -16,6 +16,8 @@ struct PlanOptions {
   std::optional<std::string> seq_len;              ///< unset = default (min(8192, max_position_embeddings))
   std::optional<std::string> global_batch_tokens;  ///< unset = default ~4M; K/M/G suffixes (powers of 2)
   std::optional<std::string> global_batch_seqs;    ///< --global-batch: the batch in sequences instead of tokens
+  /// --document-tokens: packed documents of this many tokens per sequence (TrainingSettings::document_tokens)
+  std::optional<std::string> document_tokens;
   /// bf16 | fp16 (mixed, fp32 master) | fp8 (fp8 linears, bf16 rest) | fp32; empty: fp32 on a CPU
   /// cluster (gpu.arch cpu), else bf16
   std::string precision;

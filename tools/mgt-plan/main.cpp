@@ -19,8 +19,9 @@ namespace mgt::cli {
 void configure_app(CLI::App& app) {
   app.footer(R"(
 MFU counts model FLOPs = 6 x (parameters that take part in matmuls, active experts only) x tokens
-plus causal attention (fwd + bwd = 3 x 2 x b x s x s/2 x heads x (d_qk + d_v) per layer), divided by
-step time x GPUs x dense bf16 peak. Recompute FLOPs are not model FLOPs.
+plus causal attention (fwd + bwd = 3 x 2 x b x s x s/2 x heads x (d_qk + d_v) per layer; per document
+of --document-tokens when packed), divided by step time x GPUs x dense bf16 peak. Recompute FLOPs are
+not model FLOPs.
 Exit status: 0 done, 1 no valid plan, 2 bad input. Docs: README.md, docs/planner.md, docs/cost-model.md.)");
   app.require_subcommand(0, 1);
   app.fallthrough(false);

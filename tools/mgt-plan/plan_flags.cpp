@@ -18,6 +18,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f, bool required) {
   app.add_option("--global-batch", f.global_batch,
                  "sequences per optimizer step (the batch in sequences of --seq-len tokens, as `run` takes it; "
                  "instead of --global-batch-tokens)");
+  app.add_option("--document-tokens", f.document_tokens,
+                 "packed training: each sequence holds documents of this many tokens (K suffix as --seq-len); "
+                 "attention stays within a document and positions restart (default: one document per sequence)");
   app.add_option("--precision", f.options.precision,
                  "bf16 (default on GPUs), fp16 (both mixed with fp32 master weights), fp8 (linear layers in fp8 with "
                  "per-tensor delayed or current scaling, the rest bf16; MFU stays relative to the bf16 peak), mxfp8 "
@@ -58,6 +61,7 @@ PlanOptions resolve_plan_flags(const CLI::App& app, const PlanFlags& f) {
   if (given("--seq-len")) o.seq_len = f.seq_len;
   if (given("--global-batch-tokens")) o.global_batch_tokens = f.global_batch_tokens;
   if (given("--global-batch")) o.global_batch_seqs = f.global_batch;
+  if (given("--document-tokens")) o.document_tokens = f.document_tokens;
   // An empty value would read as "not given" (the default precision) further on.
   if (given("--precision") && o.precision.empty())
     throw ir::InputError("--precision", "", "is empty", "use bf16, fp16, fp8 or fp32, or leave the flag out for the default");

@@ -60,7 +60,11 @@ std::string format_header(const RunContext& run) {
          std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") + " of " + std::to_string(run.cluster->gpus_per_node) + ")\n";
   out += "settings: seq_len " + std::to_string(run.settings.seq_len) + (run.seq_len_defaulted ? " (default)" : "") +
          ", global batch " + with_commas(run.settings.global_batch_tokens) + " tokens = " +
-         with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") + "\n";
+         with_commas(run.settings.global_batch_seqs()) + " sequences" + (run.batch_defaulted ? " (default)" : "") +
+         (run.settings.document_tokens > 0
+              ? ", packed: documents of " + std::to_string(run.settings.document_tokens) + " tokens (attention within each)"
+              : "") +
+         "\n";
   const ir::TrainingSettings& st = run.settings;
   const std::string compute = st.compute_dtype == ir::DType::f16   ? "fp16"
                               : st.compute_dtype == ir::DType::f32 ? "fp32"

@@ -71,6 +71,15 @@ RunOptions apply_run_record(const RunOptions& given, const rt::RunRecord& rec, c
     }
     *value = saved;
   }
+  // Packing changes what the model learns from the same tokens (the attention mask), so a resumed run
+  // keeps the checkpoint's documents.
+  if (is_given("--document-tokens") && o.document_tokens != rec.document_tokens) {
+    throw ir::InputError(path, "document_tokens",
+                         "the checkpoint was trained with --document-tokens " + std::to_string(rec.document_tokens) +
+                             " (0: unpacked), the command line gives " + std::to_string(o.document_tokens),
+                         "drop --document-tokens or pass the checkpoint's");
+  }
+  o.document_tokens = rec.document_tokens;
   const auto note = [&](const std::string& flag, const std::string& now, const std::string& saved) {
     if (lead && now != saved)
       std::fprintf(stderr, "note: %s %s differs from the checkpoint's %s (%s): the run continues with %s\n",
@@ -124,6 +133,7 @@ void check_flags(const RunOptions& given) {
     throw ir::InputError("command line", "--task", "unknown task \"" + given.task + "\"", "use pretrain or sft");
   if (given.given.count("--seq-len")) positive(given.seq_len, "--seq-len");
   if (given.given.count("--global-batch")) positive(given.global_batch, "--global-batch");
+  if (given.given.count("--document-tokens")) positive(given.document_tokens, "--document-tokens");
   rt::check_optimizer_settings({given.lr, given.beta1, given.beta2, given.eps, given.weight_decay}, given.grad_clip,
                                "command line", /*command_line=*/true);
 }
@@ -162,6 +172,7 @@ cost::TrainingSettings training_settings(const RunOptions& o) {
   cost::TrainingSettings settings;
   settings.seq_len = o.seq_len;
   settings.global_batch_tokens = ir::checked_mul(o.global_batch, o.seq_len, "command line", "--global-batch x --seq-len");
+  settings.document_tokens = o.document_tokens;
   if (o.backend != "cuda") settings.compute_dtype = ir::DType::f32;
   return settings;
 }
@@ -204,6 +215,7 @@ rt::RunRecord run_record(const RunOptions& o, const ir::Graph& graph, const ir::
   r.seed = o.seed;
   r.adamw = {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
   r.grad_clip = o.grad_clip;
+  r.document_tokens = o.document_tokens;
   r.plan = plan;
   return r;
 }
@@ -383,6 +395,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--data-dtype", o.data_dtype, "uint16 (default) or uint32");
   run->add_option("--seq-len", o.seq_len, "sequence length S (required unless --resume)");
   run->add_option("--global-batch", o.global_batch, "sequences per optimizer step G (required unless --resume)");
+  run->add_option("--document-tokens", o.document_tokens,
+                  "packed training: each sequence holds documents of this many tokens; attention stays within a "
+                  "document and positions restart (default: one document per sequence; with --resume, the checkpoint's)");
   run->add_option("--steps", o.steps, "optimizer steps (with --resume: more steps)")->required();
   run->add_option("--seed", o.seed, "seed for parameter init and synthetic data (default 0)")
       ->check(CLI::Validator(
@@ -441,6 +456,10 @@ int run_training(const RunOptions& given) {
   const bool launcher_lead = rt::launcher_environment().rank == 0;
   const RunOptions o = record ? apply_run_record(given, *record, record_path, launcher_lead) : given;
   check_seq_len(o.seq_len, graph);
+  if (o.document_tokens > o.seq_len)
+    throw ir::InputError("command line", "--document-tokens",
+                         std::to_string(o.document_tokens) + " is longer than a sequence (--seq-len " + std::to_string(o.seq_len) + ")",
+                         "give documents of at most --seq-len tokens, or leave the flag out (one document per sequence)");
   const std::map<std::string, double> architecture = rt::model_architecture(graph, numerics);
   // The lead holds the save folder's lock from here to the end, so a second run saving there is
   // refused now, not after training (before MPI starts: the other ranks end with it).
@@ -477,6 +496,7 @@ int run_training(const RunOptions& given) {
   options.numerics = numerics;
   options.adamw = {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
   options.grad_clip = o.grad_clip;
+  options.document_tokens = o.document_tokens;
   options.record_timeline = !o.trace_path.empty();
   options.kernels = cuda_run.kernels.get();
   return train(o, graph, schedule, state, data, comm.get(), options, priced,

@@ -23,6 +23,7 @@ struct RunOptions {
   std::string data_dtype = "uint16";
   int64_t seq_len = 0;          ///< required unless --resume (then the checkpoint's)
   int64_t global_batch = 0;     ///< sequences per optimizer step; required unless --resume
+  int64_t document_tokens = 0;  ///< --document-tokens: packed documents per sequence; 0 = one per sequence
   int64_t steps = 0;
   uint64_t seed = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;  ///< torch.optim.AdamW defaults

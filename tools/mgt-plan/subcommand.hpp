@@ -38,7 +38,7 @@ Subcommand add_export_mlir_cli(CLI::App& app);
 /// Flag values as typed; converted and validated after parsing so errors name the flag and the fix.
 struct PlanFlags {
   PlanOptions options;
-  std::string gpus, seq_len, global_batch_tokens, global_batch;
+  std::string gpus, seq_len, global_batch_tokens, global_batch, document_tokens;
 };
 
 /// The model positional and the flags every planning command takes (--gpus, --cluster, --seq-len,

@@ -140,11 +140,16 @@ float gelu_grad(float x) {
 
 // First key visible from query t (inclusive) and one past the last.
 int64_t query_position(const AttentionConfig& c, int64_t t) { return c.q_pos != nullptr ? c.q_pos[t] : t; }
+// Packed documents: the query's document [start, start + doc) bounds both ends.
 int64_t first_key(const AttentionConfig& c, int64_t t) {
-  return c.window > 0 ? std::max<int64_t>(0, query_position(c, t) - c.window + 1) : 0;
+  const int64_t pos = query_position(c, t);
+  const int64_t window_first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
+  return c.doc > 0 ? std::max(window_first, pos / c.doc * c.doc) : window_first;
 }
 int64_t end_key(const AttentionConfig& c, int64_t t) {
-  return c.causal ? std::min(query_position(c, t) + 1, attention_keys(c)) : attention_keys(c);
+  const int64_t pos = query_position(c, t);
+  const int64_t end = c.causal ? std::min(pos + 1, attention_keys(c)) : attention_keys(c);
+  return c.doc > 0 ? std::min(end, (pos / c.doc + 1) * c.doc) : end;
 }
 float attention_scale(const AttentionConfig& c) {
   return c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
@@ -432,7 +437,7 @@ KeyRange block_keys(const AttentionConfig& c, int64_t t0, int64_t t1) {
   return r;
 }
 
-int64_t query_block(const AttentionConfig& c) { return c.causal || c.window > 0 ? kQueryBlock : c.T; }
+int64_t query_block(const AttentionConfig& c) { return c.causal || c.window > 0 || c.doc > 0 ? kQueryBlock : c.T; }
 
 // Offsets of head h's (T, D) slice of q / out / dq and of its kv head's (Tk, D) slice of k / v.
 struct HeadOffsets {

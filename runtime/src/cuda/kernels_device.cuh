@@ -198,12 +198,17 @@ struct AttentionShape {
   bool causal;
   float scale;
   const int64_t* q_pos;
+  int64_t doc;  ///< packed documents (cpu::AttentionConfig::doc); 0 = none
 };
 
 __device__ void visible_keys(const AttentionShape& a, int64_t t, int64_t* lo, int64_t* hi) {
   const int64_t pos = a.q_pos != nullptr ? a.q_pos[t] : t;
   *lo = a.window > 0 ? max(int64_t(0), pos - a.window + 1) : 0;
   *hi = a.causal ? min(pos + 1, a.Tk) : a.Tk;
+  if (a.doc > 0) {  // the query's own document bounds both ends
+    *lo = max(*lo, pos / a.doc * a.doc);
+    *hi = min(*hi, (pos / a.doc + 1) * a.doc);
+  }
 }
 
 __global__ void attention_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -368,7 +373,7 @@ AttentionShape attention_shape(const cpu::AttentionConfig& c) {
   if (c.KVH <= 0 || c.H % c.KVH != 0) throw std::invalid_argument("attention: KVH must divide H");
   if (c.D > kMaxHeadDim) throw std::invalid_argument("attention: the CUDA kernel needs head_dim <= 256");
   return AttentionShape{c.B, c.T, c.H, c.KVH, c.D, cpu::attention_keys(c), c.window, c.causal,
-                        c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(float(c.D)), c.q_pos};
+                        c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(float(c.D)), c.q_pos, c.doc};
 }
 
 // ---- elementwise ----

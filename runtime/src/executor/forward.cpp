@@ -66,6 +66,7 @@ cpu::AttentionConfig Executor::Impl::attention_config(const Ctx& x) const {
   }
   ac.causal = op.causal;
   ac.window = op.sliding_window;
+  ac.doc = options.document_tokens;
   if (cp > 1) {  // queries at the rank's positions, keys and values gathered over the whole sequence
     ac.Tk = S;
     ac.q_pos = cp_pos.data();

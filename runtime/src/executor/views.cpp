@@ -191,7 +191,9 @@ std::pair<const float*, const float*> Executor::Impl::rope(int64_t T, int64_t D)
     cpu::rope_tables(cos_full.data(), sin_full.data(), S, D, /*position_offset=*/0, options.numerics.rope);
     Tensor cos(&tracker, T * D / 2), sin(&tracker, T * D / 2);
     for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = cp_pos[static_cast<size_t>(t)];
+      // Packed documents restart their positions (ExecutorOptions::document_tokens).
+      const int64_t global = cp_pos[static_cast<size_t>(t)];
+      const int64_t p = options.document_tokens > 0 ? global % options.document_tokens : global;
       std::copy_n(cos_full.begin() + p * D / 2, D / 2, cos.data() + t * D / 2);
       std::copy_n(sin_full.begin() + p * D / 2, D / 2, sin.data() + t * D / 2);
     }

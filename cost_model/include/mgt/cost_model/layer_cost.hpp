@@ -36,6 +36,8 @@ struct ShardContext {
   /// Expert tensor parallel: routed-expert weights split their FFN dim over etp ranks instead of tp
   /// (Megatron --expert-tensor-parallel-size); 0 = tp.
   int64_t expert_tp = 0;
+  /// Packed documents of this many tokens (ir::TrainingSettings::document_tokens); 0 = none.
+  int64_t document_tokens = 0;
 };
 
 /// The shard context of one micro-batch under `plan` (its sequence_parallel resolved or derived).

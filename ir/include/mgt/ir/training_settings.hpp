@@ -41,6 +41,11 @@ struct LoraSettings {
 struct TrainingSettings {
   int64_t seq_len = 8192;
   int64_t global_batch_tokens = 4ll << 20;
+  /// Packed training (sequence packing, e.g. fine-tuning on short examples): every sequence holds
+  /// documents of this many tokens back to back; attention stays within a document and positions
+  /// restart at each (a block-diagonal causal mask, as Megatron-Core's THD / cu_seqlens and
+  /// FlashAttention's varlen kernels run it). 0 = one document per sequence.
+  int64_t document_tokens = 0;
   DType compute_dtype = DType::bf16;  ///< bf16 or f16 (mixed precision, fp32 master weights)
   bool fp8_linears = false;           ///< GEMMs of linear layers in `linear_format` (not none), the rest as compute_dtype
   LinearFormat linear_format = LinearFormat::none;  ///< fp8 when only fp8_linears is set (older callers)

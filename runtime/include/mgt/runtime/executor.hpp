@@ -44,6 +44,9 @@ struct ExecutorOptions {
   ModelNumerics numerics;
   cpu::AdamWConfig adamw;   ///< torch.optim.AdamW hyper-parameters (weight decay on every parameter)
   double grad_clip = 0.0;   ///< global-norm clipping before AdamW; 0 = off
+  /// Packed documents of this many tokens in every sequence (ir::TrainingSettings::document_tokens):
+  /// attention stays within a document and rotary positions restart at each; 0 = one per sequence.
+  int64_t document_tokens = 0;
   int64_t rank = 0;         ///< this process's global rank (communicator->rank() when one is given)
   bool record_timeline = false;  ///< fill StepStats::timeline (one entry per instruction)
   /// The kernels and memory to run on; nullptr = the CPU kernels. The ModelState must live in the same

@@ -49,6 +49,9 @@ struct RunRecord {
   std::string data_checksum{};    ///< its FileFingerprint::checksum; empty = not recorded
   cpu::AdamWConfig adamw{};
   double grad_clip = 0.0;
+  /// Packed documents per sequence the run trained with (--document-tokens); 0 = unpacked (also
+  /// records written before the field existed).
+  int64_t document_tokens = 0;
   /// What the parameter shapes do not show, by config field ("num_attention_heads", "rms_norm_eps",
   /// "rope_theta", ...): model_architecture of the model it was trained with; empty in older records.
   std::map<std::string, double> architecture{};

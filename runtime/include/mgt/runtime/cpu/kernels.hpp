@@ -115,6 +115,9 @@ struct AttentionConfig {
   /// causal mask and the window compare positions.
   int64_t Tk = 0;
   const int64_t* q_pos = nullptr;
+  /// Packed documents of `doc` tokens (ir::TrainingSettings::document_tokens): key s is visible from
+  /// query t only when both positions lie in the same document (position / doc equal); 0 = none.
+  int64_t doc = 0;
 };
 inline int64_t attention_keys(const AttentionConfig& c) { return c.Tk > 0 ? c.Tk : c.T; }
 
