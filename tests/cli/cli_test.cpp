@@ -542,6 +542,10 @@ TEST(CliPlanning, PackedDocumentsAreAnInputOfThePlanningCommands) {
   EXPECT_EQ(bad.exit_code, 2) << describe(bad);
   EXPECT_TRUE(contains(bad.err, "--document-tokens")) << bad.err;
   EXPECT_TRUE(contains(bad.err, "longer than a sequence")) << bad.err;
+  // An exported config does not carry the data pipeline's packing: said, not dropped silently.
+  const Result emitted = run_cli({kLlama8B, "--gpus", "8", "--seq-len", "4096", "--document-tokens", "512", "--emit", "axolotl"});
+  ASSERT_EQ(emitted.exit_code, 0) << describe(emitted);
+  EXPECT_TRUE(contains(emitted.err, "does not pack data")) << emitted.err;
 }
 
 }  // namespace

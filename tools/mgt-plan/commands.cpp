@@ -178,6 +178,17 @@ std::optional<cost::FrameworkProfile> resolve_framework(const PlanOptions& o, co
   return selected.profile;
 }
 
+// The exported configs carry the plan, not the data pipeline: packing is set where the data is
+// built, so say so instead of dropping it silently.
+void note_packing_not_exported(const cost::TrainingSettings& settings) {
+  if (settings.document_tokens <= 0) return;
+  std::fprintf(stderr,
+               "note: priced with packed documents of %lld tokens (--document-tokens); the config above does not pack "
+               "data: enable packing where your data is built (Axolotl sample_packing, torchtitan's block-causal "
+               "attention mask, Megatron --reset-position-ids --reset-attention-mask)\n",
+               static_cast<long long>(settings.document_tokens));
+}
+
 Loaded load(const PlanOptions& o, const std::string& emit = "") {
   if (o.gpus <= 0 || o.gpus > kMaxGpus)
     throw ir::InputError("--gpus", "", "must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(o.gpus),
@@ -502,6 +513,7 @@ int run_search(const PlanOptions& o, int64_t top, const std::string& emit) {
                             ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla,
                             l.params.gradient_bytes, l.params.ep_comm_hidden_fraction > 0};
     std::cout << plan::export_plan(*format, ctx);
+    note_packing_not_exported(l.run.settings);
     std::cerr << format_recommendation(best, hbm);
     warn_if_absurd(l, o, best, format);
     return 0;
@@ -578,6 +590,7 @@ int run_estimate(const PlanOptions& o, const std::string& plan_text, const std::
                             ir::mtp_depths(l.graph), l.graph.info.num_experts, l.graph.info.has_mla,
                             l.params.gradient_bytes, l.params.ep_comm_hidden_fraction > 0};
     std::cout << plan::export_plan(*format, ctx);
+    note_packing_not_exported(l.run.settings);
     std::cerr << format_breakdown(e, hbm);
     if (e.memory.peak_bytes > hbm)
       std::cerr << "does not fit: needs " << format_gib(e.memory.peak_bytes) << " GiB > " << format_gib(hbm) << " GiB\n";
