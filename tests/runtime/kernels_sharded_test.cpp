@@ -4,6 +4,8 @@
 // tensor parallelism).
 #include "mgt/runtime/cpu/kernels.hpp"
 
+#include "random_floats.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,13 +17,7 @@
 namespace mgt::rt::cpu {
 namespace {
 
-std::vector<float> random_vector(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+std::vector<float> random_vector(size_t n, uint32_t seed) { return test::random_floats(n, seed); }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());

@@ -7,6 +7,7 @@
 #include "mgt/runtime/cpu/kernels.hpp"
 #include "mgt/runtime/executor.hpp"
 
+#include "random_floats.hpp"
 #include "train_util.hpp"
 
 #include <gtest/gtest.h>
@@ -14,7 +15,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -25,13 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using test::random_floats;
 
 struct Grads {
   std::vector<float> out, dq, dk, dv;
