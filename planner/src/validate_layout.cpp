@@ -8,6 +8,7 @@
 
 #include "validate_util.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,17 +20,23 @@ using detail::opt_int;
 
 namespace {
 
+// Degrees tried: no node holds more GPUs than this in one tensor-parallel group, and no pipeline has
+// more stages than a model has layers (a bound that keeps a row with an absurd GPU count from
+// turning into billions of candidates).
+constexpr int64_t kMaxTriedDegree = 1024;
+
 /// Powers of two up to `limit` (tensor-parallel degrees: the planner's rules want tp to divide the
 /// heads, and every preset node holds a power of two GPUs).
 std::vector<int64_t> powers_of_two(int64_t limit) {
   std::vector<int64_t> out;
-  for (int64_t v = 1; v <= limit; v *= 2) out.push_back(v);
+  for (int64_t v = 1; v <= std::min(limit, kMaxTriedDegree); v *= 2) out.push_back(v);
   return out;
 }
 
-std::vector<int64_t> divisors(int64_t n) {
+/// Divisors of n up to `limit`.
+std::vector<int64_t> divisors(int64_t n, int64_t limit) {
   std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d)
+  for (int64_t d = 1; d <= std::min(n, limit); ++d)
     if (n % d == 0) out.push_back(d);
   return out;
 }
@@ -52,13 +59,23 @@ std::optional<TunedLayouts> tuned_layouts(const ValidationSource& source, const 
     return std::nullopt;  // setup_row names the bad degree
   const int64_t model_ranks = *gpus / *cp;  // tp x pp x dp
 
+  // A pipeline has at most as many stages as the row's model has layers (when it says).
+  int64_t max_pp = kMaxTriedDegree;
+  try {
+    if (row.contains("model") && row["model"].is_object())
+      if (const auto layers = opt_int(row["model"], "num_layers", "model"); layers && *layers > 0)
+        max_pp = std::min(max_pp, *layers);
+  } catch (const RowSkipped&) {
+    // setup_row names the field
+  }
+
   TunedLayouts out;
   std::map<std::string, int64_t> broken;  // rule -> layouts it rejected
   std::string first_skip;
   const std::vector<int64_t> tps = tp ? std::vector<int64_t>{*tp} : powers_of_two(model_ranks);
   for (const int64_t t : tps) {
     if (model_ranks % t != 0) continue;
-    const std::vector<int64_t> pps = pp ? std::vector<int64_t>{*pp} : divisors(model_ranks / t);
+    const std::vector<int64_t> pps = pp ? std::vector<int64_t>{*pp} : divisors(model_ranks / t, max_pp);
     for (const int64_t q : pps) {
       if ((model_ranks / t) % q != 0) continue;
       if (dp && t * q * *dp != model_ranks) continue;  // a stated dp fixes tp x pp
