@@ -4,8 +4,10 @@
 Usage: python3 bench/heldout/summarize.py VALIDATION.json HELDOUT_DATA.json [--rows]
 
 Groups: GPU (the row's system), precision class (BF16 / FP8 per-tensor / FP8 blockwise / MXFP8 /
-NVFP4, from the published precision string), model type (dense / moe), container, and
-GPU x precision. For each: rows compared, median and p90 of |error| (percent; p90 by linear
+NVFP4, from the published precision string), model type (dense / moe), container, GPU x precision,
+and type x micro-batch x NVLink domain (the stated micro-batch size and the system's
+`nvlink_domain_gpus`: Megatron-Core's MoE README names the micro-batch size and CUDA graphs as the
+levers of a host-bound MoE step, so that group shows whether the error follows them). For each: rows compared, median and p90 of |error| (percent; p90 by linear
 interpolation between closest ranks, numpy's default, as `validate` does), the median signed
 error and how many rows are predicted too slow (error < 0 on a throughput metric) or too fast.
 """
@@ -44,6 +46,7 @@ def main():
     data = json.load(open(sys.argv[2]))
     rows_by_id = {r["id"]: r for r in data["rows"]}
     gpu_of = {k: v["gpu"] for k, v in data["hardware"].items()}
+    domain_of = {k: v.get("nvlink_domain_gpus", "?") for k, v in data["hardware"].items()}
     show_rows = "--rows" in sys.argv[3:]
     groups = defaultdict(list)
     skipped = defaultdict(list)
@@ -63,7 +66,10 @@ def main():
         if r["metric"] == "iteration_time_s":
             err = -err
         table.append((r["id"], gpu, prec, r["metric"], r["measured"], r["predicted"], err))
+        mbs = src.get("training", {}).get("micro_batch_size") or "?"
+        shape = f"{src['model']['type']}, mbs {mbs}, {domain_of[src['system']]}-GPU NVLink domain"
         for key in (("all",), ("gpu", gpu), ("precision", prec), ("type", src["model"]["type"]),
+                    ("type x mbs x domain", shape),
                     ("container", src.get("container", "not stated")), ("gpu x precision", f"{gpu} {prec}"),
                     ("model", src["model"].get("catalog_key", src["model"]["name"]))):
             groups[key].append(err)
@@ -73,14 +79,14 @@ def main():
             unit = "" if metric == "tokens_per_sec_per_gpu" else f" [{metric}]"
             print(f"{rid:64s} {gpu:6s} {prec:9s} {meas:9.0f} {pred:9.0f} {100 * err:+6.1f}%{unit}")
         print()
-    print(f"{'group':34s} {'n':>4s} {'med|e|%':>8s} {'p90|e|%':>8s} {'med e%':>7s} {'slow':>5s} {'fast':>5s}")
-    order = ["all", "gpu", "precision", "type", "gpu x precision", "model", "container"]
+    print(f"{'group':44s} {'n':>4s} {'med|e|%':>8s} {'p90|e|%':>8s} {'med e%':>7s} {'slow':>5s} {'fast':>5s}")
+    order = ["all", "gpu", "precision", "type", "gpu x precision", "type x mbs x domain", "model", "container"]
     for kind in order:
         for key in sorted(k for k in groups if k[0] == kind):
             e = groups[key]
             a = [abs(x) for x in e]
             name = "all" if kind == "all" else f"{kind}: {key[1]}"
-            print(f"{name:34s} {len(e):4d} {100 * percentile(a, 0.5):8.1f} {100 * percentile(a, 0.9):8.1f} "
+            print(f"{name:44s} {len(e):4d} {100 * percentile(a, 0.5):8.1f} {100 * percentile(a, 0.9):8.1f} "
                   f"{100 * percentile(e, 0.5):+7.1f} {sum(x < 0 for x in e):5d} {sum(x > 0 for x in e):5d}")
     if skipped:
         print(f"\nskipped rows: {sum(len(v) for v in skipped.values())}")
