@@ -8,7 +8,8 @@ NVFP4, from the published precision string), model type (dense / moe), container
 and type x micro-batch x NVLink domain (the stated micro-batch size and the system's
 `nvlink_domain_gpus`; docs/validation.md §10 reads the MoE rows through it). For each: rows
 compared, median and p90 of |error| (percent; p90 by linear interpolation between closest ranks,
-numpy's default, as `validate` does), the median signed error and how many rows are predicted too slow (error < 0 on a throughput metric) or too fast.
+numpy's default, as `validate` does), the median signed error and how many rows are predicted too
+slow (error < 0 on a throughput metric) or too fast.
 """
 import json
 import sys
